@@ -1,0 +1,78 @@
+"""Sandbox settings: one object, built from ``SANDBOX_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class SandboxSettings(BaseSettings):
+    """Where the sandbox keeps its state and how it is reached.
+
+    One ASGI app serves the CRM MCP endpoint (``/mcp``), the identity provider and the
+    drafts mailbox; it listens on plain HTTP (``http_port``) and on HTTPS
+    (``https_port``, certificate from the sandbox's own CA) because OAuth clients such
+    as azure-identity insist on an https authority.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="SANDBOX_", extra="ignore")
+
+    data_dir: Path = Field(default=PROJECT_ROOT / ".data" / "sandbox")
+    host: str = "127.0.0.1"
+    http_port: int = 8765
+    https_port: int = 8766
+
+    crm_audience: str = "api://sandbox-crm"
+    graph_audience: str = "https://graph.sandbox.example"
+    bot_app_id: str = "11111111-2222-4333-8444-555555555555"
+    bot_client_secret: str = "sandbox-bot-secret"
+    token_lifetime_seconds: int = 3600
+
+    @property
+    def bot_app_id_uri(self) -> str:
+        """Audience of Teams-SSO-like user tokens (the bot's Application ID URI)."""
+        return f"api://localhost/{self.bot_app_id}"
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "crm.sqlite3"
+
+    @property
+    def ca_cert_path(self) -> Path:
+        return self.data_dir / "ca.pem"
+
+    @property
+    def ca_key_path(self) -> Path:
+        return self.data_dir / "ca-key.pem"
+
+    @property
+    def server_cert_path(self) -> Path:
+        return self.data_dir / "server.pem"
+
+    @property
+    def server_key_path(self) -> Path:
+        return self.data_dir / "server-key.pem"
+
+    @property
+    def signing_key_path(self) -> Path:
+        return self.data_dir / "signing-key.pem"
+
+    @property
+    def idp_base_url(self) -> str:
+        return f"https://localhost:{self.https_port}"
+
+    @property
+    def http_base_url(self) -> str:
+        return f"http://{self.host}:{self.http_port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.http_base_url}/mcp"
+
+    def issuer(self, tenant_id: str) -> str:
+        """The token issuer for one tenant, shaped like Entra ID's v2.0 issuer."""
+        return f"{self.idp_base_url}/{tenant_id}/v2.0"
