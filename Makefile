@@ -16,7 +16,8 @@ $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 setup: $(STAMP)
 
 demo: setup
-	$(PY) -m sandbox demo
+	$(PY) -m copilot db migrate
+	$(PY) -m sandbox serve
 
 lint: setup
 	$(PY) -m ruff check .

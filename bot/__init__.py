@@ -1,0 +1,1 @@
+"""The Teams bot: activity handling, Adaptive Cards, SSO and streaming. Imports ``copilot`` only."""

@@ -1,0 +1,1 @@
+"""PostgreSQL: where it runs (embedded or ``DATABASE_URL``), the pool, the migrations."""

@@ -1,0 +1,1 @@
+"""Azure Functions blueprints (Python v2 programming model). Imports ``bot`` and ``copilot``."""

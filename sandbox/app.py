@@ -1,0 +1,107 @@
+"""The sandbox as one ASGI app: CRM MCP endpoint, identity provider, drafts mailbox, admin."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from mcp.server.fastmcp.server import StreamableHTTPASGIApp
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from sandbox import db
+from sandbox.config import SandboxSettings
+from sandbox.crm import CrmService
+from sandbox.directory import TENANTS
+from sandbox.identity.provider import identity_routes
+from sandbox.knobs import Knobs, KnobState
+from sandbox.mailbox import mailbox_routes
+from sandbox.mcp_auth import READ_SCOPE, WRITE_SCOPE, McpAuthGate
+from sandbox.mcp_server import build_mcp_server
+
+
+@dataclass
+class SandboxApp:
+    """The composed app plus the live state tests and the CLI poke at."""
+
+    asgi: Starlette
+    knobs: KnobState
+
+
+def _admin_routes(settings: SandboxSettings, knobs: KnobState) -> list[Route]:
+    async def get_knobs(_: Request) -> JSONResponse:
+        return JSONResponse(knobs.knobs.model_dump())
+
+    async def put_knobs(request: Request) -> JSONResponse:
+        try:
+            new = Knobs.model_validate_json(await request.body())
+        except ValidationError as exc:
+            return JSONResponse(
+                {"error": {"code": "validation", "message": "invalid knobs", "details": exc.errors()}},
+                status_code=400,
+            )
+        knobs.set(new)
+        return JSONResponse(new.model_dump())
+
+    async def request_log(_: Request) -> JSONResponse:
+        return JSONResponse(await anyio.to_thread.run_sync(db.read_request_log, settings.db_path))
+
+    async def export(_: Request) -> JSONResponse:
+        return JSONResponse(await anyio.to_thread.run_sync(db.export_state, settings.db_path))
+
+    async def reset(_: Request) -> JSONResponse:
+        await anyio.to_thread.run_sync(db.reset, settings.db_path)
+        knobs.set(Knobs())
+        return JSONResponse({"reset": True})
+
+    async def health(_: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def protected_resource(_: Request) -> JSONResponse:
+        # RFC 9728 metadata: where MCP clients learn which authorization server to use.
+        return JSONResponse(
+            {
+                "resource": settings.crm_audience,
+                "authorization_servers": [settings.issuer(t.id) for t in TENANTS],
+                "scopes_supported": [READ_SCOPE, WRITE_SCOPE],
+                "bearer_methods_supported": ["header"],
+            }
+        )
+
+    return [
+        Route("/healthz", health, methods=["GET"]),
+        Route("/.well-known/oauth-protected-resource", protected_resource, methods=["GET"]),
+        Route("/admin/knobs", get_knobs, methods=["GET"]),
+        Route("/admin/knobs", put_knobs, methods=["PUT"]),
+        Route("/admin/request-log", request_log, methods=["GET"]),
+        Route("/admin/export", export, methods=["GET"]),
+        Route("/admin/reset", reset, methods=["POST"]),
+    ]
+
+
+def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxApp:
+    """Compose the sandbox app; the database is created and seeded if it is new."""
+    db.ensure_schema(settings.db_path)
+    state = KnobState(knobs)
+    mcp = build_mcp_server(settings, CrmService(settings.db_path))
+    mcp.streamable_http_app()  # creates the session manager the endpoint below drives
+    endpoint = McpAuthGate(StreamableHTTPASGIApp(mcp.session_manager), settings, state)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[dict[str, Any]]:
+        async with mcp.session_manager.run():
+            yield {}
+
+    routes = [
+        Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]),
+        *identity_routes(settings),
+        *mailbox_routes(settings),
+        *_admin_routes(settings, state),
+    ]
+    return SandboxApp(asgi=Starlette(routes=routes, lifespan=lifespan), knobs=state)

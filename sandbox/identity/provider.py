@@ -1,0 +1,343 @@
+"""HTTP face of the identity provider: OpenID discovery, JWKS and the token endpoint.
+
+Shaped like Entra ID v2.0 closely enough that MSAL / azure-identity's
+``OnBehalfOfCredential`` work against it unchanged. The only grant is the
+on-behalf-of jwt-bearer exchange of a Teams-SSO-like user token for a CRM or
+Graph token of the *same* user; there are no service accounts (no
+``client_credentials``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import hmac
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+import jwt
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from sandbox.config import SandboxSettings
+from sandbox.directory import User, find_tenant
+from sandbox.identity.keys import jwks
+from sandbox.identity.tokens import TokenError, issue_token, validate_token
+
+GRANT_JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+USER_TOKEN_SCOPE = "access_as_user"
+RESERVED_SCOPES = frozenset({"openid", "profile", "offline_access", "email"})
+MULTI_TENANT_ALIASES = frozenset({"common", "organizations"})
+CRM_SCOPES = ("crm.read", "crm.write")
+GRAPH_SCOPES = ("Mail.ReadWrite",)
+
+
+class OAuthError(Exception):
+    """An Entra-shaped token endpoint error (``AADSTS<code>: ...``)."""
+
+    def __init__(self, status: int, error: str, code: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ScopeRequest:
+    """The one resource a token request targets and the scope names granted on it."""
+
+    resource: str
+    names: tuple[str, ...]
+
+    @property
+    def qualified(self) -> str:
+        """Space-separated fully qualified scopes, as Entra echoes them for non-Graph APIs."""
+        return " ".join(f"{self.resource}/{name}" for name in self.names)
+
+
+def identity_routes(settings: SandboxSettings) -> list[Route]:
+    """Starlette routes of the identity provider, to mount at the root of the HTTPS app."""
+
+    async def openid_configuration(request: Request) -> Response:
+        tenant = request.path_params["tenant"]
+        if tenant not in MULTI_TENANT_ALIASES and find_tenant(tenant) is None:
+            return _oauth_error(
+                request, OAuthError(400, "invalid_tenant", 90002, f"Tenant '{tenant}' not found.")
+            )
+        return JSONResponse(openid_metadata(settings, tenant))
+
+    async def keys(request: Request) -> Response:
+        return JSONResponse(jwks(settings), headers={"Cache-Control": "max-age=300"})
+
+    async def token(request: Request) -> Response:
+        try:
+            return JSONResponse(await _token(settings, request), headers={"Cache-Control": "no-store"})
+        except OAuthError as exc:
+            return _oauth_error(request, exc)
+
+    return [
+        Route("/{tenant}/v2.0/.well-known/openid-configuration", openid_configuration, methods=["GET"]),
+        Route("/{tenant}/.well-known/openid-configuration", openid_configuration, methods=["GET"]),
+        Route("/{tenant}/discovery/v2.0/keys", keys, methods=["GET"]),
+        Route("/{tenant}/discovery/keys", keys, methods=["GET"]),
+        Route("/{tenant}/oauth2/v2.0/token", token, methods=["POST"]),
+    ]
+
+
+def openid_metadata(settings: SandboxSettings, tenant: str) -> dict[str, Any]:
+    """The OpenID Provider metadata for ``tenant`` (a tenant id, ``common`` or ``organizations``)."""
+    base = f"{settings.idp_base_url}/{tenant}"
+    issuer_tenant = "{tenantid}" if tenant in MULTI_TENANT_ALIASES else tenant
+    return {
+        "issuer": settings.issuer(issuer_tenant),
+        "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
+        "token_endpoint": f"{base}/oauth2/v2.0/token",
+        "jwks_uri": f"{base}/discovery/v2.0/keys",
+        "token_endpoint_auth_methods_supported": ["client_secret_post", "client_secret_basic"],
+        "grant_types_supported": [GRANT_JWT_BEARER],
+        "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
+        "response_modes_supported": ["query", "fragment", "form_post"],
+        "subject_types_supported": ["pairwise"],
+        "id_token_signing_alg_values_supported": ["RS256"],
+        "scopes_supported": ["openid", "profile", "email", "offline_access"],
+        "claims_supported": [
+            "sub",
+            "iss",
+            "aud",
+            "exp",
+            "iat",
+            "nbf",
+            "name",
+            "preferred_username",
+            "oid",
+            "tid",
+            "ver",
+        ],
+        "request_uri_parameter_supported": False,
+        "tenant_region_scope": None,
+        "cloud_instance_name": "localhost",
+    }
+
+
+async def _token(settings: SandboxSettings, request: Request) -> dict[str, Any]:
+    form = _parse_form(await request.body())
+    grant_type = form.get("grant_type", "")
+    if grant_type != GRANT_JWT_BEARER:
+        raise OAuthError(
+            400,
+            "unsupported_grant_type",
+            70003,
+            f"The app requested an unsupported grant type '{grant_type}'. This sandbox only supports the "
+            "on-behalf-of flow: there are no service accounts, every token speaks for a signed-in user.",
+        )
+    _authenticate_client(settings, request, form)
+    if form.get("requested_token_use") != "on_behalf_of":
+        raise OAuthError(
+            400,
+            "invalid_request",
+            900144,
+            "The request body must contain 'requested_token_use=on_behalf_of'.",
+        )
+    user = _assertion_user(settings, form.get("assertion", ""), request.path_params["tenant"])
+    scopes = parse_scopes(settings, form.get("scope", ""))
+    if scopes.resource == settings.crm_audience and not user.crm_access:
+        raise OAuthError(
+            400,
+            "invalid_grant",
+            50105,
+            f"The signed in user '{user.email}' is not assigned to a role for the application "
+            f"'{settings.crm_audience}'. The user has no access to the CRM (licence revoked).",
+        )
+    lifetime = settings.token_lifetime_seconds
+    body: dict[str, Any] = {
+        "token_type": "Bearer",
+        "scope": scopes.qualified,
+        "expires_in": lifetime,
+        "ext_expires_in": lifetime,
+        "access_token": issue_token(
+            settings, user=user, audience=scopes.resource, scopes=list(scopes.names), lifetime=lifetime
+        ),
+    }
+    if form.get("client_info") == "1":
+        info = json.dumps({"uid": user.aad_object_id, "utid": user.tenant_id}, separators=(",", ":"))
+        body["client_info"] = base64.urlsafe_b64encode(info.encode()).rstrip(b"=").decode("ascii")
+    return body
+
+
+def parse_scopes(settings: SandboxSettings, scope: str) -> ScopeRequest:
+    """Resolve a requested ``scope`` string to one known resource and its scope names.
+
+    Reserved OpenID scopes are ignored; ``<resource>/.default`` means every scope of
+    that resource. Raises ``OAuthError`` for an empty, unknown or multi-resource request.
+    """
+    known = {settings.crm_audience: CRM_SCOPES, settings.graph_audience: GRAPH_SCOPES}
+    requested = [s for s in scope.split() if s not in RESERVED_SCOPES]
+    if not requested:
+        raise OAuthError(
+            400,
+            "invalid_scope",
+            70011,
+            "The provided value for the input parameter 'scope' is not valid: name an API scope.",
+        )
+    resources: dict[str, list[str]] = {}
+    for item in requested:
+        resource, sep, name = item.rpartition("/")
+        if not sep or not resource or not name:
+            raise OAuthError(
+                400,
+                "invalid_scope",
+                70011,
+                f"The provided value for scope '{item}' is not valid: use '<resource>/<scope>'.",
+            )
+        resources.setdefault(resource, []).append(name)
+    if len(resources) > 1:
+        raise OAuthError(
+            400,
+            "invalid_scope",
+            28000,
+            "Provided value for the input parameter scope is not valid because it contains "
+            "more than one resource.",
+        )
+    resource, names = next(iter(resources.items()))
+    if resource not in known:
+        raise OAuthError(
+            400,
+            "invalid_resource",
+            500011,
+            f"The resource principal named {resource} was not found in the tenant.",
+        )
+    if ".default" in names:
+        if len(names) > 1:
+            raise OAuthError(
+                400,
+                "invalid_scope",
+                70011,
+                "'.default' cannot be combined with other scopes of the resource.",
+            )
+        return ScopeRequest(resource, known[resource])
+    unknown = [n for n in names if n not in known[resource]]
+    if unknown:
+        raise OAuthError(
+            400,
+            "invalid_scope",
+            65005,
+            f"The application asked for scope '{unknown[0]}' that doesn't exist on the resource "
+            f"'{resource}'.",
+        )
+    return ScopeRequest(resource, tuple(dict.fromkeys(names)))
+
+
+def _authenticate_client(settings: SandboxSettings, request: Request, form: dict[str, str]) -> None:
+    client_id, client_secret = form.get("client_id", ""), form.get("client_secret", "")
+    basic = _basic_credentials(request.headers.get("authorization"))
+    if basic is not None:
+        client_id, client_secret = client_id or basic[0], basic[1]
+    if client_id != settings.bot_app_id:
+        raise OAuthError(
+            400,
+            "unauthorized_client",
+            700016,
+            f"Application with identifier '{client_id}' was not found in the directory.",
+        )
+    if not client_secret:
+        raise OAuthError(
+            401,
+            "invalid_client",
+            7000218,
+            "The request body must contain the following parameter: 'client_assertion' or 'client_secret'.",
+        )
+    if not hmac.compare_digest(client_secret.encode(), settings.bot_client_secret.encode()):
+        raise OAuthError(
+            401,
+            "invalid_client",
+            7000215,
+            "Invalid client secret provided. Ensure the secret being sent in the request is the "
+            "client secret value.",
+        )
+
+
+def _assertion_user(settings: SandboxSettings, assertion: str, path_tenant: str) -> User:
+    if not assertion:
+        raise OAuthError(
+            400,
+            "invalid_request",
+            900144,
+            "The request body must contain the following parameter: 'assertion'.",
+        )
+    try:
+        unverified_aud = jwt.decode(assertion, options={"verify_signature": False}).get("aud")
+    except jwt.InvalidTokenError as exc:
+        raise OAuthError(400, "invalid_grant", 50027, "The assertion is not a well-formed JWT.") from exc
+    audience = (
+        unverified_aud
+        if unverified_aud in (settings.bot_app_id, settings.bot_app_id_uri)
+        else settings.bot_app_id_uri
+    )
+    try:
+        claims = validate_token(settings, assertion, audience=audience, required_scopes={USER_TOKEN_SCOPE})
+    except TokenError as exc:
+        code = 500133 if "expired" in exc.description else 50013
+        raise OAuthError(
+            400, "invalid_grant", code, f"Assertion failed validation: {exc.description}"
+        ) from exc
+    if path_tenant not in MULTI_TENANT_ALIASES and path_tenant != claims.tenant_id:
+        if find_tenant(path_tenant) is None:
+            raise OAuthError(400, "invalid_tenant", 90002, f"Tenant '{path_tenant}' not found.")
+        raise OAuthError(
+            400,
+            "invalid_grant",
+            50020,
+            f"User account '{claims.user.email}' does not exist in tenant '{path_tenant}'.",
+        )
+    return claims.user
+
+
+def _basic_credentials(header: str | None) -> tuple[str, str] | None:
+    if not header or not header.lower().startswith("basic "):
+        return None
+    try:
+        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    client_id, sep, secret = decoded.partition(":")
+    return (client_id, secret) if sep else None
+
+
+def _parse_form(body: bytes) -> dict[str, str]:
+    try:
+        parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True)
+    except UnicodeDecodeError as exc:
+        raise OAuthError(
+            400, "invalid_request", 900144, "The request body is not form-encoded UTF-8."
+        ) from exc
+    return {k: v[0] for k, v in parsed.items()}
+
+
+def _oauth_error(request: Request, exc: OAuthError) -> JSONResponse:
+    now = dt.datetime.now(dt.UTC)
+    timestamp = now.strftime("%Y-%m-%d %H:%M:%SZ")
+    trace_id = str(uuid.uuid4())
+    correlation_id = request.headers.get("client-request-id") or str(uuid.uuid4())
+    description = (
+        f"AADSTS{exc.code}: {exc.message} Trace ID: {trace_id} "
+        f"Correlation ID: {correlation_id} Timestamp: {timestamp}"
+    )
+    body = {
+        "error": exc.error,
+        "error_description": description,
+        "error_codes": [exc.code],
+        "timestamp": timestamp,
+        "trace_id": trace_id,
+        "correlation_id": correlation_id,
+        "error_uri": f"{request.base_url}error?code={exc.code}",
+    }
+    headers = {"Cache-Control": "no-store"}
+    if exc.status == 401:
+        headers["WWW-Authenticate"] = 'Basic realm="sandbox-idp"'
+    return JSONResponse(body, status_code=exc.status, headers=headers)

@@ -1,0 +1,64 @@
+"""Shared fixtures: a real PostgreSQL for the whole run, a fresh database per test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from copilot.persistence.embedded import start_embedded
+from tests.support.sandbox_process import SandboxProcess, start_sandbox, stop_sandbox
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``DATABASE_URL`` if the environment provides a server, else an embedded one."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    return start_embedded(tmp_path_factory.mktemp("pg") / "pgdata")
+
+
+@pytest.fixture
+def database_url(postgres_server_url: str) -> Iterator[str]:
+    """A new, empty database on the shared server, dropped after the test."""
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    params = conninfo_to_dict(postgres_server_url)
+    params["dbname"] = name
+    yield make_conninfo("", **params)
+    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+async def db_conn(database_url: str) -> AsyncIterator[psycopg.AsyncConnection[dict[str, object]]]:
+    from psycopg.rows import dict_row
+
+    conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True, row_factory=dict_row)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def project_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxProcess]:
+    """The real sandbox (CRM MCP server, identity provider, mailbox) for the whole run."""
+    running = start_sandbox(tmp_path_factory.mktemp("sandbox"))
+    try:
+        yield running
+    finally:
+        stop_sandbox(running)

@@ -1,0 +1,182 @@
+"""PostgreSQL: embedded by default, migrations, and a pool that survives dropped connections."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import psutil
+import psycopg
+import pytest
+
+from copilot.errors import MigrationError
+from copilot.persistence.migrations import Migration, assert_schema_current, load_migrations, migrate
+from copilot.persistence.pool import open_pool
+from copilot.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+
+async def _count_rows(conn: psycopg.AsyncConnection[Any], table: str) -> int:
+    cur = await conn.execute(f"SELECT count(*) AS n FROM {table}")
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+async def test_migrations_apply_once_and_a_second_run_applies_nothing(db_conn):
+    first = await migrate(db_conn)
+    second = await migrate(db_conn)
+
+    assert [m.version for m in first.applied] == [m.version for m in load_migrations()]
+    assert second.applied == ()
+    assert await _count_rows(db_conn, "schema_migrations") == len(load_migrations())
+    assert await _count_rows(db_conn, "threads") == 0
+
+
+async def test_concurrent_migrators_apply_each_migration_exactly_once(database_url):
+    conns = [await psycopg.AsyncConnection.connect(database_url, autocommit=True) for _ in range(4)]
+    try:
+        reports = await asyncio.gather(*(migrate(c) for c in conns))
+    finally:
+        for c in conns:
+            await c.close()
+
+    applied = [m.version for r in reports for m in r.applied]
+    assert sorted(applied) == [m.version for m in load_migrations()]
+
+
+async def test_a_migration_edited_after_it_was_applied_is_refused(db_conn):
+    await migrate(db_conn)
+    original = load_migrations()
+    tampered = (Migration(1, original[0].name, original[0].sql + "\n-- edited"), *original[1:])
+
+    with pytest.raises(MigrationError, match="changed after it was applied"):
+        await migrate(db_conn, tampered)
+
+
+async def test_request_paths_refuse_a_database_that_was_not_migrated(db_conn):
+    with pytest.raises(MigrationError, match="python -m copilot db migrate"):
+        await assert_schema_current(db_conn)
+    await migrate(db_conn)
+    await assert_schema_current(db_conn)
+
+
+def test_db_migrate_command_applies_then_reports_nothing_pending(database_url, project_root):
+    env = {**os.environ, "DATABASE_URL": database_url}
+    run = [sys.executable, "-m", "copilot", "db", "migrate", "--json"]
+
+    first = subprocess.run(run, env=env, cwd=project_root, capture_output=True, text=True, check=True)
+    second = subprocess.run(run, env=env, cwd=project_root, capture_output=True, text=True, check=True)
+
+    assert [m["version"] for m in json.loads(first.stdout)["applied"]] == [1]
+    assert json.loads(second.stdout) == {"applied": [], "current_version": len(load_migrations())}
+
+
+def test_db_migrate_command_reports_an_unreachable_database_clearly(project_root):
+    env = {**os.environ, "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"}
+    result = subprocess.run(
+        [sys.executable, "-m", "copilot", "db", "migrate"],
+        env=env,
+        cwd=project_root,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: could not connect to PostgreSQL")
+    assert "Traceback" not in result.stderr
+
+
+async def test_pool_replaces_connections_the_server_dropped(database_url, db_conn):
+    settings = Settings(COPILOT_DB_POOL_MIN=2, COPILOT_DB_POOL_MAX=2)
+    pool = await open_pool(database_url, settings)
+    try:
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT pg_backend_pid() AS pid")
+            row = await cur.fetchone()
+            assert row is not None
+            before = row["pid"]
+        # What an idle-connection reaper (or a serverless pause) does to the pool.
+        await db_conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT pg_backend_pid() AS pid")
+            row = await cur.fetchone()
+            assert row is not None
+            assert row["pid"] != before
+    finally:
+        await pool.close()
+
+
+async def test_pool_never_creates_server_side_prepared_statements(database_url):
+    pool = await open_pool(database_url, Settings(COPILOT_DB_POOL_MIN=1, COPILOT_DB_POOL_MAX=1))
+    try:
+        async with pool.connection() as conn:
+            for i in range(20):
+                await conn.execute("SELECT %s::int AS n", (i,))
+            cur = await conn.execute("SELECT count(*) AS n FROM pg_prepared_statements")
+            row = await cur.fetchone()
+            assert row is not None
+            assert row["n"] == 0
+    finally:
+        await pool.close()
+
+
+_ATTACH = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from copilot.persistence.embedded import start_embedded, embedded_server_pid
+    pgdata = Path(sys.argv[1])
+    url = start_embedded(pgdata)
+    print(embedded_server_pid(pgdata), flush=True)
+    sys.stdin.read()  # stay attached until the test closes our stdin
+    """
+)
+
+
+def test_two_processes_starting_embedded_postgres_at_once_share_one_server(tmp_path, project_root):
+    pgdata = tmp_path / "pgdata"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _ATTACH, str(pgdata)],
+            cwd=project_root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        pids = {int(p.stdout.readline()) for p in procs if p.stdout is not None}
+        servers = [
+            proc
+            for proc in psutil.process_iter(attrs=["name", "cmdline"])
+            if proc.info["name"] == "postgres"
+            and str(pgdata.resolve()) in " ".join(proc.info["cmdline"] or [])
+        ]
+        assert len(pids) == 1
+        assert len(servers) == 1
+        assert servers[0].pid in pids
+    finally:
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.close()
+        for p in procs:
+            p.wait(timeout=30)
+    # The last process to detach stops the server it started.
+    assert not psutil.pid_exists(next(iter(pids))) or psutil.Process(next(iter(pids))).status() == "zombie"
+
+
+def test_settings_default_to_embedded_postgres_under_the_data_dir(tmp_path):
+    settings = Settings(COPILOT_DATA_DIR=tmp_path)
+    assert settings.database_url is None
+    assert settings.embedded_pgdata == Path(tmp_path) / "postgres"
