@@ -10,7 +10,9 @@ $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
-	npm ci --no-audit --no-fund --loglevel=error
+	# npm ci trips over optional platform-only packages missing from the lock (npm bug);
+	# npm install honours the lock for everything it records.
+	npm install --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
 setup: $(STAMP)
