@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,9 +17,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from sandbox import db
+from sandbox.access import crm_access_enabled
 from sandbox.config import SandboxSettings
 from sandbox.crm import CrmService
-from sandbox.directory import TENANTS
+from sandbox.directory import TENANTS, find_user
 from sandbox.identity.provider import identity_routes
 from sandbox.knobs import Knobs, KnobState
 from sandbox.mailbox import mailbox_routes
@@ -60,6 +62,45 @@ def _admin_routes(settings: SandboxSettings, knobs: KnobState) -> list[Route]:
         knobs.set(Knobs())
         return JSONResponse({"reset": True})
 
+    async def put_crm_access(request: Request) -> JSONResponse:
+        """Revoke (``{"enabled": false}``) or restore a user's CRM access at runtime."""
+        handle = request.path_params["handle"]
+        user = find_user(handle)
+        if user is None:
+            return JSONResponse(
+                {"error": {"code": "not_found", "message": f"unknown user {handle!r}", "details": {}}},
+                status_code=404,
+            )
+        try:
+            body = json.loads(await request.body() or b"null")
+        except ValueError:
+            body = None
+        enabled = body.get("enabled") if isinstance(body, dict) else None
+        if not isinstance(enabled, bool) or set(body) != {"enabled"}:
+            return JSONResponse(
+                {
+                    "error": {
+                        "code": "validation",
+                        "message": 'body must be {"enabled": true|false}',
+                        "details": {},
+                    }
+                },
+                status_code=400,
+            )
+        await anyio.to_thread.run_sync(
+            lambda: db.set_crm_access(
+                settings.db_path,
+                user_id=user.id,
+                tenant_id=user.tenant_id,
+                enabled=enabled,
+                default=user.crm_access,
+            )
+        )
+        effective = await anyio.to_thread.run_sync(crm_access_enabled, settings.db_path, user)
+        return JSONResponse(
+            {"user": user.handle, "id": user.id, "crm_access": effective, "default": user.crm_access}
+        )
+
     async def health(_: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
@@ -82,6 +123,7 @@ def _admin_routes(settings: SandboxSettings, knobs: KnobState) -> list[Route]:
         Route("/admin/request-log", request_log, methods=["GET"]),
         Route("/admin/export", export, methods=["GET"]),
         Route("/admin/reset", reset, methods=["POST"]),
+        Route("/admin/users/{handle}/crm-access", put_crm_access, methods=["PUT"]),
     ]
 
 

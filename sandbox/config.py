@@ -31,6 +31,8 @@ class SandboxSettings(BaseSettings):
     bot_app_id: str = "11111111-2222-4333-8444-555555555555"
     bot_client_secret: str = "sandbox-bot-secret"
     token_lifetime_seconds: int = 3600
+    dev_user_password: str = "sandbox-dev-password"
+    """Every sandbox user's password for the local-development password (ROPC) sign-in."""
 
     @property
     def bot_app_id_uri(self) -> str:

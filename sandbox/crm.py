@@ -9,6 +9,8 @@ of being re-encoded in SQL: one place for the rules.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import sqlite3
 import uuid
@@ -40,6 +42,7 @@ MAX_NEXT_STEP = 500
 MAX_SUBJECT = 200
 MAX_NOTES = 4000
 MAX_REASON = 500
+MAX_IDEMPOTENCY_KEY = 200
 
 Row = Mapping[str, Any]
 
@@ -257,6 +260,34 @@ def _activity_view(row: Row, scope: _Scope) -> dict[str, Any]:
     return view
 
 
+def _opportunity_access(caller: User, row: Row) -> dict[str, bool]:
+    """Effective access on a readable opportunity (like Dataverse RetrievePrincipalAccess)."""
+    return {
+        "read": True,
+        "edit": perms.can_update_opportunity(caller, row["owner_id"]),
+        "log_activity": True,
+    }
+
+
+def _account_access(caller: User, row: Row) -> dict[str, bool]:
+    """Effective access on a readable account: anyone who reads it may log activities on it."""
+    return {
+        "read": True,
+        "edit": perms.can_edit_account(caller, row["owner_id"]),
+        "log_activity": True,
+    }
+
+
+def _args_hash(opportunity_id: str, expected_version: int, changes: Mapping[str, Any]) -> str:
+    canonical = json.dumps(
+        {"opportunity_id": opportunity_id, "expected_version": expected_version, "changes": changes},
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 def _require(code: perms.Denial | None, kind: str, record_id: str) -> None:
     if code == "not_found":
         raise CrmError("not_found", f"{kind} {record_id} not found", {"id": record_id})
@@ -352,6 +383,7 @@ class CrmService:
             "open_pipeline_amount": round(sum((o["amount"] for o in open_opps), 0.0), 2),
             "activities_last_30_days": activities,
             "contacts": contacts,
+            "access": _account_access(caller, row),
         }
 
     def list_opportunities(
@@ -396,7 +428,26 @@ class CrmService:
         with db.transaction(self.db_path, write=False) as conn:
             scope = _load_scope(conn, caller)
         row = self._opportunity(scope, opportunity_id)
-        return _opportunity_view(caller, row, scope.account_names, full=True)
+        view = _opportunity_view(caller, row, scope.account_names, full=True)
+        view["access"] = _opportunity_access(caller, row)
+        return view
+
+    def get_contact(self, caller: User, contact_id: str) -> dict[str, Any]:
+        """One contact of a readable account (readable exactly when its account is)."""
+        with db.transaction(self.db_path, write=False) as conn:
+            scope = _load_scope(conn, caller)
+            row = conn.execute("SELECT * FROM contacts WHERE id = ?", (contact_id,)).fetchone()
+        readable = row is not None and scope.account_readable(row["account_id"])
+        _require(perms.denial(caller, _tenant_of(row), readable), "Contact", contact_id)
+        assert row is not None
+        return {
+            "id": row["id"],
+            "name": row["name"],
+            "title": row["title"],
+            "email": row["email"],
+            "phone": row["phone"],
+            "account": _ref(row["account_id"], scope.account_names),
+        }
 
     def list_activities(
         self,
@@ -659,12 +710,24 @@ class CrmService:
         return clean
 
     def update_opportunity(
-        self, caller: User, opportunity_id: str, expected_version: int, changes: dict[str, Any]
+        self,
+        caller: User,
+        opportunity_id: str,
+        expected_version: int,
+        changes: dict[str, Any],
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Change an opportunity under an optimistic version check, in one write transaction.
 
         Returns the updated record and the old values of the fields that were changed.
         Closing a deal sets probability to 100 (won) or 0 (lost).
+
+        With an ``idempotency_key`` (per tenant) the successful result is stored in the
+        same transaction as the update: repeating the call with the same key and the
+        same arguments returns that result with ``"replayed": true`` and writes nothing
+        (even though ``expected_version`` is stale by then); the same key with other
+        arguments, or from another user, is an ``idempotency_mismatch``. Refused calls
+        (conflict, permission, validation) store nothing, so they can be retried.
         """
         if (
             isinstance(expected_version, bool)
@@ -672,10 +735,18 @@ class CrmService:
             or expected_version < 1
         ):
             raise _invalid("expected_version must be a positive integer", field="expected_version")
+        request_key = None
+        if idempotency_key is not None:
+            request_key = _text(idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY, required=True)
         clean = self._validated_changes(caller, changes)
         if clean.get("stage") in CLOSED_PROBABILITY:
             clean["probability"] = CLOSED_PROBABILITY[clean["stage"]]
+        args_hash = _args_hash(opportunity_id, expected_version, clean)
         with db.transaction(self.db_path, write=True) as conn:
+            if request_key is not None:
+                replay = self._replay(conn, caller, request_key, "update_opportunity", args_hash)
+                if replay is not None:
+                    return replay
             scope = _load_scope(conn, caller)
             row = self._opportunity(scope, opportunity_id)
             if not perms.can_update_opportunity(caller, row["owner_id"]):
@@ -699,10 +770,46 @@ class CrmService:
                 (*clean.values(), db.utc_now(), caller.id, opportunity_id, expected_version),
             )
             updated = conn.execute("SELECT * FROM opportunities WHERE id = ?", (opportunity_id,)).fetchone()
-        return {
-            "opportunity": _opportunity_view(caller, updated, scope.account_names, full=True),
-            "previous": previous,
-        }
+            result: dict[str, Any] = {
+                "opportunity": _opportunity_view(caller, updated, scope.account_names, full=True),
+                "previous": previous,
+            }
+            if request_key is not None:
+                conn.execute(
+                    "INSERT INTO applied_requests (tenant_id, idempotency_key, caller_id, tool,"
+                    " args_hash, result_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        caller.tenant_id,
+                        request_key,
+                        caller.id,
+                        "update_opportunity",
+                        args_hash,
+                        json.dumps(result, default=str),
+                        db.utc_now(),
+                    ),
+                )
+                result["replayed"] = False
+        return result
+
+    @staticmethod
+    def _replay(
+        conn: sqlite3.Connection, caller: User, key: str, tool: str, args_hash: str
+    ) -> dict[str, Any] | None:
+        """The stored result of an already applied request, or None if ``key`` is new."""
+        applied = conn.execute(
+            "SELECT * FROM applied_requests WHERE tenant_id = ? AND idempotency_key = ?",
+            (caller.tenant_id, key),
+        ).fetchone()
+        if applied is None:
+            return None
+        if applied["caller_id"] != caller.id or applied["tool"] != tool or applied["args_hash"] != args_hash:
+            raise CrmError(
+                "idempotency_mismatch",
+                f"idempotency_key {key} was already used for a different request",
+                {"idempotency_key": key},
+            )
+        stored: dict[str, Any] = json.loads(applied["result_json"])
+        return {**stored, "replayed": True}
 
     def void_activity(self, caller: User, activity_id: str, reason: str) -> dict[str, Any]:
         """Mark an activity void (records are never deleted); voiding twice is a no-op."""

@@ -1,4 +1,5 @@
-"""The sandbox CRM's SQLite store: connections, schema, reset/export, drafts and request log.
+"""The sandbox CRM's SQLite store: connections, schema, reset/export, drafts, request log,
+idempotency records and per-user CRM access overrides.
 
 Many threads (the MCP layer runs service calls in a thread pool) and several
 processes (server, CLI, tests) share one database file, so every operation opens
@@ -115,7 +116,8 @@ CREATE TABLE IF NOT EXISTS drafts (
     body_content_type TEXT NOT NULL,
     body TEXT NOT NULL,
     to_recipients TEXT NOT NULL,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    idempotency_key TEXT
 );
 CREATE INDEX IF NOT EXISTS ix_drafts_owner ON drafts(tenant_id, owner_id);
 CREATE TABLE IF NOT EXISTS request_log (
@@ -127,6 +129,28 @@ CREATE TABLE IF NOT EXISTS request_log (
     record_ids TEXT NOT NULL,
     outcome TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS applied_requests (
+    tenant_id TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    caller_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    args_hash TEXT NOT NULL,
+    result_json TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, idempotency_key)
+);
+CREATE TABLE IF NOT EXISTS user_overrides (
+    user_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    crm_access INTEGER NOT NULL,
+    updated_at TEXT NOT NULL
+);
+"""
+
+# Run after SCHEMA: they depend on columns that older databases gain in ``_migrate``.
+POST_MIGRATION_SCHEMA = """
+CREATE UNIQUE INDEX IF NOT EXISTS ux_drafts_idempotency
+    ON drafts(tenant_id, owner_id, idempotency_key);
 """
 
 # Export order; also the drop order on reset (children before parents).
@@ -140,9 +164,19 @@ TABLES: tuple[str, ...] = (
     "shares",
     "drafts",
     "request_log",
+    "applied_requests",
+    "user_overrides",
 )
-_JSON_COLUMNS = {"drafts": ("to_recipients",), "request_log": ("record_ids",)}
-_ORDER_BY = {"shares": "tenant_id, record_type, record_id, user_id"}
+_JSON_COLUMNS = {
+    "drafts": ("to_recipients",),
+    "request_log": ("record_ids",),
+    "applied_requests": ("result_json",),
+}
+_ORDER_BY = {
+    "shares": "tenant_id, record_type, record_id, user_id",
+    "applied_requests": "tenant_id, created_at, idempotency_key",
+    "user_overrides": "user_id",
+}
 
 
 def utc_now() -> str:
@@ -214,6 +248,17 @@ def _create_schema(conn: sqlite3.Connection) -> None:
     for statement in SCHEMA.split(";"):
         if statement.strip():
             conn.execute(statement)
+    _migrate(conn)
+    for statement in POST_MIGRATION_SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a database created by an older sandbox up to the current columns."""
+    draft_columns = {row["name"] for row in conn.execute("PRAGMA table_info(drafts)")}
+    if "idempotency_key" not in draft_columns:
+        conn.execute("ALTER TABLE drafts ADD COLUMN idempotency_key TEXT")
 
 
 def reset(path: Path) -> None:
@@ -249,6 +294,17 @@ def export_state(path: Path) -> dict[str, list[dict[str, Any]]]:
         }
 
 
+class DraftIdempotencyMismatch(Exception):
+    """An idempotency key was already used for a draft with a different payload."""
+
+    def __init__(self, existing: dict[str, Any]) -> None:
+        super().__init__(f"idempotency key already used for draft {existing['id']}")
+        self.existing = existing
+
+
+_DRAFT_PAYLOAD = ("subject", "body_content_type", "body", "to_recipients")
+
+
 def create_draft(
     path: Path,
     *,
@@ -258,26 +314,90 @@ def create_draft(
     body_content_type: str,
     body: str,
     to_recipients: list[str],
+    idempotency_key: str | None = None,
 ) -> dict[str, Any]:
-    """Store a mail draft (the mailbox never sends) and return it."""
-    draft_id = f"draft-{uuid.uuid4().hex}"
+    """Store a mail draft (the mailbox never sends) and return it.
+
+    With an ``idempotency_key`` a repeat of the same payload by the same owner returns
+    the draft stored the first time; another payload raises ``DraftIdempotencyMismatch``.
+    """
+    draft, _created = store_draft(
+        path,
+        tenant_id=tenant_id,
+        owner_id=owner_id,
+        subject=subject,
+        body_content_type=body_content_type,
+        body=body,
+        to_recipients=to_recipients,
+        idempotency_key=idempotency_key,
+    )
+    return draft
+
+
+def store_draft(
+    path: Path,
+    *,
+    tenant_id: str,
+    owner_id: str,
+    subject: str,
+    body_content_type: str,
+    body: str,
+    to_recipients: list[str],
+    idempotency_key: str | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """Like ``create_draft``, also telling whether a new draft was stored (``False`` = replay).
+
+    The key lookup and the insert run under one ``BEGIN IMMEDIATE``, so concurrent
+    identical requests store one draft; the unique index on (tenant, owner, key)
+    backs that up against writers that bypass this function.
+    """
+    wanted = {
+        "subject": subject,
+        "body_content_type": body_content_type,
+        "body": body,
+        "to_recipients": list(to_recipients),
+    }
+    for _attempt in range(2):
+        try:
+            return _store_draft_once(path, tenant_id, owner_id, wanted, idempotency_key)
+        except sqlite3.IntegrityError:
+            if idempotency_key is None:
+                raise
+    raise RuntimeError("could not store the draft")
+
+
+def _store_draft_once(
+    path: Path, tenant_id: str, owner_id: str, wanted: dict[str, Any], idempotency_key: str | None
+) -> tuple[dict[str, Any], bool]:
     with transaction(path, write=True) as conn:
+        if idempotency_key is not None:
+            row = conn.execute(
+                "SELECT * FROM drafts WHERE tenant_id = ? AND owner_id = ? AND idempotency_key = ?",
+                (tenant_id, owner_id, idempotency_key),
+            ).fetchone()
+            if row is not None:
+                existing = _decode("drafts", row)
+                if any(existing[k] != wanted[k] for k in _DRAFT_PAYLOAD):
+                    raise DraftIdempotencyMismatch(existing)
+                return existing, False
+        draft_id = f"draft-{uuid.uuid4().hex}"
         conn.execute(
             "INSERT INTO drafts (id, tenant_id, owner_id, subject, body_content_type, body,"
-            " to_recipients, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " to_recipients, created_at, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 draft_id,
                 tenant_id,
                 owner_id,
-                subject,
-                body_content_type,
-                body,
-                json.dumps(list(to_recipients)),
+                wanted["subject"],
+                wanted["body_content_type"],
+                wanted["body"],
+                json.dumps(wanted["to_recipients"]),
                 utc_now(),
+                idempotency_key,
             ),
         )
         row = conn.execute("SELECT * FROM drafts WHERE id = ?", (draft_id,)).fetchone()
-    return _decode("drafts", row)
+    return _decode("drafts", row), True
 
 
 def list_drafts(path: Path, *, tenant_id: str, owner_id: str) -> list[dict[str, Any]]:
@@ -320,3 +440,35 @@ def read_request_log(path: Path) -> list[dict[str, Any]]:
     with transaction(path, write=False) as conn:
         rows = conn.execute("SELECT * FROM request_log ORDER BY id").fetchall()
     return [_decode("request_log", row) for row in rows]
+
+
+def crm_access_override(path: Path, user_id: str) -> bool | None:
+    """A runtime override of a user's CRM access (``None`` = none, the directory decides).
+
+    Never creates the database: an identity provider running without a CRM store
+    (as in some tests) simply has no overrides.
+    """
+    if not path.exists():
+        return None
+    try:
+        with transaction(path, write=False) as conn:
+            row = conn.execute(
+                "SELECT crm_access FROM user_overrides WHERE user_id = ?", (user_id,)
+            ).fetchone()
+    except sqlite3.OperationalError:  # a database without the table (not initialised yet)
+        return None
+    return None if row is None else bool(row["crm_access"])
+
+
+def set_crm_access(path: Path, *, user_id: str, tenant_id: str, enabled: bool, default: bool) -> None:
+    """Record that ``user_id``'s CRM access is ``enabled``; back to ``default`` = no override row."""
+    with transaction(path, write=True) as conn:
+        if enabled == default:
+            conn.execute("DELETE FROM user_overrides WHERE user_id = ?", (user_id,))
+        else:
+            conn.execute(
+                "INSERT INTO user_overrides (user_id, tenant_id, crm_access, updated_at)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (user_id) DO UPDATE"
+                " SET crm_access = excluded.crm_access, updated_at = excluded.updated_at",
+                (user_id, tenant_id, int(enabled), utc_now()),
+            )

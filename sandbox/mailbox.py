@@ -3,6 +3,11 @@
 Callers present a delegated token for ``settings.graph_audience`` with the
 ``Mail.ReadWrite`` scope and only ever see their own drafts: another user's draft
 is "not found", never "forbidden".
+
+``POST /v1.0/me/messages`` takes an optional ``Idempotency-Key`` header (per
+mailbox owner): a repeat with the same payload answers 200 with the draft stored
+the first time instead of creating another; the same key with another payload is
+409 ``ErrorIdempotencyMismatch``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ ALLOWED_FIELDS = frozenset({"subject", "body", "toRecipients"})
 MAX_SUBJECT = 255
 MAX_BODY = 1_000_000
 MAX_RECIPIENTS = 100
+MAX_IDEMPOTENCY_KEY = 200
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 _EMAIL = re.compile(r"^[^@\s<>\"']+@[^@\s<>\"']+\.[^@\s<>\"']+$")
 
 _schema_ready: set[str] = set()
@@ -65,13 +72,26 @@ def mailbox_routes(settings: SandboxSettings) -> list[Route]:
         return endpoint
 
     async def create_message(request: Request, caller: TokenClaims) -> Response:
+        key = _idempotency_key(request)
         fields = parse_message(await _json_body(request))
-        draft = await run_in_threadpool(
-            lambda: db.create_draft(
-                settings.db_path, tenant_id=caller.tenant_id, owner_id=caller.user.id, **fields
+        try:
+            draft, created = await run_in_threadpool(
+                lambda: db.store_draft(
+                    settings.db_path,
+                    tenant_id=caller.tenant_id,
+                    owner_id=caller.user.id,
+                    idempotency_key=key,
+                    **fields,
+                )
             )
-        )
-        return JSONResponse(graph_message(draft), status_code=201)
+        except db.DraftIdempotencyMismatch as exc:
+            raise GraphError(
+                409,
+                "ErrorIdempotencyMismatch",
+                f"The {IDEMPOTENCY_HEADER} was already used for draft {exc.existing['id']} with a "
+                "different message.",
+            ) from exc
+        return JSONResponse(graph_message(draft), status_code=201 if created else 200)
 
     async def list_messages(request: Request, caller: TokenClaims) -> Response:
         drafts = await run_in_threadpool(
@@ -171,6 +191,16 @@ def _recipient_address(recipient: Any, index: int) -> str:
             f"toRecipients[{index}] must be {{'emailAddress': {{'address': <email>, 'name'?: <str>}}}}."
         )
     return address.strip()
+
+
+def _idempotency_key(request: Request) -> str | None:
+    value = request.headers.get(IDEMPOTENCY_HEADER)
+    if value is None:
+        return None
+    value = value.strip()
+    if not value or len(value) > MAX_IDEMPOTENCY_KEY:
+        raise _invalid(f"'{IDEMPOTENCY_HEADER}' must be 1 to {MAX_IDEMPOTENCY_KEY} characters.")
+    return value
 
 
 def _authenticate(settings: SandboxSettings, request: Request) -> TokenClaims:

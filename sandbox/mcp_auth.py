@@ -3,6 +3,8 @@
 Runs before the MCP transport on every request:
 
 * no/invalid token → 401 with a ``WWW-Authenticate`` challenge (RFC 6750 / MCP auth);
+* a valid token of a user whose CRM access was revoked (``User.crm_access`` or a
+  runtime override, see :mod:`sandbox.access`) → 401 ``invalid_token``;
 * valid token without ``crm.read`` → 403; a ``tools/call`` of a write tool without
   ``crm.write`` → 403 ``insufficient_scope`` naming the scope (the MCP spec's scope
   challenge), before the tool runs;
@@ -19,6 +21,7 @@ from typing import Any
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sandbox.access import crm_access_enabled
 from sandbox.config import SandboxSettings
 from sandbox.identity.tokens import TokenError, bearer_from_header, validate_token
 from sandbox.knobs import KnobState
@@ -26,6 +29,7 @@ from sandbox.mcp_server import CALLER_SCOPE_KEY, WRITE_TOOLS
 
 READ_SCOPE = "crm.read"
 WRITE_SCOPE = "crm.write"
+REVOKED_DESCRIPTION = "CRM access revoked for this user"
 
 
 def called_tools(body: bytes) -> list[str]:
@@ -77,6 +81,9 @@ class McpAuthGate:
             claims = validate_token(
                 self._settings, token, audience=self._settings.crm_audience, required_scopes={READ_SCOPE}
             )
+            user = claims.user
+            if not await anyio.to_thread.run_sync(crm_access_enabled, self._settings.db_path, user):
+                raise TokenError(401, "invalid_token", REVOKED_DESCRIPTION)
         except TokenError as exc:
             await _send_json(
                 send,

@@ -33,6 +33,7 @@ READ_TOOLS = (
     "get_opportunity",
     "list_activities",
     "list_contacts",
+    "get_contact",
     "pipeline_summary",
 )
 WRITE_TOOLS = ("upsert_activity", "update_opportunity", "void_activity")
@@ -82,7 +83,8 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
         instructions=(
             "A CRM (accounts, opportunities, activities, contacts) seen through the caller's own "
             "permissions. Cite record ids. Write tools are idempotent: upsert_activity by "
-            "external_id, update_opportunity under expected_version."
+            "external_id, update_opportunity under expected_version (and an optional "
+            "idempotency_key). get_account / get_opportunity report your effective access."
         ),
         stateless_http=True,
         json_response=True,
@@ -140,7 +142,7 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
         ctx: Context[Any, Any, Any],
         account_id: Annotated[str, Field(description="Account id, e.g. acc-acme.")],
     ) -> CallToolResult:
-        """One account with owner and counts: open opportunities and pipeline, recent activities, contacts."""
+        """One account with owner, counts (open pipeline, recent activities, contacts) and your access."""
         return await run(ctx, "get_account", lambda u: crm.get_account(u, account_id))
 
     @mcp.tool(annotations=_READ)
@@ -177,7 +179,7 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
         ctx: Context[Any, Any, Any],
         opportunity_id: Annotated[str, Field(description="Opportunity id, e.g. opp-0001.")],
     ) -> CallToolResult:
-        """One opportunity with stage, amount, close date, next step, owner and its current version."""
+        """One opportunity: stage, amount, close date, next step, owner, version and your access (edit?)."""
         return await run(ctx, "get_opportunity", lambda u: crm.get_opportunity(u, opportunity_id))
 
     @mcp.tool(annotations=_READ)
@@ -216,6 +218,14 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
     ) -> CallToolResult:
         """Contacts of an account (name, title, email, phone)."""
         return await run(ctx, "list_contacts", lambda u: crm.list_contacts(u, account_id, limit, cursor))
+
+    @mcp.tool(annotations=_READ)
+    async def get_contact(
+        ctx: Context[Any, Any, Any],
+        contact_id: Annotated[str, Field(description="Contact id, as list_contacts returns it.")],
+    ) -> CallToolResult:
+        """One contact (name, title, email, phone) and the account it belongs to."""
+        return await run(ctx, "get_contact", lambda u: crm.get_contact(u, contact_id))
 
     @mcp.tool(annotations=_READ)
     async def pipeline_summary(
@@ -268,12 +278,25 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
         changes: Annotated[
             dict[str, Any], Field(description="Fields to change: stage, close_date, amount, next_step.")
         ],
+        idempotency_key: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=200,
+                description=(
+                    "Client-chosen key; repeating a call with the same key returns the first "
+                    "result instead of writing again"
+                ),
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Change an opportunity if still at expected_version; otherwise a conflict with current values."""
         return await run(
             ctx,
             "update_opportunity",
-            lambda u: crm.update_opportunity(u, opportunity_id, expected_version, changes),
+            lambda u: crm.update_opportunity(
+                u, opportunity_id, expected_version, changes, idempotency_key=idempotency_key
+            ),
         )
 
     @mcp.tool(annotations=_WRITE)

@@ -100,6 +100,11 @@ def can_update_opportunity(caller: User, opp_owner_id: str) -> bool:
     return is_manager_of(caller, opp_owner_id)
 
 
+def can_edit_account(caller: User, account_owner_id: str) -> bool:
+    """Same rule as opportunities: only the owner or the owner's manager changes an account."""
+    return can_update_opportunity(caller, account_owner_id)
+
+
 def visible_opportunity_fields(caller: User) -> frozenset[str]:
     """Opportunity fields the caller may see (commission only for managers)."""
     if caller.role == "manager":

@@ -1,10 +1,14 @@
 """HTTP face of the identity provider: OpenID discovery, JWKS and the token endpoint.
 
 Shaped like Entra ID v2.0 closely enough that MSAL / azure-identity's
-``OnBehalfOfCredential`` work against it unchanged. The only grant is the
-on-behalf-of jwt-bearer exchange of a Teams-SSO-like user token for a CRM or
-Graph token of the *same* user; there are no service accounts (no
-``client_credentials``).
+``OnBehalfOfCredential`` work against it unchanged. Two grants exist, both for a
+signed-in user; there are no service accounts (no ``client_credentials``):
+
+* the on-behalf-of jwt-bearer exchange of a Teams-SSO-like user token for a CRM or
+  Graph token of the *same* user (what the bot does);
+* the resource-owner password grant (``grant_type=password``), a **local-development
+  sign-in only**: the copilot's CLI uses it to get the Teams-SSO-like user token Teams
+  would otherwise provide (see ``_password_grant``).
 """
 
 from __future__ import annotations
@@ -20,16 +24,19 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import jwt
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from sandbox.access import crm_access_enabled
 from sandbox.config import SandboxSettings
-from sandbox.directory import User, find_tenant
+from sandbox.directory import User, find_tenant, find_user
 from sandbox.identity.keys import jwks
 from sandbox.identity.tokens import TokenError, issue_token, validate_token
 
 GRANT_JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+GRANT_PASSWORD = "password"
 USER_TOKEN_SCOPE = "access_as_user"
 RESERVED_SCOPES = frozenset({"openid", "profile", "offline_access", "email"})
 MULTI_TENANT_ALIASES = frozenset({"common", "organizations"})
@@ -100,7 +107,7 @@ def openid_metadata(settings: SandboxSettings, tenant: str) -> dict[str, Any]:
         "token_endpoint": f"{base}/oauth2/v2.0/token",
         "jwks_uri": f"{base}/discovery/v2.0/keys",
         "token_endpoint_auth_methods_supported": ["client_secret_post", "client_secret_basic"],
-        "grant_types_supported": [GRANT_JWT_BEARER],
+        "grant_types_supported": [GRANT_JWT_BEARER, GRANT_PASSWORD],
         "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
         "response_modes_supported": ["query", "fragment", "form_post"],
         "subject_types_supported": ["pairwise"],
@@ -128,13 +135,16 @@ def openid_metadata(settings: SandboxSettings, tenant: str) -> dict[str, Any]:
 async def _token(settings: SandboxSettings, request: Request) -> dict[str, Any]:
     form = _parse_form(await request.body())
     grant_type = form.get("grant_type", "")
+    if grant_type == GRANT_PASSWORD:
+        return _password_grant(settings, request, form)
     if grant_type != GRANT_JWT_BEARER:
         raise OAuthError(
             400,
             "unsupported_grant_type",
             70003,
-            f"The app requested an unsupported grant type '{grant_type}'. This sandbox only supports the "
-            "on-behalf-of flow: there are no service accounts, every token speaks for a signed-in user.",
+            f"The app requested an unsupported grant type '{grant_type}'. This sandbox supports the "
+            "on-behalf-of flow (and a password sign-in for local development): there are no service "
+            "accounts, every token speaks for a signed-in user.",
         )
     _authenticate_client(settings, request, form)
     if form.get("requested_token_use") != "on_behalf_of":
@@ -146,7 +156,9 @@ async def _token(settings: SandboxSettings, request: Request) -> dict[str, Any]:
         )
     user = _assertion_user(settings, form.get("assertion", ""), request.path_params["tenant"])
     scopes = parse_scopes(settings, form.get("scope", ""))
-    if scopes.resource == settings.crm_audience and not user.crm_access:
+    if scopes.resource == settings.crm_audience and not await run_in_threadpool(
+        crm_access_enabled, settings.db_path, user
+    ):
         raise OAuthError(
             400,
             "invalid_grant",
@@ -154,6 +166,12 @@ async def _token(settings: SandboxSettings, request: Request) -> dict[str, Any]:
             f"The signed in user '{user.email}' is not assigned to a role for the application "
             f"'{settings.crm_audience}'. The user has no access to the CRM (licence revoked).",
         )
+    return _token_response(settings, form, user, scopes)
+
+
+def _token_response(
+    settings: SandboxSettings, form: dict[str, str], user: User, scopes: ScopeRequest
+) -> dict[str, Any]:
     lifetime = settings.token_lifetime_seconds
     body: dict[str, Any] = {
         "token_type": "Bearer",
@@ -168,6 +186,82 @@ async def _token(settings: SandboxSettings, request: Request) -> dict[str, Any]:
         info = json.dumps({"uid": user.aad_object_id, "utid": user.tenant_id}, separators=(",", ":"))
         body["client_info"] = base64.urlsafe_b64encode(info.encode()).rstrip(b"=").decode("ascii")
     return body
+
+
+def _password_grant(settings: SandboxSettings, request: Request, form: dict[str, str]) -> dict[str, Any]:
+    """Resource-owner password sign-in: **local development only**.
+
+    Lets the copilot's local CLI obtain, through a real OAuth grant and without
+    importing the sandbox, the Teams-SSO-like user token (``aud`` = the bot's
+    Application ID URI, ``scp`` = ``access_as_user``) that Teams hands the bot in
+    production; the CLI then exchanges it on-behalf-of like the bot does. Entra ID
+    supports this grant too, but it is not how production signs users in (no MFA, no
+    conditional access), so nothing outside local development should rely on it.
+
+    ``client_id`` must be the bot app (a public client: a secret is optional but
+    checked when sent); ``username`` is a handle, email or AAD object id;
+    ``password`` is ``settings.dev_user_password`` for every user; ``scope`` is
+    ``{bot_app_id_uri}/access_as_user`` (or ``/.default``) plus ignored reserved scopes.
+    """
+    _authenticate_public_client(settings, request, form)
+    scopes = _user_token_scope(settings, form.get("scope", ""))
+    username, password = form.get("username", ""), form.get("password", "")
+    if not username or not password:
+        missing = "username" if not username else "password"
+        raise OAuthError(
+            400,
+            "invalid_request",
+            900144,
+            f"The request body must contain the following parameter: '{missing}'.",
+        )
+    user = find_user(username)
+    path_tenant = request.path_params["tenant"]
+    if user is not None and path_tenant not in MULTI_TENANT_ALIASES and path_tenant != user.tenant_id:
+        if find_tenant(path_tenant) is None:
+            raise OAuthError(400, "invalid_tenant", 90002, f"Tenant '{path_tenant}' not found.")
+        user = None
+    if user is None:
+        raise OAuthError(
+            400,
+            "invalid_grant",
+            50034,
+            f"The user account {username} does not exist in the "
+            f"{'directory' if path_tenant in MULTI_TENANT_ALIASES else f'{path_tenant} directory'}. "
+            "To sign into this application, the account must be added to the directory.",
+        )
+    if not hmac.compare_digest(password.encode(), settings.dev_user_password.encode()):
+        raise OAuthError(
+            400,
+            "invalid_grant",
+            50126,
+            "Error validating credentials due to invalid username or password.",
+        )
+    return _token_response(settings, form, user, scopes)
+
+
+def _user_token_scope(settings: SandboxSettings, scope: str) -> ScopeRequest:
+    """The only scope a password sign-in may request: the bot API's ``access_as_user``."""
+    wanted = {f"{settings.bot_app_id_uri}/{USER_TOKEN_SCOPE}", f"{settings.bot_app_id_uri}/.default"}
+    requested = [s for s in scope.split() if s not in RESERVED_SCOPES]
+    if not requested or any(s not in wanted for s in requested):
+        raise OAuthError(
+            400,
+            "invalid_scope",
+            70011,
+            f"The provided value for the input parameter 'scope' is not valid: a password sign-in may "
+            f"only request '{settings.bot_app_id_uri}/{USER_TOKEN_SCOPE}'.",
+        )
+    return ScopeRequest(settings.bot_app_id_uri, (USER_TOKEN_SCOPE,))
+
+
+def _authenticate_public_client(settings: SandboxSettings, request: Request, form: dict[str, str]) -> None:
+    """The bot app as a public client: no secret needed, but a secret sent must be right."""
+    client_id, client_secret = form.get("client_id", ""), form.get("client_secret", "")
+    basic = _basic_credentials(request.headers.get("authorization"))
+    if basic is not None:
+        client_id, client_secret = client_id or basic[0], basic[1]
+    if client_secret or client_id != settings.bot_app_id:
+        _authenticate_client(settings, request, {**form, "client_id": client_id})
 
 
 def parse_scopes(settings: SandboxSettings, scope: str) -> ScopeRequest:

@@ -109,6 +109,7 @@ def test_tools_list_describes_every_read_and_write_tool(sandbox: SandboxProcess)
         "get_opportunity",
         "list_activities",
         "list_contacts",
+        "get_contact",
         "pipeline_summary",
         "upsert_activity",
         "update_opportunity",
