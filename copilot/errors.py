@@ -35,3 +35,49 @@ class MigrationError(DatabaseError):
     """A migration failed or the schema is ahead of this code."""
 
     code = "migration"
+
+
+class AuthError(CopilotError):
+    """Signing in or getting a delegated token failed; ``no_access`` = the rep lacks CRM access."""
+
+    code = "auth"
+
+    def __init__(self, message: str, *, no_access: bool = False, **fields: object):
+        super().__init__(message, no_access=no_access, **fields)
+        self.no_access = no_access
+
+
+class CrmUnavailable(CopilotError):
+    """The CRM cannot be reached (down, timing out, circuit open)."""
+
+    code = "crm_unavailable"
+
+
+class InvalidDecision(CopilotError):
+    """A decision on a proposal is malformed, stale or not the caller's to make; nothing ran."""
+
+    code = "invalid_decision"
+
+
+class ThreadNotFound(CopilotError):
+    """No conversation thread has this id (never created, or expired by retention)."""
+
+    code = "thread_not_found"
+
+
+class ThreadAccessDenied(CopilotError):
+    """The thread exists but the caller neither owns it nor holds a delegation for it."""
+
+    code = "thread_access_denied"
+
+
+class IdempotencyMismatch(CopilotError):
+    """An idempotency key was reused with different arguments: refused, never a second write."""
+
+    code = "idempotency_mismatch"
+
+
+class AuditTamperDetected(CopilotError):
+    """The audit log's hash chain does not verify: a row was altered, removed or inserted."""
+
+    code = "audit_tampered"

@@ -25,7 +25,64 @@ class Settings(BaseSettings):
     db_pool_max_size: int = Field(default=10, ge=1, alias="COPILOT_DB_POOL_MAX")
     db_pool_max_lifetime_seconds: float = Field(default=1800.0, gt=0, alias="COPILOT_DB_POOL_MAX_LIFETIME")
     db_pool_max_idle_seconds: float = Field(default=300.0, gt=0, alias="COPILOT_DB_POOL_MAX_IDLE")
+    db_app_role: str = Field(default="copilot_app", alias="COPILOT_DB_APP_ROLE")
+    """Role each pooled connection switches to (``SET ROLE``); empty = stay the login user."""
+
+    # --- model -------------------------------------------------------------------------
+    copilot_model: str = Field(default="offline", alias="COPILOT_MODEL")
+    """``provider:model`` for ``init_chat_model`` (e.g. ``azure_openai:gpt-4.1``) or ``offline``."""
+    fallback_models: str = Field(default="", alias="COPILOT_FALLBACK_MODELS")
+    """Comma-separated ``provider:model`` list tried in order when the primary model fails."""
+    model_call_run_limit: int = Field(default=12, ge=1, alias="COPILOT_MODEL_CALL_RUN_LIMIT")
+    model_call_thread_limit: int = Field(default=200, ge=1, alias="COPILOT_MODEL_CALL_THREAD_LIMIT")
+    summarization_trigger_tokens: int = Field(default=4000, ge=500, alias="COPILOT_SUMMARY_TRIGGER_TOKENS")
+    summarization_keep_messages: int = Field(default=20, ge=2, alias="COPILOT_SUMMARY_KEEP_MESSAGES")
+
+    # --- CRM (MCP) ------------------------------------------------------------------------
+    crm_mcp_url: str = Field(default="http://127.0.0.1:8765/mcp", alias="CRM_MCP_URL")
+    """The CRM's MCP endpoint (streamable HTTP). Default: the local sandbox."""
+    crm_resource: str = Field(default="api://sandbox-crm", alias="CRM_RESOURCE")
+    """The CRM's OAuth resource (audience); scopes are ``<resource>/crm.read`` and ``/crm.write``."""
+    crm_timeout_seconds: float = Field(default=15.0, gt=0, alias="CRM_TIMEOUT_SECONDS")
+    tool_max_retries: int = Field(default=2, ge=0, le=5, alias="COPILOT_TOOL_MAX_RETRIES")
+    tool_retry_initial_delay: float = Field(default=0.5, ge=0, alias="COPILOT_TOOL_RETRY_INITIAL_DELAY")
+    tool_retry_max_delay: float = Field(default=8.0, ge=0, alias="COPILOT_TOOL_RETRY_MAX_DELAY")
+    breaker_failure_threshold: int = Field(default=3, ge=1, alias="COPILOT_BREAKER_FAILURES")
+    breaker_reset_seconds: float = Field(default=30.0, gt=0, alias="COPILOT_BREAKER_RESET_SECONDS")
+
+    # --- Graph (drafts) ---------------------------------------------------------------------
+    graph_base_url: str = Field(default="http://127.0.0.1:8765/v1.0", alias="GRAPH_BASE_URL")
+    graph_resource: str = Field(default="https://graph.sandbox.example", alias="GRAPH_RESOURCE")
+
+    # --- Entra ID (on-behalf-of) ------------------------------------------------------------
+    entra_authority: str = Field(default="https://localhost:8766", alias="ENTRA_AUTHORITY")
+    entra_ca_bundle: Path | None = Field(default=None, alias="ENTRA_CA_BUNDLE")
+    """CA file for a private identity provider (the sandbox's); unset = system trust store."""
+    bot_app_id: str = Field(default="11111111-2222-4333-8444-555555555555", alias="BOT_APP_ID")
+    bot_app_password: SecretStr = Field(default=SecretStr("sandbox-bot-secret"), alias="BOT_APP_PASSWORD")
+    dev_sign_in_password: SecretStr | None = Field(
+        default=SecretStr("sandbox-dev-password"), alias="COPILOT_DEV_SIGN_IN_PASSWORD"
+    )
+    """Local development only: the CLI signs a rep in with this (ROPC) to get a user assertion."""
 
     @property
     def embedded_pgdata(self) -> Path:
         return self.data_dir / "postgres"
+
+    @property
+    def ca_bundle(self) -> Path | None:
+        """The identity provider's CA: explicit, else the sandbox's if it exists."""
+        if self.entra_ca_bundle is not None:
+            return self.entra_ca_bundle
+        sandbox_ca = self.data_dir / "sandbox" / "ca.pem"
+        return sandbox_ca if sandbox_ca.exists() else None
+
+    def crm_scopes(self, *, write: bool) -> list[str]:
+        """Delegated CRM scopes: read always, write only for an approved write."""
+        scopes = [f"{self.crm_resource}/crm.read"]
+        if write:
+            scopes.append(f"{self.crm_resource}/crm.write")
+        return scopes
+
+    def fallback_model_names(self) -> list[str]:
+        return [name.strip() for name in self.fallback_models.split(",") if name.strip()]

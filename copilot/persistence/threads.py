@@ -1,0 +1,196 @@
+"""Conversation threads and who may open them (invariant 7).
+
+A thread row stores the owning tenant and rep. Every turn and every resume calls
+:func:`authorize` *before* the checkpointer restores state, so a guessed or leaked
+thread id never yields someone else's conversation. Thread ids are random (192 bits).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg import AsyncConnection, sql
+from psycopg.errors import UniqueViolation
+from psycopg.rows import dict_row
+
+from copilot.errors import ThreadAccessDenied, ThreadNotFound
+
+# LangGraph's checkpoint tables, keyed by thread_id: retention removes a thread's state
+# from them too (they exist only after `db migrate` ran the LangGraph setup).
+_CHECKPOINT_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
+
+_DENIED = (
+    "you do not have access to this conversation thread; "
+    "start a new conversation or ask the person who started it to share it with you"
+)
+
+
+def new_thread_id() -> str:
+    """A fresh, unguessable thread id (32 URL-safe characters, 192 random bits)."""
+    return secrets.token_urlsafe(24)
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    """One thread as listed for a rep."""
+
+    thread_id: str
+    tenant_id: str
+    owner_aad_id: str
+    created_at: datetime
+    last_active_at: datetime
+    delegated: bool
+    """True when the rep sees this thread through a delegation, not as its owner."""
+
+
+async def create_thread(
+    conn: AsyncConnection[Any], *, tenant_id: str, owner_aad_id: str, thread_id: str | None = None
+) -> str:
+    """Record a new thread owned by ``owner_aad_id`` in ``tenant_id``; returns its id.
+
+    Passing an existing ``thread_id`` is refused rather than silently taking it over.
+    """
+    if not tenant_id or not owner_aad_id:
+        raise ValueError("a thread needs a tenant and an owner")
+    thread_id = new_thread_id() if thread_id is None else thread_id
+    try:
+        await conn.execute(
+            "INSERT INTO threads (thread_id, tenant_id, owner_aad_id) VALUES (%s, %s, %s)",
+            (thread_id, tenant_id, owner_aad_id),
+        )
+    except UniqueViolation as exc:
+        raise ThreadAccessDenied(_DENIED, thread_id=thread_id) from exc
+    return thread_id
+
+
+async def authorize(conn: AsyncConnection[Any], *, thread_id: str, tenant_id: str, aad_id: str) -> None:
+    """Allow the caller in if they own the thread (same tenant) or hold a delegation for it.
+
+    Raises :class:`ThreadNotFound` for an unknown id and :class:`ThreadAccessDenied`
+    otherwise; neither message names the owner.
+    """
+    row = await _fetch_one(
+        conn,
+        """
+        SELECT (t.tenant_id = %(tenant)s AND t.owner_aad_id = %(aad)s) AS is_owner,
+               EXISTS (SELECT 1 FROM thread_delegations d
+                        WHERE d.thread_id = t.thread_id
+                          AND d.tenant_id = %(tenant)s
+                          AND d.delegate_aad_id = %(aad)s) AS is_delegate
+          FROM threads t
+         WHERE t.thread_id = %(thread)s
+        """,
+        {"thread": thread_id, "tenant": tenant_id, "aad": aad_id},
+    )
+    if row is None:
+        raise ThreadNotFound(
+            "this conversation thread does not exist (it may have expired); start a new conversation",
+            thread_id=thread_id,
+        )
+    if not (row["is_owner"] or row["is_delegate"]):
+        raise ThreadAccessDenied(_DENIED, thread_id=thread_id)
+
+
+async def touch(conn: AsyncConnection[Any], thread_id: str) -> None:
+    """Mark the thread active now (retention counts from the last activity)."""
+    cur = await conn.execute("UPDATE threads SET last_active_at = now() WHERE thread_id = %s", (thread_id,))
+    if cur.rowcount == 0:
+        raise ThreadNotFound("this conversation thread does not exist", thread_id=thread_id)
+
+
+async def grant_delegation(
+    conn: AsyncConnection[Any],
+    *,
+    thread_id: str,
+    owner_tenant_id: str,
+    owner_aad_id: str,
+    delegate_aad_id: str,
+) -> None:
+    """Let ``delegate_aad_id`` (same tenant) open the owner's thread; only the owner may grant.
+
+    Granting twice is a no-op.
+    """
+    row = await _fetch_one(
+        conn,
+        "SELECT tenant_id = %s AND owner_aad_id = %s AS is_owner FROM threads WHERE thread_id = %s",
+        (owner_tenant_id, owner_aad_id, thread_id),
+    )
+    if row is None:
+        raise ThreadNotFound("this conversation thread does not exist", thread_id=thread_id)
+    if not row["is_owner"]:
+        # A delegate cannot re-share: only the owner decides who sees the thread.
+        raise ThreadAccessDenied("only the person who started this thread can share it", thread_id=thread_id)
+    if delegate_aad_id == owner_aad_id:
+        return
+    await conn.execute(
+        """
+        INSERT INTO thread_delegations (thread_id, tenant_id, delegate_aad_id, granted_by)
+        VALUES (%s, %s, %s, %s)
+        ON CONFLICT (thread_id, delegate_aad_id) DO NOTHING
+        """,
+        (thread_id, owner_tenant_id, delegate_aad_id, owner_aad_id),
+    )
+
+
+async def list_threads(
+    conn: AsyncConnection[Any], *, tenant_id: str, aad_id: str, limit: int = 20
+) -> list[ThreadInfo]:
+    """The caller's threads (owned or delegated), most recently active first."""
+    rows = await _fetch_all(
+        conn,
+        """
+        SELECT t.thread_id, t.tenant_id, t.owner_aad_id, t.created_at, t.last_active_at,
+               NOT (t.tenant_id = %(tenant)s AND t.owner_aad_id = %(aad)s) AS delegated
+          FROM threads t
+         WHERE (t.tenant_id = %(tenant)s AND t.owner_aad_id = %(aad)s)
+            OR EXISTS (SELECT 1 FROM thread_delegations d
+                        WHERE d.thread_id = t.thread_id
+                          AND d.tenant_id = %(tenant)s
+                          AND d.delegate_aad_id = %(aad)s)
+         ORDER BY t.last_active_at DESC, t.thread_id
+         LIMIT %(limit)s
+        """,
+        {"tenant": tenant_id, "aad": aad_id, "limit": limit},
+    )
+    return [ThreadInfo(**row) for row in rows]
+
+
+async def expire_threads(conn: AsyncConnection[Any], *, older_than: timedelta) -> list[str]:
+    """Delete threads idle for longer than ``older_than``, with their checkpoints; returns their ids.
+
+    Delegations go with the thread (ON DELETE CASCADE) and so do pending idempotency
+    keys; the audit log and rejections are records of what happened and stay.
+    """
+    async with conn.transaction():
+        rows = await _fetch_all(
+            conn, "DELETE FROM threads WHERE last_active_at < now() - %s RETURNING thread_id", (older_than,)
+        )
+        expired = [str(row["thread_id"]) for row in rows]
+        if not expired:
+            return []
+        await conn.execute("DELETE FROM idempotency_keys WHERE thread_id = ANY(%s)", (expired,))
+        for table in _CHECKPOINT_TABLES:
+            present = await _fetch_one(conn, "SELECT to_regclass(%s) IS NOT NULL AS present", (table,))
+            if present is not None and present["present"]:
+                await conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE thread_id = ANY(%s)").format(sql.Identifier(table)),
+                    (expired,),
+                )
+    return sorted(expired)
+
+
+async def _fetch_one(conn: AsyncConnection[Any], query: str, params: Any) -> dict[str, Any] | None:
+    # Dict rows whatever the connection's own row factory (the pool's is dict_row, a
+    # plain connection's is tuples).
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query, params)
+        return await cur.fetchone()
+
+
+async def _fetch_all(conn: AsyncConnection[Any], query: str, params: Any) -> list[dict[str, Any]]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query, params)
+        return await cur.fetchall()
