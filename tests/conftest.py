@@ -62,3 +62,17 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxProcess
         yield running
     finally:
         stop_sandbox(running)
+
+
+@pytest.fixture
+async def copilot_settings(database_url: str, sandbox: SandboxProcess):
+    """Settings for a copilot on a fresh, migrated database and the session sandbox."""
+    from copilot.middleware.resilience import reset_breakers
+    from tests.support.copilot_env import copilot_settings as make_settings
+    from tests.support.copilot_env import prepare_database
+
+    reset_breakers()
+    settings = make_settings(database_url, sandbox)
+    await prepare_database(settings)
+    yield settings
+    sandbox.admin("PUT", "/admin/knobs", {})

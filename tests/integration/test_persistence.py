@@ -75,7 +75,9 @@ def test_db_migrate_command_applies_then_reports_nothing_pending(database_url, p
     first = subprocess.run(run, env=env, cwd=project_root, capture_output=True, text=True, check=True)
     second = subprocess.run(run, env=env, cwd=project_root, capture_output=True, text=True, check=True)
 
-    assert [m["version"] for m in json.loads(first.stdout)["applied"]] == [m.version for m in load_migrations()]
+    assert [m["version"] for m in json.loads(first.stdout)["applied"]] == [
+        m.version for m in load_migrations()
+    ]
     assert json.loads(second.stdout) == {"applied": [], "current_version": len(load_migrations())}
 
 

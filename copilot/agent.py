@@ -1,0 +1,92 @@
+"""Builds the LangChain agent: tools, the middleware chain in its fixed order, persistence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, ModelFallbackMiddleware, SummarizationMiddleware
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
+
+from copilot.context import AgentContext
+from copilot.middleware.approval import approval_middleware, assert_every_write_is_interrupted
+from copilot.middleware.citations import CitationCheckMiddleware
+from copilot.middleware.context import RepContextMiddleware
+from copilot.middleware.limits import FriendlyModelCallLimit
+from copilot.middleware.pii import pii_middleware
+from copilot.middleware.proposals import ProposalSnapshotMiddleware
+from copilot.middleware.resilience import CircuitBreaker, CircuitBreakerMiddleware, CrmRetryMiddleware
+from copilot.middleware.write_guard import WriteGuardMiddleware
+from copilot.prompts import SYSTEM_PROMPT
+from copilot.settings import Settings
+from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
+from copilot.tools.write_tools import local_read_tools, write_tools
+
+# Writes that leave the copilot through the CRM session (and so share its breaker).
+CRM_WRITE_TOOLS = {"log_activity", "update_opportunity"}
+
+
+def build_agent(
+    *,
+    settings: Settings,
+    model: BaseChatModel,
+    fallbacks: Sequence[BaseChatModel],
+    crm_read_tools: Sequence[BaseTool],
+    checkpointer: BaseCheckpointSaver[Any] | None,
+    store: BaseStore | None,
+    breaker: CircuitBreaker,
+    write_guard: WriteGuardMiddleware | None = None,
+) -> CompiledStateGraph[Any, AgentContext, Any, Any]:
+    """The agent for one turn (its CRM read tools are bound to the turn's MCP session).
+
+    Middleware order matters: context and PII run before every model call; the limit
+    and fallback wrap the model; proposals are snapshotted right after the model; the
+    approval gate wraps the write guard, which wraps the breaker and retry, so a write
+    can only execute after a decision and retries never re-ask the rep.
+    """
+    tools: list[BaseTool] = [*crm_read_tools, *local_read_tools(), *write_tools()]
+    hitl = approval_middleware()
+    assert_every_write_is_interrupted(tools, hitl, read_only={t.name for t in crm_read_tools})
+    middleware: list[AgentMiddleware[Any, Any, Any]] = [
+        RepContextMiddleware(),
+        *pii_middleware(),
+        SummarizationMiddleware(
+            model,
+            trigger=("tokens", settings.summarization_trigger_tokens),
+            keep=("messages", settings.summarization_keep_messages),
+        ),
+        FriendlyModelCallLimit(
+            thread_limit=settings.model_call_thread_limit,
+            run_limit=settings.model_call_run_limit,
+            exit_behavior="end",
+        ),
+    ]
+    if fallbacks:
+        middleware.append(ModelFallbackMiddleware(*fallbacks))
+    middleware += [
+        ProposalSnapshotMiddleware(),
+        hitl,
+        write_guard or WriteGuardMiddleware(),
+        CircuitBreakerMiddleware(breaker, crm_tools={t.name for t in crm_read_tools} | CRM_WRITE_TOOLS),
+        CrmRetryMiddleware(
+            max_retries=settings.tool_max_retries,
+            initial_delay=settings.tool_retry_initial_delay,
+            max_delay=settings.tool_retry_max_delay,
+        ),
+        CitationCheckMiddleware(),
+    ]
+    assert set(WRITE_TOOL_SCHEMAS) <= {t.name for t in tools}
+    return create_agent(
+        model,
+        tools,
+        system_prompt=SYSTEM_PROMPT,
+        middleware=middleware,
+        context_schema=AgentContext,
+        checkpointer=checkpointer,
+        store=store,
+    )

@@ -1,0 +1,148 @@
+"""Delegated tokens through the OAuth 2.0 on-behalf-of flow (azure-identity), per rep.
+
+The broker holds the rep's user assertion (a Teams SSO token, or in local development
+a token from the identity provider's password grant) and exchanges it for CRM and
+Graph tokens with exactly the scopes a step needs: reads never carry ``crm.write``.
+Tokens stay inside this object and the HTTP headers built from it; they are never
+put into model messages, graph state, tool arguments or logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+import jwt
+from azure.core.exceptions import ClientAuthenticationError
+from azure.identity import OnBehalfOfCredential
+
+from copilot.errors import AuthError
+from copilot.identity import RepIdentity
+from copilot.settings import Settings
+
+
+class TokenBroker(Protocol):
+    """What tools need: a bearer token for the CRM or Graph, acting as the rep."""
+
+    async def crm_token(self, *, write: bool) -> str: ...
+
+    async def graph_token(self) -> str: ...
+
+
+def identity_from_assertion(assertion: str) -> RepIdentity:
+    """Read tenant and object id from a user token the caller already authenticated.
+
+    Callers pass tokens they obtained or validated themselves (the bot validates the
+    Teams SSO token; the CLI got it from the identity provider over TLS), so the
+    signature is not checked again here.
+    """
+    try:
+        claims: dict[str, Any] = jwt.decode(assertion, options={"verify_signature": False})
+    except jwt.PyJWTError as exc:
+        raise AuthError(f"the sign-in token is malformed: {exc}") from exc
+    if not claims.get("tid") or not claims.get("oid"):
+        raise AuthError("the sign-in token has no tenant or object id")
+    return RepIdentity(
+        tenant_id=str(claims["tid"]),
+        aad_object_id=str(claims["oid"]),
+        name=str(claims.get("name", "")),
+        username=str(claims.get("preferred_username", "")),
+    )
+
+
+def _no_access(message: str) -> bool:
+    # AADSTS50105: the user is not assigned to the CRM application (licence revoked);
+    # AADSTS65001: consent missing. Both mean "this rep has no CRM access".
+    return "AADSTS50105" in message or "AADSTS65001" in message
+
+
+@dataclass
+class OboTokenBroker:
+    """On-behalf-of exchange with azure-identity's ``OnBehalfOfCredential``, cached per scope set."""
+
+    settings: Settings
+    identity: RepIdentity
+    user_assertion: str = field(repr=False)
+    _credential: OnBehalfOfCredential | None = field(default=None, init=False, repr=False)
+    _cache: dict[tuple[str, ...], tuple[str, int]] = field(default_factory=dict, init=False, repr=False)
+
+    def _get_credential(self) -> OnBehalfOfCredential:
+        if self._credential is None:
+            kwargs: dict[str, Any] = {}
+            if self.settings.ca_bundle is not None:
+                kwargs["connection_verify"] = str(self.settings.ca_bundle)
+            self._credential = OnBehalfOfCredential(
+                tenant_id=self.identity.tenant_id,
+                client_id=self.settings.bot_app_id,
+                client_secret=self.settings.bot_app_password.get_secret_value(),
+                user_assertion=self.user_assertion,
+                authority=self.settings.entra_authority,
+                disable_instance_discovery=True,
+                **kwargs,
+            )
+        return self._credential
+
+    async def _token(self, scopes: list[str]) -> str:
+        key = tuple(scopes)
+        cached = self._cache.get(key)
+        loop = asyncio.get_running_loop()
+        if cached is not None and cached[1] - 60 > loop.time():
+            return cached[0]
+        try:
+            access = await asyncio.to_thread(self._get_credential().get_token, *scopes)
+        except ClientAuthenticationError as exc:
+            message = str(exc.message or exc)
+            if _no_access(message):
+                raise AuthError(
+                    "You don't have access to the CRM. Ask your CRM administrator to assign you a licence.",
+                    no_access=True,
+                ) from exc
+            raise AuthError(f"could not get a CRM token on your behalf: {message.splitlines()[0]}") from exc
+        expires_in = max(0, access.expires_on - int(time.time()))
+        self._cache[key] = (access.token, int(loop.time()) + expires_in)
+        return access.token
+
+    async def crm_token(self, *, write: bool) -> str:
+        """A CRM token with ``crm.read`` (and ``crm.write`` only when ``write``)."""
+        return await self._token(self.settings.crm_scopes(write=write))
+
+    async def graph_token(self) -> str:
+        """A Graph token for the rep's mailbox (drafts)."""
+        return await self._token([f"{self.settings.graph_resource}/Mail.ReadWrite"])
+
+
+async def dev_sign_in(settings: Settings, username: str) -> str:
+    """Local development only: sign a rep in with the identity provider's password grant.
+
+    Returns a Teams-SSO-like user token (audience: the bot) that then goes through the
+    same on-behalf-of path as a real Teams SSO token.
+    """
+    if settings.dev_sign_in_password is None:
+        raise AuthError("local sign-in is disabled (COPILOT_DEV_SIGN_IN_PASSWORD is unset)")
+    url = f"{settings.entra_authority}/organizations/oauth2/v2.0/token"
+    verify: str | bool = str(settings.ca_bundle) if settings.ca_bundle is not None else True
+    form = {
+        "grant_type": "password",
+        "client_id": settings.bot_app_id,
+        "username": username,
+        "password": settings.dev_sign_in_password.get_secret_value(),
+        "scope": f"api://localhost/{settings.bot_app_id}/access_as_user",
+    }
+    try:
+        async with httpx.AsyncClient(verify=verify, timeout=15) as client:
+            response = await client.post(url, data=form)
+    except httpx.HTTPError as exc:
+        raise AuthError(f"the identity provider at {settings.entra_authority} is unreachable: {exc}") from exc
+    if response.status_code != 200:
+        try:
+            description = str(response.json().get("error_description", response.text))
+        except ValueError:
+            description = response.text
+        raise AuthError(f"sign-in as {username!r} failed: {description.splitlines()[0]}")
+    token = response.json().get("access_token")
+    if not isinstance(token, str):
+        raise AuthError("the identity provider answered without an access token")
+    return token

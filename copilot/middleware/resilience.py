@@ -1,0 +1,174 @@
+"""Transient CRM failures: retry with backoff + jitter (honouring Retry-After), then a breaker.
+
+Only transient errors are retried: timeouts, network errors, HTTP 429 and 5xx (reported
+by :mod:`copilot.tools.mcp_http` as JSON-RPC errors marked transient). Permission,
+validation and not-found answers are results, not failures, and are never retried.
+After retries are exhausted the circuit breaker counts one failure; while it is open,
+CRM tools answer at once that live CRM data is unavailable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+from langchain.agents.middleware import AgentMiddleware, ToolRetryMiddleware
+from langchain.agents.middleware._retry import calculate_delay
+from langchain.agents.middleware.types import ToolCallRequest
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command
+from mcp.shared.exceptions import McpError
+
+from copilot.errors import CrmUnavailable
+from copilot.tools.mcp_http import JSONRPC_TRANSIENT
+
+Handler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+
+UNAVAILABLE_MESSAGE = (
+    "Live CRM data is unavailable right now; nothing was read or written. Please try again shortly."
+)
+
+
+CANDIDATE_ERRORS: tuple[type[BaseException], ...] = (
+    McpError,
+    CrmUnavailable,
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    TimeoutError,
+)
+"""Exception types that may be transient; :func:`is_transient` decides per instance."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying ``exc`` may succeed."""
+    if isinstance(exc, McpError):
+        data = exc.error.data if isinstance(exc.error.data, dict) else {}
+        return exc.error.code == JSONRPC_TRANSIENT or bool(data.get("transient"))
+    return isinstance(exc, CrmUnavailable | httpx.TimeoutException | httpx.NetworkError | TimeoutError)
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The server's ``Retry-After`` for ``exc``, if it sent one."""
+    if isinstance(exc, McpError) and isinstance(exc.error.data, dict):
+        value = exc.error.data.get("retry_after")
+        return float(value) if isinstance(value, int | float) else None
+    return None
+
+
+class CrmRetryMiddleware(ToolRetryMiddleware):
+    """``ToolRetryMiddleware`` whose delay is never shorter than the server's Retry-After."""
+
+    def __init__(self, *, max_retries: int, initial_delay: float, max_delay: float):
+        super().__init__(
+            max_retries=max_retries,
+            retry_on=is_transient,
+            on_failure="error",
+            backoff_factor=2.0,
+            initial_delay=initial_delay,
+            max_delay=max_delay,
+            jitter=True,
+        )
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolMessage | Command[Any]:
+        for attempt in range(self.max_retries + 1):
+            try:
+                return await handler(request)
+            except CANDIDATE_ERRORS as exc:
+                if not is_transient(exc) or attempt >= self.max_retries:
+                    raise
+                delay = calculate_delay(
+                    attempt,
+                    backoff_factor=self.backoff_factor,
+                    initial_delay=self.initial_delay,
+                    max_delay=self.max_delay,
+                    jitter=self.jitter,
+                )
+                await asyncio.sleep(min(max(delay, retry_after(exc) or 0.0), self.max_delay))
+        raise AssertionError("unreachable: the loop returns or raises")
+
+
+BreakerState = Literal["closed", "open", "half_open"]
+
+
+@dataclass
+class CircuitBreaker:
+    """Consecutive-failure breaker for one CRM endpoint (shared by all turns of a process)."""
+
+    failure_threshold: int
+    reset_seconds: float
+    clock: Callable[[], float] = time.monotonic
+    failures: int = 0
+    opened_at: float | None = None
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    @property
+    def state(self) -> BreakerState:
+        if self.opened_at is None:
+            return "closed"
+        return "half_open" if self.clock() - self.opened_at >= self.reset_seconds else "open"
+
+    def allow(self) -> bool:
+        """Whether a call may go through now (one probe is let through when half-open)."""
+        return self.state != "open"
+
+    def record_success(self) -> None:
+        self.failures = 0
+        self.opened_at = None
+
+    def record_failure(self) -> None:
+        self.failures += 1
+        if self.failures >= self.failure_threshold or self.state == "half_open":
+            self.opened_at = self.clock()
+
+
+_BREAKERS: dict[str, CircuitBreaker] = {}
+
+
+def breaker_for(url: str, *, failure_threshold: int, reset_seconds: float) -> CircuitBreaker:
+    """The process-wide breaker of one CRM endpoint."""
+    breaker = _BREAKERS.get(url)
+    if breaker is None:
+        breaker = _BREAKERS[url] = CircuitBreaker(failure_threshold, reset_seconds)
+    return breaker
+
+
+class CircuitBreakerMiddleware(AgentMiddleware[Any, Any, Any]):
+    """Fails fast while the CRM is down; turns exhausted transient failures into a clear result."""
+
+    def __init__(self, breaker: CircuitBreaker, crm_tools: set[str]):
+        super().__init__()
+        self.breaker = breaker
+        self.crm_tools = crm_tools
+
+    def _unavailable(self, request: ToolCallRequest) -> ToolMessage:
+        return ToolMessage(
+            content=json.dumps({"error": {"code": "unavailable", "message": UNAVAILABLE_MESSAGE}}),
+            name=request.tool_call["name"],
+            tool_call_id=request.tool_call["id"],
+            status="error",
+        )
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolMessage | Command[Any]:
+        if request.tool_call["name"] not in self.crm_tools:
+            return await handler(request)
+        if not self.breaker.allow():
+            return self._unavailable(request)
+        try:
+            result = await handler(request)
+        except CANDIDATE_ERRORS as exc:
+            if not is_transient(exc):
+                raise
+            self.breaker.record_failure()
+            return self._unavailable(request)
+        self.breaker.record_success()
+        return result
+
+
+def reset_breakers() -> None:
+    """Forget every breaker's state (a fresh start, e.g. between test cases)."""
+    _BREAKERS.clear()

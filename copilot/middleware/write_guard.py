@@ -1,0 +1,229 @@
+"""The write guard: the only way an approved write reaches the CRM, mailbox or store.
+
+Runs inside the human-in-the-loop middleware, so it sees a write tool call only after
+the rep approved (or edited) it. Before anything is written it
+
+1. refuses a call whose tool name differs from what the model proposed;
+2. re-validates the final (possibly edited) arguments against the tool's schema;
+3. claims the idempotency key ``thread_id:tool_call_id`` (a repeat returns the stored
+   result: double clicks, concurrent resumes, retries after a crash);
+4. re-reads the (possibly different) target record as the rep: permission to edit,
+   and for opportunity updates the version against the one the rep reviewed;
+5. runs the tool with a :class:`WritePlan` (the key goes to the CRM as external id),
+   then appends the audit row in the same transaction that marks the key done.
+
+If the CRM is unavailable at any point it raises :class:`CrmUnavailable`, which aborts
+the run with the approval still pending (nothing written, nothing consumed).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware.types import ToolCallRequest
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.types import Command
+from pydantic import BaseModel, ValidationError
+
+from copilot.context import AgentContext
+from copilot.errors import CrmUnavailable, IdempotencyMismatch
+from copilot.persistence import audit, idempotency
+from copilot.proposals import ProposalRecord
+from copilot.tools.crm_client import CrmCallError
+from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
+from copilot.tools.write_tools import WritePlan, current_write
+
+Handler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A short, human-readable list of what is wrong with some arguments (pure)."""
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        problems.append(f"{where}: {error['msg']}")
+    return "; ".join(problems)
+
+
+def _original_call(request: ToolCallRequest) -> dict[str, Any] | None:
+    call_id = request.tool_call["id"]
+    for message in reversed(request.state.get("messages", [])):
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call["id"] == call_id:
+                    return dict(call)
+    return None
+
+
+def _message(request: ToolCallRequest, payload: dict[str, Any], *, error: bool = False) -> ToolMessage:
+    return ToolMessage(
+        content=json.dumps(payload, default=str),
+        name=request.tool_call["name"],
+        tool_call_id=request.tool_call["id"],
+        status="error" if error else "success",
+    )
+
+
+def _target_id(tool: str, args: BaseModel) -> str | None:
+    data = args.model_dump()
+    if tool == "update_opportunity":
+        return str(data["opportunity_id"])
+    if tool == "log_activity":
+        return data.get("opportunity_id") or data.get("account_id")
+    if tool == "draft_followup_email":
+        return str(data["contact_id"])
+    return None
+
+
+class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
+    """Validation, permission, version, idempotency and audit around every write tool."""
+
+    def __init__(self, after_commit_hook: Callable[[str], None] | None = None):
+        super().__init__()
+        # Tests use the hook to simulate a crash after the CRM committed.
+        self._after_commit_hook = after_commit_hook
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolMessage | Command[Any]:
+        name = request.tool_call["name"]
+        schema = WRITE_TOOL_SCHEMAS.get(name)
+        if schema is None:
+            return await handler(request)
+        original = _original_call(request)
+        if original is None or original["name"] != name:
+            return _message(
+                request,
+                {
+                    "status": "error",
+                    "code": "validation",
+                    "message": "the tool of a proposal cannot be changed",
+                },
+                error=True,
+            )
+        try:
+            args = schema.model_validate(request.tool_call["args"])
+        except ValidationError as exc:
+            return _message(
+                request,
+                {
+                    "status": "error",
+                    "code": "validation",
+                    "message": f"invalid values, nothing was written: {validation_message(exc)}",
+                },
+                error=True,
+            )
+        ctx = request.runtime.context
+        assert isinstance(ctx, AgentContext)
+        call_id = str(request.tool_call["id"])
+        key = idempotency.idempotency_key(ctx.thread_id, call_id)
+        final_args = args.model_dump(mode="json", exclude_none=True)
+        original_args = dict(original["args"])
+        edited = final_args != schema.model_validate(original_args).model_dump(mode="json", exclude_none=True)
+        snapshot: ProposalRecord | None = (request.state.get("proposals") or {}).get(call_id)
+        try:
+            async with idempotency.claim(
+                ctx.pool,
+                key=key,
+                tenant_id=ctx.identity.tenant_id,
+                rep_aad_id=ctx.identity.aad_object_id,
+                thread_id=ctx.thread_id,
+                tool_call_id=call_id,
+                tool=name,
+                args_hash=idempotency.args_hash(final_args),
+            ) as claim:
+                if claim.stored_result is not None:
+                    return _message(request, {**claim.stored_result, "replayed": True})
+                plan_or_refusal = await self._plan(ctx, name, key, args, snapshot)
+                if isinstance(plan_or_refusal, dict):
+                    await claim.complete(plan_or_refusal)
+                    return _message(request, plan_or_refusal, error=plan_or_refusal.get("status") == "error")
+                token = current_write.set(plan_or_refusal)
+                try:
+                    outcome = await handler(request)
+                finally:
+                    current_write.reset(token)
+                if not isinstance(outcome, ToolMessage):
+                    return outcome
+                if outcome.status == "error":
+                    # The CRM stayed unavailable through the retries. Abort the run instead of
+                    # answering the tool call: the key is released and the approval stays
+                    # pending, to execute once when the rep approves again after recovery.
+                    raise CrmUnavailable(f"{name} could not reach the CRM; the approval is kept")
+                result = json.loads(str(outcome.content))
+                if self._after_commit_hook is not None:
+                    self._after_commit_hook(key)
+                if result.get("status") == "done":
+                    now = dt.datetime.now(dt.UTC)
+                    proposed_at = dt.datetime.fromisoformat(snapshot["taken_at"]) if snapshot else None
+                    result["audit_id"] = await audit.append(
+                        claim.conn,
+                        audit.AuditEntry(
+                            tenant_id=ctx.identity.tenant_id,
+                            rep_aad_id=ctx.identity.aad_object_id,
+                            thread_id=ctx.thread_id,
+                            tool_call_id=call_id,
+                            tool=name,
+                            target_record_id=_target_id(name, args),
+                            record_version_read=plan_or_refusal.expected_version
+                            if plan_or_refusal.expected_version is not None
+                            else (snapshot or {}).get("version"),
+                            original_args=original_args,
+                            edited_args=final_args if edited else None,
+                            decision="edit" if edited else "approve",
+                            crm_response=result,
+                            proposed_at=proposed_at,
+                            decided_at=now,
+                            executed_at=now,
+                            trace_url=ctx.extras.get("trace_url"),
+                        ),
+                    )
+                await claim.complete(result)
+                return _message(request, result, error=result.get("status") == "error")
+        except IdempotencyMismatch as exc:
+            return _message(
+                request,
+                {"status": "error", "code": "idempotency_mismatch", "message": exc.message},
+                error=True,
+            )
+
+    async def _plan(
+        self, ctx: AgentContext, tool: str, key: str, args: BaseModel, snapshot: ProposalRecord | None
+    ) -> WritePlan | dict[str, Any]:
+        """Re-check the target as the rep; a dict is a final refusal/conflict (nothing written)."""
+        if tool == "update_preferences":
+            return WritePlan(tool=tool, key=key, args=args)
+        writer = await ctx.crm_writer()
+        data = args.model_dump()
+        try:
+            if tool == "update_opportunity" or (tool == "log_activity" and data.get("opportunity_id")):
+                target = await writer.call("get_opportunity", {"opportunity_id": data["opportunity_id"]})
+            elif tool == "log_activity":
+                target = await writer.call("get_account", {"account_id": data["account_id"]})
+            else:
+                target = await writer.call("get_contact", {"contact_id": data["contact_id"]})
+        except CrmCallError as exc:
+            return {"status": "error", "code": exc.crm_code, "message": f"nothing was written: {exc.message}"}
+        if tool == "update_opportunity":
+            access = target.get("access") or {}
+            if not access.get("edit", False):
+                return {
+                    "status": "error",
+                    "code": "permission_denied",
+                    "message": f"you cannot edit opportunity {target.get('id')}; nothing was written",
+                }
+            snapshot_target: dict[str, Any] = dict(snapshot.get("target") or {}) if snapshot else {}
+            same_target = snapshot_target.get("id") == data["opportunity_id"]
+            expected = snapshot.get("version") if same_target and snapshot is not None else target["version"]
+            if expected is not None and int(expected) != int(target["version"]):
+                return {
+                    "status": "conflict",
+                    "message": "The opportunity changed after you reviewed it; nothing was written.",
+                    "current": {k: v for k, v in target.items() if k != "access"},
+                }
+            return WritePlan(
+                tool=tool, key=key, args=args, expected_version=int(target["version"]), target=target
+            )
+        return WritePlan(tool=tool, key=key, args=args, target=target)

@@ -1,0 +1,436 @@
+"""What the rep asked for: intents and their entities, parsed from the human message only.
+
+Tool results never reach this module: only the rep's own words decide what the offline
+model does (tool output is data, never instructions).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+
+from copilot.models.offline_text import (
+    Amount,
+    Period,
+    Span,
+    account_candidates,
+    find_activity_type,
+    find_amount,
+    find_dates,
+    find_period,
+    find_record_ids,
+    find_stage,
+    mask,
+    number_value,
+)
+
+# Intent names, in the order their answers are composed.
+PREFS_SHOW = "preferences_show"
+PREFS_UPDATE = "preferences_update"
+LOG = "log_activity"
+UPDATE = "update_opportunity"
+DRAFT = "draft_followup"
+OVERVIEW = "overview"
+OPPORTUNITIES = "opportunities"
+PIPELINE = "pipeline"
+ACTIVITIES = "activities"
+CONTACTS = "contacts"
+HELP = "help"
+
+WRITE_INTENTS = (PREFS_UPDATE, LOG, UPDATE, DRAFT)
+
+_OPPORTUNITY_CUES = re.compile(
+    r"\b(deals?|opportunit(?:y|ies)|opps?|renewals?|expansions?|upsell|add-?on|pilot|rollout|upgrade|new business)\b",
+    re.I,
+)
+_DETAIL_SEPARATOR = re.compile(
+    r"\s[—–-]\s|—|–|:\s|;\s|,\s|\s(?:about|regarding|re:|to discuss|discussed|discussing|talked about|where we)\s",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class LogSpec:
+    """A requested activity log."""
+
+    type: str
+    details: str
+    occurred_on: dt.date | None
+    mentions_opportunity: bool
+
+
+@dataclass(frozen=True)
+class UpdateSpec:
+    """The opportunity fields the rep asked to change (only those)."""
+
+    changes: dict[str, object]
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    """A requested follow-up email draft."""
+
+    contact_name: str | None
+    topic: str | None
+
+
+@dataclass(frozen=True)
+class PrefsSpec:
+    """Requested preference changes (``update_preferences`` arguments)."""
+
+    args: dict[str, object]
+    problem: str | None = None
+
+
+@dataclass
+class Request:
+    """One human message, understood."""
+
+    text: str
+    intents: list[str]
+    account_queries: list[str] = field(default_factory=list)
+    record_ids: list[str] = field(default_factory=list)
+    period: Period | None = None
+    stage: str | None = None
+    owner: str = "me"
+    team: bool = False
+    refers_back: bool = False
+    log: LogSpec | None = None
+    update: UpdateSpec | None = None
+    draft: DraftSpec | None = None
+    prefs: PrefsSpec | None = None
+    match_text: str = ""  # the text with dates, amounts and new values blanked: for matching deal names
+
+    @property
+    def is_write(self) -> bool:
+        """Whether the request asks for any change outside the conversation."""
+        return any(i in WRITE_INTENTS for i in self.intents)
+
+
+def _has(pattern: str, text: str) -> bool:
+    return re.search(pattern, text, re.I) is not None
+
+
+def _sentence_case(text: str) -> str:
+    text = text.strip(" .,;:-—–")
+    return text[:1].upper() + text[1:] if text else text
+
+
+# --- preferences ---------------------------------------------------------------------------
+
+
+def parse_preferences(text: str) -> tuple[str, PrefsSpec | None] | None:
+    """``(PREFS_SHOW, None)``, ``(PREFS_UPDATE, spec)`` or ``None`` if not about preferences."""
+    lower = text.lower()
+    args: dict[str, object] = {}
+    if _has(
+        r"\b(reset|restore|clear)\b.*\b(preferences?|settings|defaults?)\b|\bback to (the )?defaults?\b",
+        lower,
+    ):
+        return PREFS_UPDATE, PrefsSpec({"reset": True})
+    tone = re.search(r"\b(friendly|formal|concise)\b", lower)
+    if tone and _has(r"\b(tone|style|emails?|e-mails?|drafts?|write|writing|sound|more)\b", lower):
+        args["email_tone"] = tone.group(1)
+    signature = re.search(
+        r"\bsignature\b\s*(?:to|as|is|=|should be|of)?\s*[:\-]?\s*(.+)$", text, re.I | re.DOTALL
+    )
+    if signature and signature.group(1).strip(" \"'“”"):
+        args["signature"] = signature.group(1).strip().strip("\"'“”").strip()
+    problem = None
+    cadence = re.search(
+        rf"\b(?:follow[\s-]?ups?|follow\s+up|cadence|remind\s+me|check\s+in)\b.{{0,40}}?"
+        rf"(?:every\s+(?:(\d{{1,3}}|{'|'.join(('two', 'three', 'four', 'five', 'six', 'seven', 'ten'))})\s+)?(days?|weeks?)"
+        rf"|(?:to|of|=)\s+(\d{{1,3}})\s*(days?|weeks?))",
+        lower,
+    )
+    if cadence:
+        count_word = cadence.group(1) or cadence.group(3) or "1"
+        unit = cadence.group(2) or cadence.group(4) or "days"
+        count = number_value(count_word) or 1
+        days = count * (7 if unit.startswith("week") else 1)
+        if 1 <= days <= 90:
+            args["followup_cadence_days"] = days
+        else:
+            problem = "The follow-up cadence must be between 1 and 90 days."
+    if args or problem:
+        return PREFS_UPDATE, PrefsSpec(args, problem)
+    if _has(r"\bpreferences?\b|\bmy (settings|signature|tone)\b", lower):
+        return PREFS_SHOW, None
+    return None
+
+
+# --- writes --------------------------------------------------------------------------------
+
+
+def _is_log(lower: str) -> bool:
+    return _has(
+        r"^\s*(?:please\s+|can you\s+|could you\s+|pls\s+)*(?:log|record|note down|jot down)\b"
+        r"|\b(?:log|record)\s+(?:a|an|the|my|this|that|our)?\s*(?:call|meeting|email|e-mail|task|note|activity|demo|visit)"
+        r"|\b(?:add|create)\s+(?:a|an|new)?\s*(?:task|note|activity|to-?do|reminder|call log|meeting note)",
+        lower,
+    )
+
+
+def parse_log(text: str, today: dt.date) -> LogSpec:
+    """The activity to log: type, the details after the header, and when it happened."""
+    kind = find_activity_type(text) or "task"
+    m = _DETAIL_SEPARATOR.search(text)
+    header, details = (text[: m.start()], text[m.end() :]) if m else (text, "")
+    if m and m.group(0).strip().lower() in {"discussed", "discussing", "talked about"}:
+        details = m.group(0).strip() + " " + details
+    # When it happened is said in the header ("a meeting with Globex yesterday"); dates in
+    # the details are content ("send the contract by Friday") and stay in the notes.
+    past_dates = find_dates(header, today, past=True)
+    occurred = past_dates[0].value if past_dates and isinstance(past_dates[0].value, dt.date) else None
+    details = re.sub(r"\s{2,}", " ", details).strip(" ,;:.-—–")
+    return LogSpec(
+        type=kind,
+        details=_sentence_case(details),
+        occurred_on=occurred,
+        mentions_opportunity=bool(_OPPORTUNITY_CUES.search(header)),
+    )
+
+
+_CHANGE_VERBS = (
+    r"\b(push|pushed|move|moved|set|change|changed|update|updated|mark|marked|slip|slipped|bump|bumped|pull|pulled"
+    r"|make|put|adjust|increase|decrease|raise|lower|reduce|drop|advance|close|edit|modify)\b"
+)
+
+
+def _next_step(text: str) -> Span | None:
+    """ "next step to X", "next step: X", "next step on <deal> to X" → X (until an "and <verb>")."""
+    m = re.search(
+        r"\bnext[\s-]+steps?\b(?:\s+(?:on|for|of)\s+.+?\s+(?:to|as|=)\s+|\s*(?:to|is|as|=|:|->)?\s*)(?P<value>.+)$",
+        text,
+        re.I | re.DOTALL,
+    )
+    if m is None:
+        return None
+    value = m.group("value")
+    if re.match(r"(?:on|for|of)\b", value, re.I):
+        return None  # "next step on the renewal" with no new value
+    stop = re.search(rf"\s+and\s+(?:then\s+)?{_CHANGE_VERBS}", value, re.I)
+    if stop:
+        value = value[: stop.start()]
+    value = value.strip().strip("\"'“”").strip(" .")
+    if not value:
+        return None
+    # Only the value is "used up": the words before it may still name the deal ("on Acme renewal").
+    return Span(_sentence_case(value), m.start("value"), m.start("value") + len(value))
+
+
+def parse_update(text: str, today: dt.date) -> tuple[UpdateSpec, list[Span]] | None:
+    """The requested opportunity changes, or ``None`` if the text asks for no change."""
+    lower = text.lower()
+    # A change needs a change verb ("push", "set", "mark"...) or an explicit setter
+    # ("next step: …"); "what's the next step on the renewal?" is a question, not a change.
+    if not _has(_CHANGE_VERBS, lower) and not _has(r"\b(close date|next steps?)\s*(:|=|->)", lower):
+        return None
+    changes: dict[str, object] = {}
+    used: list[Span] = []
+    step = _next_step(text)
+    rest = text
+    if step is not None:
+        used.append(step)
+        rest = text[: step.start] + " " * (step.end - step.start) + text[step.end :]
+    stage = find_stage(rest, mark_verb=_has(r"\b(mark(ed)?|close[ds]?|closing)\b", lower))
+    if stage is not None:
+        changes["stage"] = stage.value
+        used.append(stage)
+    dates = find_dates(rest, today)
+    if dates:
+        value = dates[0].value
+        assert isinstance(value, dt.date)
+        changes["close_date"] = value.isoformat()
+        used.extend(dates)
+    amount_rest = rest
+    for span in dates:
+        amount_rest = amount_rest[: span.start] + " " * (span.end - span.start) + amount_rest[span.end :]
+    amount = find_amount(amount_rest, plain_numbers=_has(r"\b(amount|value|worth|size|price)\b", lower))
+    if amount is not None:
+        assert isinstance(amount.value, Amount)
+        changes["amount"] = amount.value.value
+        used.append(amount)
+    if step is not None:
+        changes["next_step"] = step.value
+    if not changes:
+        return None
+    return UpdateSpec(changes), used
+
+
+def _is_draft(lower: str) -> bool:
+    return _has(
+        r"\b(draft|write|compose|prepare|send|create)\b.{0,40}\b(follow[\s-]?up|e-?mail|note|message|reply|thank[\s-]?you)\b"
+        r"|\bfollow[\s-]?up\s+e-?mail\b",
+        lower,
+    )
+
+
+def parse_draft(text: str) -> DraftSpec:
+    """The addressee ("to Maria at Acme") and topic ("about the pricing discussion") of a draft."""
+    contact = None
+    m = re.search(
+        r"\b(?:to|with|for|email|e-mail)\s+(?!the\b|my\b|our\b|their\b|a\b|an\b)([A-Za-z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?)\s+(?:at|from|@|of)\s+",
+        text,
+    )
+    if m is not None:
+        contact = m.group(1)
+    topic = None
+    t = re.search(r"\b(?:about|regarding|re:?|on|covering)\s+(.+)$", text, re.I)
+    if t is not None:
+        topic = re.sub(r"^(?:the|our|my|your|their)\s+", "", t.group(1).strip(), flags=re.I).strip(" .!?")
+        if not topic or topic.lower().startswith(("behalf", "it")):
+            topic = None
+    return DraftSpec(contact_name=contact, topic=topic)
+
+
+# --- reads ---------------------------------------------------------------------------------
+
+_OVERVIEW = (
+    r"\b(summari[sz]e|summary|overview|tell me about|going on|happening|status|update on|brief me|catch me up"
+    r"|how is|how's|hows|how are|what about|info on|information on|details on|details about|look up|lookup"
+    r"|show me|snapshot|rundown|background)\b"
+)
+_PIPELINE = r"\b(pipeline|forecast|quota|commit|weighted)\b"
+_OPPS = r"\b(deals?|opportunit(?:y|ies)|opps?|closing|renewals?)\b"
+_ACTIVITY = (
+    r"\b(activit(?:y|ies)|last discuss|discussed|interactions?|touch ?points?|history|last (?:call|meeting|spoke|talked|contact)"
+    r"|recent(?:ly)?|what happened|what did (?:we|i)|timeline|calls|meetings)\b"
+)
+_CONTACTS = r"\b(contacts?|who (?:are|is|do|should|can)|people|stakeholders?|decision[\s-]?makers?|champions?|buyers?)\b"
+# Pronouns that point at the account of the previous answer ("who are their contacts?").
+_REFERS_BACK = (
+    r"\b(them|they|their|that account|this account|that company|this company|that customer|same account)\b"
+    r"|\b(?:at|with|from|for|on|about)\s+(?:it|there)\b"
+)
+
+
+def parse_request(text: str, today: dt.date) -> Request:
+    """Understand one human message: its intents and the entities they need."""
+    lower = text.lower()
+    ids = find_record_ids(text)
+    req = Request(text=text, intents=[], record_ids=ids)
+    req.refers_back = _has(_REFERS_BACK, lower)
+    req.team = _has(r"\b(team|team's|my reps|everyone|all reps|territory)\b", lower)
+    req.owner = (
+        "any" if req.team or _has(r"\b(all|everyone's)\s+(deals|opportunities|opps)\b", lower) else "me"
+    )
+
+    prefs = parse_preferences(text)
+    if prefs is not None and not _is_log(lower):
+        req.intents.append(prefs[0])
+        req.prefs = prefs[1]
+        return req
+
+    masked: list[Span] = []
+    for span in find_dates(text, today):
+        masked.append(span)
+    period = find_period(text, today)
+    if period is not None:
+        masked.append(period[1])
+    amount = find_amount(mask(text, masked))
+    if amount is not None:
+        masked.append(amount)
+    for rid in ids:
+        start = lower.find(rid)
+        masked.append(Span(rid, start, start + len(rid)))
+
+    if _is_log(lower):
+        req.intents.append(LOG)
+        # The account is named in the header, never in the details ("… next step send proposal").
+        sep = _DETAIL_SEPARATOR.search(text)
+        header = text[: sep.start()] if sep else text
+        req.account_queries = account_candidates(header, masked=[s for s in masked if s.end <= len(header)])
+        if not req.account_queries:
+            req.account_queries = account_candidates(text, masked=masked)
+        req.log = parse_log(text, today)
+        req.match_text = mask(header, [s for s in masked if s.end <= len(header)])
+        return req
+
+    if _is_draft(lower):
+        req.intents.append(DRAFT)
+        req.draft = parse_draft(text)
+        topic_start = lower.find(req.draft.topic.lower()) if req.draft.topic else -1
+        head = text[:topic_start] if topic_start > 0 else text
+        names = account_candidates(head, masked=[s for s in masked if s.end <= len(head)])
+        contact = (req.draft.contact_name or "").lower()
+        req.account_queries = [
+            n for n in names if n.lower() != contact and not contact.startswith(n.lower() + " ")
+        ]
+        return req
+
+    update = parse_update(text, today)
+    if update is not None:
+        req.intents.append(UPDATE)
+        req.update = update[0]
+        req.account_queries = account_candidates(text, masked=masked + update[1])
+        req.match_text = mask(text, masked + update[1])
+        return req
+
+    # Reads.
+    if period is not None:
+        req.period = period[0]
+    stage = find_stage(text)
+    req.stage = stage.value if stage is not None and isinstance(stage.value, str) else None
+    if stage is not None:
+        masked.append(stage)
+    req.account_queries = account_candidates(text, masked=masked)
+    has_account = bool(req.account_queries) or any(i.startswith("acc-") for i in ids)
+    wants_pipeline = _has(_PIPELINE, lower)
+    wants_opps = _has(_OPPS, lower) or req.stage is not None or (req.period is not None and not has_account)
+    wants_activity = _has(_ACTIVITY, lower)
+    wants_contacts = _has(_CONTACTS, lower)
+    wants_overview = _has(_OVERVIEW, lower)
+    if has_account:
+        if wants_contacts:
+            req.intents.append(CONTACTS)
+        if wants_activity:
+            req.intents.append(ACTIVITIES)
+        if wants_opps and not wants_overview:
+            req.intents.append(OPPORTUNITIES)
+        if wants_overview or not req.intents:
+            req.intents.insert(0, OVERVIEW)
+        return req
+    if wants_pipeline:
+        req.intents.append(PIPELINE)
+    elif wants_opps:
+        req.intents.append(OPPORTUNITIES)
+    if wants_contacts:
+        req.intents.append(CONTACTS)  # needs an account: from the conversation, or ask
+    if wants_activity:
+        req.intents.append(ACTIVITIES)
+    if not req.intents and wants_overview and req.refers_back:
+        req.intents.append(OVERVIEW)
+    if not req.intents:
+        req.intents.append(HELP)
+    return req
+
+
+def log_occurred_at(day: dt.date | None, today: dt.date) -> str | None:
+    """``occurred_at`` for a logged activity: noon UTC of a past day, or ``None`` for today (= now)."""
+    if day is None or day >= today:
+        return None
+    return f"{day.isoformat()}T12:00:00Z"
+
+
+__all__ = [
+    "ACTIVITIES",
+    "CONTACTS",
+    "DRAFT",
+    "HELP",
+    "LOG",
+    "OPPORTUNITIES",
+    "OVERVIEW",
+    "PIPELINE",
+    "PREFS_SHOW",
+    "PREFS_UPDATE",
+    "UPDATE",
+    "DraftSpec",
+    "LogSpec",
+    "PrefsSpec",
+    "Request",
+    "UpdateSpec",
+    "log_occurred_at",
+    "parse_request",
+]

@@ -1,0 +1,60 @@
+"""Progress lines a rep sees while a turn works ("Looking up Acme's opportunities…"), pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from copilot.proposals import TOOL_TITLES
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One step of a turn, for streaming to Teams or the terminal."""
+
+    kind: Literal["lookup", "proposal", "status"]
+    message: str
+    tool: str | None = None
+
+
+def _name(names: Mapping[str, str], record_id: Any) -> str | None:
+    return names.get(str(record_id)) if record_id else None
+
+
+def describe_tool_call(name: str, args: Mapping[str, Any], names: Mapping[str, str]) -> ProgressEvent:
+    """What the copilot is doing when it calls ``name`` with ``args`` (record names if known)."""
+    account = _name(names, args.get("account_id"))
+    owner = f"{account}'s" if account else "the"
+    if name in TOOL_TITLES:
+        return ProgressEvent(
+            "proposal", f"Preparing a proposal for your approval: {TOOL_TITLES[name].lower()}…", name
+        )
+    messages = {
+        "search_accounts": f"Searching accounts for “{args.get('query', '')}”…"
+        if args.get("query")
+        else "Listing your accounts…",
+        "get_account": f"Reading {account or 'the account'}…",
+        "list_opportunities": f"Looking up {owner} opportunities…"
+        if args.get("account_id")
+        else "Looking up your opportunities…",
+        "get_opportunity": f"Reading {_name(names, args.get('opportunity_id')) or 'the opportunity'}…",
+        "list_activities": f"Looking up {owner} recent activities…",
+        "list_contacts": f"Looking up {owner} contacts…",
+        "get_contact": "Looking up the contact…",
+        "pipeline_summary": "Summarising the pipeline…",
+        "get_preferences": "Reading your preferences…",
+    }
+    return ProgressEvent("lookup", messages.get(name, f"Calling {name}…"), name)
+
+
+def names_in(value: Any, names: dict[str, str]) -> None:
+    """Collect ``id → name`` pairs from a tool result, to make progress lines readable."""
+    if isinstance(value, dict):
+        if isinstance(value.get("id"), str) and isinstance(value.get("name"), str):
+            names[value["id"]] = value["name"]
+        for child in value.values():
+            names_in(child, names)
+    elif isinstance(value, list):
+        for child in value:
+            names_in(child, names)

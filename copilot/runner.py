@@ -1,0 +1,424 @@
+"""The runner: ``run_turn`` and ``resume`` for one rep on one thread, with progress events.
+
+Order of a turn: authorise the thread (before any state is restored) → get the rep's
+read token → open one MCP session → build the agent → stream it with durable
+checkpoints → read back either the answer or the pending proposals. Everything a
+person must see comes back in :class:`TurnResult`; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.store.postgres.aio import AsyncPostgresStore
+from langgraph.types import Command
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+from psycopg_pool import AsyncConnectionPool
+
+from copilot.agent import build_agent
+from copilot.auth.tokens import TokenBroker
+from copilot.citations import message_text
+from copilot.context import AgentContext
+from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
+from copilot.errors import AuthError, CrmUnavailable, InvalidDecision
+from copilot.identity import RepIdentity
+from copilot.middleware.resilience import UNAVAILABLE_MESSAGE, CircuitBreaker, breaker_for
+from copilot.middleware.write_guard import WriteGuardMiddleware
+from copilot.models.factory import build_models
+from copilot.persistence import rejections, threads
+from copilot.persistence.checkpoint import make_saver_and_store
+from copilot.persistence.embedded import resolve_database_url
+from copilot.persistence.migrations import assert_schema_current
+from copilot.persistence.pool import open_pool
+from copilot.progress import ProgressEvent, describe_tool_call, names_in
+from copilot.proposals import ProposalRecord
+from copilot.settings import Settings
+from copilot.tools.crm_client import CrmGateway, load_read_tools, open_crm_session, parse_result_text
+
+ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
+
+PENDING_NOTICE = "You have {n} proposal(s) waiting for your decision. Approve, edit or reject them first."
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A write waiting for the rep's decision."""
+
+    tool_call_id: str
+    tool: str
+    args: dict[str, Any]
+    record: ProposalRecord | None
+    description: str
+    interrupt_id: str
+
+
+@dataclass
+class TurnResult:
+    """What one turn (or resume) produced."""
+
+    thread_id: str
+    answer: str | None = None
+    citations: list[str] = field(default_factory=list)
+    unverified_citations: list[str] = field(default_factory=list)
+    proposals: list[Proposal] = field(default_factory=list)
+    notice: str | None = None
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    """Results of the writes executed by this turn (audit ids, conflicts, refusals)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` shape documented in the README."""
+        return {
+            "thread_id": self.thread_id,
+            "answer": self.answer,
+            "citations": self.citations,
+            "unverified_citations": self.unverified_citations,
+            "proposals": [
+                {
+                    "tool_call_id": p.tool_call_id,
+                    "tool": p.tool,
+                    "args": p.args,
+                    "record": p.record,
+                    "description": p.description,
+                }
+                for p in self.proposals
+            ],
+            "outcomes": self.outcomes,
+            "notice": self.notice,
+        }
+
+
+class CopilotService:
+    """Long-lived: the pool, checkpointer, store, models and breaker of one process."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: AsyncConnectionPool[AsyncConnection[DictRow]],
+        saver: AsyncPostgresSaver,
+        store: AsyncPostgresStore,
+        model: BaseChatModel,
+        fallbacks: list[BaseChatModel],
+        *,
+        write_guard_factory: Callable[[], WriteGuardMiddleware] = WriteGuardMiddleware,
+    ):
+        self.settings = settings
+        self.pool = pool
+        self.saver = saver
+        self.store = store
+        self.model = model
+        self.fallbacks = fallbacks
+        self.breaker: CircuitBreaker = breaker_for(
+            settings.crm_mcp_url,
+            failure_threshold=settings.breaker_failure_threshold,
+            reset_seconds=settings.breaker_reset_seconds,
+        )
+        self._write_guard_factory = write_guard_factory
+
+    # --- public API ------------------------------------------------------------------------
+
+    async def run_turn(
+        self,
+        identity: RepIdentity,
+        tokens: TokenBroker,
+        thread_id: str | None,
+        text: str,
+        on_progress: ProgressCallback | None = None,
+    ) -> TurnResult:
+        """Answer ``text`` on the rep's thread (a new one when ``thread_id`` is None)."""
+        if not text.strip():
+            raise InvalidDecision("the question is empty")
+        thread_id = await self._own_thread(identity, thread_id)
+        async with self._turn(identity, tokens, thread_id) as turn:
+            if isinstance(turn, TurnResult):
+                return turn
+            agent, ctx, config = turn
+            pending = await self._pending(agent, config)
+            if pending:
+                return TurnResult(thread_id, proposals=pending, notice=PENDING_NOTICE.format(n=len(pending)))
+            await self._stream(agent, {"messages": [HumanMessage(text)]}, config, ctx, on_progress)
+            return await self._result(agent, config, thread_id)
+
+    async def resume(
+        self,
+        identity: RepIdentity,
+        tokens: TokenBroker,
+        thread_id: str,
+        raw_decisions: Any,
+        on_progress: ProgressCallback | None = None,
+    ) -> TurnResult:
+        """Apply the rep's decisions to pending proposals and continue the run."""
+        decisions = parse_decisions(raw_decisions)
+        await self._own_thread(identity, thread_id)
+        async with self._turn(identity, tokens, thread_id) as turn:
+            if isinstance(turn, TurnResult):
+                return turn
+            agent, ctx, config = turn
+            pending = {p.tool_call_id: p for p in await self._pending(agent, config)}
+            answers: dict[str, dict[str, Any]] = {}
+            for decision in decisions:
+                proposal = pending.get(decision.tool_call_id)
+                if proposal is None:
+                    raise InvalidDecision(
+                        f"proposal {decision.tool_call_id} is not waiting for a decision "
+                        "(already decided, or not part of this conversation)"
+                    )
+                answers[proposal.interrupt_id] = self._answer(proposal, decision)
+            for decision in decisions:
+                if isinstance(decision, Reject):
+                    proposal = pending[decision.tool_call_id]
+                    async with self.pool.connection() as conn:
+                        await rejections.record(
+                            conn,
+                            tenant_id=identity.tenant_id,
+                            rep_aad_id=identity.aad_object_id,
+                            thread_id=thread_id,
+                            tool_call_id=proposal.tool_call_id,
+                            tool=proposal.tool,
+                            args=proposal.args,
+                            reason=decision.reason,
+                        )
+            if any(not isinstance(d, Reject) for d in decisions):
+                try:
+                    await ctx.open_writer()
+                except CrmUnavailable:
+                    # The approvals stay pending; they can be given again once the CRM is back.
+                    self.breaker.record_failure()
+                    return TurnResult(
+                        thread_id,
+                        answer=UNAVAILABLE_MESSAGE + " Your pending approvals are kept.",
+                        proposals=list(pending.values()),
+                        notice="crm_unavailable",
+                    )
+                except AuthError as exc:
+                    return TurnResult(
+                        thread_id, answer=exc.message, proposals=list(pending.values()), notice="auth"
+                    )
+            before = await self._message_count(agent, config)
+            try:
+                await self._stream(agent, Command(resume=answers), config, ctx, on_progress)
+            except CrmUnavailable:
+                self.breaker.record_failure()
+                return TurnResult(
+                    thread_id,
+                    answer=UNAVAILABLE_MESSAGE + " Your pending approvals are kept.",
+                    proposals=await self._pending(agent, config),
+                    notice="crm_unavailable",
+                )
+            result = await self._result(agent, config, thread_id)
+            result.outcomes = await self._outcomes(agent, config, before)
+            return result
+
+    async def pending(self, identity: RepIdentity, tokens: TokenBroker, thread_id: str) -> TurnResult:
+        """The proposals waiting on a thread (no model call)."""
+        await self._own_thread(identity, thread_id)
+        agent = build_agent(
+            settings=self.settings,
+            model=self.model,
+            fallbacks=self.fallbacks,
+            crm_read_tools=[],
+            checkpointer=self.saver,
+            store=self.store,
+            breaker=self.breaker,
+        )
+        proposals = await self._pending(agent, self._config(thread_id))
+        return TurnResult(thread_id, proposals=proposals)
+
+    # --- steps -----------------------------------------------------------------------------
+
+    async def _own_thread(self, identity: RepIdentity, thread_id: str | None) -> str:
+        async with self.pool.connection() as conn:
+            if thread_id is None:
+                return await threads.create_thread(
+                    conn, tenant_id=identity.tenant_id, owner_aad_id=identity.aad_object_id
+                )
+            # Invariant 7: ownership is checked before the checkpointer restores anything.
+            await threads.authorize(
+                conn, thread_id=thread_id, tenant_id=identity.tenant_id, aad_id=identity.aad_object_id
+            )
+            await threads.touch(conn, thread_id)
+            return thread_id
+
+    def _config(self, thread_id: str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": thread_id}, "recursion_limit": 60}
+
+    @asynccontextmanager
+    async def _turn(
+        self, identity: RepIdentity, tokens: TokenBroker, thread_id: str
+    ) -> AsyncIterator[tuple[Any, AgentContext, dict[str, Any]] | TurnResult]:
+        async with AsyncExitStack() as stack:
+            try:
+                if not self.breaker.allow():
+                    raise CrmUnavailable("circuit open")
+                token = await tokens.crm_token(write=False)
+                session = await stack.enter_async_context(open_crm_session(self.settings, token))
+                read_tools = await load_read_tools(session)
+            except AuthError as exc:
+                yield TurnResult(
+                    thread_id, answer=exc.message, notice="no_crm_access" if exc.no_access else "auth"
+                )
+                return
+            except CrmUnavailable:
+                self.breaker.record_failure()
+                result = TurnResult(thread_id, answer=UNAVAILABLE_MESSAGE, notice="crm_unavailable")
+                yield result
+                return
+            ctx = AgentContext(
+                settings=self.settings,
+                identity=identity,
+                thread_id=thread_id,
+                tokens=tokens,
+                crm=CrmGateway(session),
+                pool=self.pool,
+                exit_stack=stack,
+            )
+            agent = build_agent(
+                settings=self.settings,
+                model=self.model,
+                fallbacks=self.fallbacks,
+                crm_read_tools=read_tools,
+                checkpointer=self.saver,
+                store=self.store,
+                breaker=self.breaker,
+                write_guard=self._write_guard_factory(),
+            )
+            yield agent, ctx, self._config(thread_id)
+
+    async def _stream(
+        self,
+        agent: Any,
+        payload: Any,
+        config: dict[str, Any],
+        ctx: AgentContext,
+        on_progress: ProgressCallback | None,
+    ) -> None:
+        names: dict[str, str] = {}
+        # durability="sync": each step's checkpoint is written before the next step runs,
+        # so an approved write never executes ahead of the state that led to it.
+        async for update in agent.astream(
+            payload, config, context=ctx, stream_mode="updates", durability="sync"
+        ):
+            if not isinstance(update, dict):
+                continue
+            for node_update in update.values():
+                messages = node_update.get("messages", []) if isinstance(node_update, dict) else []
+                for message in messages if isinstance(messages, list) else [messages]:
+                    if isinstance(message, ToolMessage):
+                        names_in(parse_result_text(message_text(message)), names)
+                    elif isinstance(message, AIMessage) and on_progress is not None:
+                        for call in message.tool_calls:
+                            await on_progress(describe_tool_call(call["name"], call["args"], names))
+
+    async def _pending(self, agent: Any, config: dict[str, Any]) -> list[Proposal]:
+        state = await agent.aget_state(config)
+        records: dict[str, ProposalRecord] = state.values.get("proposals", {}) if state.values else {}
+        proposals = []
+        for interrupt in state.interrupts:
+            value = interrupt.value
+            if not isinstance(value, dict) or value.get("type") != "tool_approval":
+                continue
+            proposals.append(
+                Proposal(
+                    tool_call_id=value["tool_call_id"],
+                    tool=value["name"],
+                    args=dict(value["args"]),
+                    record=records.get(value["tool_call_id"]),
+                    description=value.get("description", ""),
+                    interrupt_id=interrupt.id,
+                )
+            )
+        return proposals
+
+    async def _message_count(self, agent: Any, config: dict[str, Any]) -> int:
+        state = await agent.aget_state(config)
+        return len(state.values.get("messages", [])) if state.values else 0
+
+    async def _result(self, agent: Any, config: dict[str, Any], thread_id: str) -> TurnResult:
+        proposals = await self._pending(agent, config)
+        if proposals:
+            return TurnResult(thread_id, proposals=proposals)
+        state = await agent.aget_state(config)
+        messages = state.values.get("messages", []) if state.values else []
+        last = next((m for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls), None)
+        if last is None:
+            return TurnResult(thread_id, answer=None)
+        check = last.response_metadata.get("citation_check", {})
+        return TurnResult(
+            thread_id,
+            answer=message_text(last),
+            citations=list(check.get("cited", [])),
+            unverified_citations=list(check.get("unverified", [])),
+            notice="limit_reached" if last.response_metadata.get("limit_reached") else None,
+        )
+
+    async def _outcomes(self, agent: Any, config: dict[str, Any], since: int) -> list[dict[str, Any]]:
+        state = await agent.aget_state(config)
+        messages = (state.values.get("messages", []) if state.values else [])[since:]
+        outcomes = []
+        for message in messages:
+            if isinstance(message, ToolMessage) and message.name in (
+                "log_activity",
+                "update_opportunity",
+                "draft_followup_email",
+                "update_preferences",
+            ):
+                parsed = parse_result_text(message_text(message))
+                outcomes.append(
+                    {"tool_call_id": message.tool_call_id, "tool": message.name, "result": parsed}
+                    if isinstance(parsed, dict)
+                    else {
+                        "tool_call_id": message.tool_call_id,
+                        "tool": message.name,
+                        "result": {"message": parsed},
+                    }
+                )
+        return outcomes
+
+    @staticmethod
+    def _answer(proposal: Proposal, decision: Approve | Edit | Reject) -> dict[str, Any]:
+        if isinstance(decision, Approve):
+            return {"type": "approve"}
+        if isinstance(decision, Edit):
+            args = edited_args(proposal.tool, proposal.args, decision)
+            return {"type": "edit", "edited_action": {"name": proposal.tool, "args": args}}
+        return {"type": "reject", "message": decision.reason}
+
+
+@asynccontextmanager
+async def open_service(
+    settings: Settings,
+    *,
+    model: BaseChatModel | None = None,
+    write_guard_factory: Callable[[], WriteGuardMiddleware] = WriteGuardMiddleware,
+) -> AsyncIterator[CopilotService]:
+    """Start the copilot for this process: database (checked, never migrated here), models.
+
+    ``model`` overrides ``COPILOT_MODEL`` (tests pass a scripted model).
+    """
+    url = resolve_database_url(settings)
+    pool = await open_pool(url, settings)
+    try:
+        async with pool.connection() as conn:
+            await assert_schema_current(conn)
+        saver, store = make_saver_and_store(pool)
+        if model is None:
+            model, fallbacks = build_models(settings)
+        else:
+            fallbacks = []
+        yield CopilotService(
+            settings, pool, saver, store, model, fallbacks, write_guard_factory=write_guard_factory
+        )
+    finally:
+        await pool.close()
+
+
+def dumps(result: TurnResult) -> str:
+    """``result`` as the CLI's JSON."""
+    return json.dumps(result.to_json(), indent=2, default=str)

@@ -1,0 +1,1 @@
+"""The agent's tools: CRM reads over MCP, typed write tools, drafts and preferences."""

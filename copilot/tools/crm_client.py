@@ -1,0 +1,146 @@
+"""The CRM over MCP, as the rep: one session per turn, compact JSON in and out.
+
+``MultiServerMCPClient`` fixes headers per client, so a client (and one MCP session)
+is built per rep per turn with that rep's bearer token; the model's read tools and
+the copilot's own direct calls (proposal snapshots, writes) share the session.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from langchain_core.tools import BaseTool
+from langchain_mcp_adapters.client import MultiServerMCPClient
+from langchain_mcp_adapters.tools import load_mcp_tools
+from mcp import ClientSession
+from mcp.shared.exceptions import McpError
+
+from copilot.errors import CopilotError, CrmUnavailable
+from copilot.settings import Settings
+from copilot.tools.mcp_http import mcp_http_client_factory
+
+
+class CrmCallError(CopilotError):
+    """The CRM refused a call; ``crm_code`` is its stable code (``permission_denied``, ``conflict``...)."""
+
+    code = "crm_error"
+
+    def __init__(self, crm_code: str, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message, crm_code=crm_code, details=details or {})
+        self.crm_code = crm_code
+        self.details: dict[str, Any] = details or {}
+
+
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.HTTPError, McpError, OSError, TimeoutError)
+"""What a broken, slow or refusing CRM endpoint raises out of an MCP session."""
+
+
+def parse_result_text(text: str) -> Any:
+    """A tool result's JSON, or the text itself if it holds none.
+
+    Tolerates a plain-text preamble before the JSON object (the approval middleware
+    prefixes edited calls' results with a note for the model).
+    """
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    stripped = text.rstrip()
+    decoder = json.JSONDecoder()
+    start = stripped.find("{")
+    while start != -1:
+        # The result is the JSON object that runs to the end of the text.
+        try:
+            value, end = decoder.raw_decode(stripped, start)
+        except ValueError:
+            value, end = None, -1
+        if end == len(stripped):
+            return value
+        start = stripped.find("{", start + 1)
+    return text
+
+
+class CrmGateway:
+    """Direct CRM calls made by the copilot itself (not by the model)."""
+
+    def __init__(self, session: ClientSession):
+        self._session = session
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Call a CRM tool; returns its JSON object or raises ``CrmCallError`` / ``CrmUnavailable``."""
+        try:
+            result = await self._session.call_tool(tool, arguments)
+        except TRANSPORT_ERRORS as exc:
+            raise CrmUnavailable(f"live CRM data is unavailable ({type(exc).__name__})") from exc
+        payload: Any = result.structuredContent
+        if payload is None:
+            text = "".join(getattr(block, "text", "") for block in result.content)
+            payload = parse_result_text(text)
+        if result.isError:
+            error = payload.get("error", {}) if isinstance(payload, dict) else {}
+            raise CrmCallError(
+                str(error.get("code", "error")),
+                str(error.get("message", payload)),
+                error.get("details") if isinstance(error.get("details"), dict) else {},
+            )
+        if not isinstance(payload, dict):
+            raise CrmCallError("validation", f"unexpected CRM answer from {tool}: {payload!r}")
+        return payload
+
+
+def _connection(settings: Settings, token: str) -> dict[str, Any]:
+    return {
+        "transport": "streamable_http",
+        "url": settings.crm_mcp_url,
+        "headers": {"Authorization": f"Bearer {token}"},
+        "timeout": timedelta(seconds=settings.crm_timeout_seconds),
+        "sse_read_timeout": timedelta(seconds=settings.crm_timeout_seconds),
+        "httpx_client_factory": mcp_http_client_factory,
+    }
+
+
+@asynccontextmanager
+async def open_crm_session(settings: Settings, token: str) -> AsyncIterator[ClientSession]:
+    """One MCP session to the CRM, authenticated as the rep whose ``token`` this is."""
+    client = MultiServerMCPClient({"crm": _connection(settings, token)})  # type: ignore[dict-item]
+    stack = AsyncExitStack()
+    try:
+        session = await stack.enter_async_context(client.session("crm"))
+    except* TRANSPORT_ERRORS as group:
+        await stack.aclose()
+        raise CrmUnavailable("live CRM data is unavailable: could not open a CRM session") from group
+    try:
+        async with stack:
+            yield session
+    except BaseExceptionGroup as group:
+        # The MCP transport's task group wraps whatever the turn raised; hand callers
+        # the one real error (e.g. an InvalidDecision) instead of a group.
+        leaves = _leaves(group)
+        if len(leaves) == 1:
+            raise leaves[0] from None
+        raise
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return found
+
+
+async def load_read_tools(session: ClientSession) -> list[BaseTool]:
+    """The CRM's read-only tools for the model; anything that may write is left out.
+
+    Writes reach the CRM only through the copilot's own typed, approval-gated tools.
+    """
+    listed = await session.list_tools()
+    read_only = {
+        t.name for t in listed.tools if t.annotations is not None and t.annotations.readOnlyHint is True
+    }
+    tools = await load_mcp_tools(session, handle_tool_errors=True)
+    return [t for t in tools if t.name in read_only]

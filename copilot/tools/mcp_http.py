@@ -1,0 +1,101 @@
+"""HTTP failures of the CRM's MCP endpoint, turned into per-request JSON-RPC errors.
+
+The MCP SDK's streamable-HTTP client raises ``HTTPStatusError`` / timeouts inside its
+transport task group, which tears down the whole session instead of failing the one
+request. This transport answers such a request with a JSON-RPC error carrying the
+HTTP status and ``Retry-After`` instead, so the call raises ``McpError`` where it was
+made, the session survives, and retry / circuit-breaker logic can classify it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+JSONRPC_TRANSIENT = -32001
+"""JSON-RPC error code for "the CRM is temporarily unavailable; retrying may work"."""
+JSONRPC_REFUSED = -32002
+"""JSON-RPC error code for "the CRM refused this request at the HTTP level" (401/403...)."""
+
+
+def _request_id(request: httpx.Request) -> Any:
+    if request.method != "POST":
+        return None
+    try:
+        body = json.loads(request.content or b"null")
+    except ValueError:
+        return None
+    return body.get("id") if isinstance(body, dict) else None
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _jsonrpc_error(
+    request: httpx.Request, request_id: Any, code: int, message: str, data: dict[str, Any]
+) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message, "data": data}}
+    return httpx.Response(200, json=body, request=request)
+
+
+class JsonRpcErrorTransport(httpx.AsyncBaseTransport):
+    """Wraps a transport; non-2xx answers and timeouts to JSON-RPC requests become JSON-RPC errors."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport | None = None):
+        self._inner = inner or httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request_id = _request_id(request)
+        try:
+            response = await self._inner.handle_async_request(request)
+        except (httpx.TimeoutException, httpx.NetworkError) as exc:
+            if request_id is None:
+                raise
+            return _jsonrpc_error(
+                request,
+                request_id,
+                JSONRPC_TRANSIENT,
+                f"CRM unreachable: {type(exc).__name__}",
+                {"transient": True},
+            )
+        if request_id is None or response.status_code < 400 or response.status_code == 404:
+            # 404 is how MCP signals an expired session; the SDK handles it itself.
+            return response
+        await response.aread()
+        await response.aclose()
+        status = response.status_code
+        transient = status in TRANSIENT_STATUSES
+        data: dict[str, Any] = {
+            "status": status,
+            "transient": transient,
+            "retry_after": _retry_after(response),
+        }
+        code = JSONRPC_TRANSIENT if transient else JSONRPC_REFUSED
+        return _jsonrpc_error(request, request_id, code, f"CRM answered HTTP {status}", data)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def mcp_http_client_factory(
+    headers: dict[str, str] | None = None,
+    timeout: httpx.Timeout | None = None,
+    auth: httpx.Auth | None = None,
+) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` for the MCP client, with :class:`JsonRpcErrorTransport`."""
+    return httpx.AsyncClient(
+        headers=headers,
+        timeout=timeout if timeout is not None else httpx.Timeout(30.0),
+        auth=auth,
+        transport=JsonRpcErrorTransport(),
+    )

@@ -1,0 +1,109 @@
+"""Pydantic argument schemas of the copilot's own (write and preference) tools.
+
+These are what the model fills in, what a rep edits in a card, and what the write
+guard re-validates: one schema per tool, ``extra="forbid"`` so an unknown field is an
+error, not silently dropped. Fields the rep may not change (owner, commission,
+probability) are simply not here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Stage = Literal["Prospecting", "Qualification", "Proposal", "Negotiation", "Closed Won", "Closed Lost"]
+STAGES: tuple[str, ...] = get_args(Stage)
+ActivityType = Literal["call", "meeting", "email", "task"]
+EmailTone = Literal["friendly", "formal", "concise"]
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class LogActivityArgs(_Args):
+    """Log a call, meeting, email or task against an account and/or opportunity."""
+
+    type: ActivityType = Field(description="call, meeting, email or task")
+    subject: str = Field(min_length=1, max_length=200, description="One-line summary")
+    notes: str = Field(default="", max_length=4000, description="What was discussed, next steps")
+    account_id: str | None = Field(default=None, description="Account record id, e.g. acc-acme")
+    opportunity_id: str | None = Field(default=None, description="Opportunity record id")
+    occurred_at: dt.datetime | None = Field(default=None, description="When it happened (ISO); default now")
+
+    @model_validator(mode="after")
+    def _regarding_something(self) -> LogActivityArgs:
+        if not self.account_id and not self.opportunity_id:
+            raise ValueError("an activity needs an account_id or an opportunity_id")
+        return self
+
+
+class UpdateOpportunityArgs(_Args):
+    """Change an opportunity's stage, close date, amount and/or next step."""
+
+    opportunity_id: str = Field(min_length=1, description="Opportunity record id")
+    stage: Stage | None = Field(default=None, description="New stage")
+    close_date: dt.date | None = Field(default=None, description="New close date (ISO date)")
+    amount: float | None = Field(default=None, ge=0, description="New amount in the opportunity's currency")
+    next_step: str | None = Field(default=None, max_length=500, description="New next step")
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> UpdateOpportunityArgs:
+        if not self.changes():
+            raise ValueError("nothing to change: give stage, close_date, amount or next_step")
+        return self
+
+    def changes(self) -> dict[str, object]:
+        """The fields to change, as the CRM expects them (JSON-ready)."""
+        data = self.model_dump(mode="json", exclude={"opportunity_id"}, exclude_none=True)
+        return data
+
+
+class DraftFollowupEmailArgs(_Args):
+    """Save a follow-up email to the rep's Outlook drafts (never sent)."""
+
+    contact_id: str = Field(
+        min_length=1, description="Contact record id; the address is looked up in the CRM"
+    )
+    subject: str = Field(min_length=1, max_length=200)
+    body: str = Field(
+        min_length=1, max_length=8000, description="The message text, without greeting/signature"
+    )
+    account_id: str | None = Field(default=None, description="Account the email is about")
+    opportunity_id: str | None = Field(default=None, description="Opportunity the email is about")
+
+
+class UpdatePreferencesArgs(_Args):
+    """Change (or reset) the rep's own drafting preferences."""
+
+    email_tone: EmailTone | None = None
+    signature: str | None = Field(default=None, max_length=500)
+    followup_cadence_days: int | None = Field(default=None, ge=1, le=90)
+    reset: bool = Field(default=False, description="Restore the defaults (ignores the other fields)")
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> UpdatePreferencesArgs:
+        fields = (self.email_tone, self.signature, self.followup_cadence_days)
+        if not self.reset and all(f is None for f in fields):
+            raise ValueError("nothing to change: give email_tone, signature, followup_cadence_days or reset")
+        return self
+
+
+class NoArgs(_Args):
+    """A tool without arguments."""
+
+
+WriteToolName = Literal["log_activity", "update_opportunity", "draft_followup_email", "update_preferences"]
+
+WRITE_TOOL_SCHEMAS: dict[str, type[_Args]] = {
+    "log_activity": LogActivityArgs,
+    "update_opportunity": UpdateOpportunityArgs,
+    "draft_followup_email": DraftFollowupEmailArgs,
+    "update_preferences": UpdatePreferencesArgs,
+}
+"""Every tool that changes something outside the copilot. All of them need approval."""
+
+LOCAL_READ_TOOLS = ("get_preferences",)
+"""Read tools the copilot implements itself (not from the CRM's MCP server)."""

@@ -1,0 +1,611 @@
+"""The copilot core against real PostgreSQL and the sandbox over MCP, with a scripted model.
+
+The scripted model stands in for an LLM where a test needs exact tool calls; everything
+else (checkpointer, HITL, write guard, MCP, OBO tokens, CRM) is the real thing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from copilot.citations import message_text
+from copilot.errors import InvalidDecision, ThreadAccessDenied
+from copilot.middleware.limits import LIMIT_MESSAGE
+from copilot.persistence import audit
+from copilot.persistence.database import connect
+from copilot.runner import TurnResult
+from tests.support.copilot_env import service, sign_in
+from tests.support.sandbox_process import SandboxProcess
+from tests.support.scripted_model import ScriptedChatModel, call, calls
+
+pytestmark = pytest.mark.integration
+
+
+def _log(subject: str, account_id: str = "acc-acme", **extra: Any) -> dict[str, Any]:
+    return call(
+        "log_activity",
+        type="call",
+        subject=subject,
+        notes="Discussed pricing",
+        account_id=account_id,
+        **extra,
+    )
+
+
+def _activities(sandbox: SandboxProcess, thread_id: str) -> list[dict[str, Any]]:
+    return [
+        a
+        for a in sandbox.admin("GET", "/admin/export")["activities"]
+        if str(a["external_id"]).startswith(f"{thread_id}:")
+    ]
+
+
+async def _audit_rows(settings) -> list[Any]:
+    async with connect(settings) as conn:
+        return await audit.list_entries(conn, limit=1000)
+
+
+def _decide(result: TurnResult, *decisions: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(decisions)
+
+
+def _approve(tool_call_id: str) -> dict[str, Any]:
+    return {"tool_call_id": tool_call_id, "type": "approve"}
+
+
+# --- invariant 1: no write without a decision --------------------------------------------------
+
+
+async def test_writes_in_every_position_all_wait_for_a_decision_and_nothing_is_written(
+    copilot_settings, sandbox
+):
+    model = ScriptedChatModel(
+        steps=[
+            calls(_log("alone")),
+            calls(call("get_account", account_id="acc-acme"), _log("beside a read")),
+            calls(_log("first"), _log("second"), call("list_contacts", account_id="acc-acme")),
+            calls(
+                call("update_opportunity", opportunity_id="opp-acme-renewal", stage="Negotiation"),
+                call("update_preferences", email_tone="formal"),
+                call(
+                    "draft_followup_email",
+                    contact_id="con-0001",
+                    subject="Pricing",
+                    body="Following up on pricing.",
+                ),
+            ),
+        ]
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        first = await svc.run_turn(rep.identity, rep.broker, None, "do things")
+        assert [p.tool for p in first.proposals] == ["log_activity"]
+        assert first.answer is None
+        # Rejecting keeps the model going; every later write is stopped again.
+        second = await svc.resume(
+            rep.identity,
+            rep.broker,
+            first.thread_id,
+            [{"tool_call_id": first.proposals[0].tool_call_id, "type": "reject", "reason": "not yet"}],
+        )
+        assert [p.tool for p in second.proposals] == ["log_activity"]
+        third = await svc.resume(
+            rep.identity,
+            rep.broker,
+            first.thread_id,
+            [{"tool_call_id": second.proposals[0].tool_call_id, "type": "reject", "reason": "no"}],
+        )
+        assert sorted(p.tool for p in third.proposals) == ["log_activity", "log_activity"]
+        fourth = await svc.resume(
+            rep.identity,
+            rep.broker,
+            first.thread_id,
+            [{"tool_call_id": p.tool_call_id, "type": "reject", "reason": "no"} for p in third.proposals],
+        )
+        assert sorted(p.tool for p in fourth.proposals) == [
+            "draft_followup_email",
+            "update_opportunity",
+            "update_preferences",
+        ]
+    assert _activities(sandbox, first.thread_id) == []
+    assert await _audit_rows(copilot_settings) == []
+    drafts = [
+        d
+        for d in sandbox.admin("GET", "/admin/export")["drafts"]
+        if str(d.get("idempotency_key", "")).startswith(first.thread_id)
+    ]
+    assert drafts == []
+
+
+async def test_a_pending_proposal_blocks_new_questions_until_decided(copilot_settings):
+    model = ScriptedChatModel(steps=[calls(_log("pending"))])
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        first = await svc.run_turn(rep.identity, rep.broker, None, "log it")
+        again = await svc.run_turn(rep.identity, rep.broker, first.thread_id, "anything else?")
+    assert again.notice is not None
+    assert "waiting for your decision" in again.notice
+    assert [p.tool_call_id for p in again.proposals] == [first.proposals[0].tool_call_id]
+
+
+# --- invariant 3: exactly once ----------------------------------------------------------------
+
+
+async def test_approval_executes_once_and_a_second_resume_is_refused(copilot_settings, sandbox):
+    model = ScriptedChatModel(steps=[calls(_log("Exactly once"))], final="Logged.")
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log a call")
+        call_id = asked.proposals[0].tool_call_id
+        done = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+        with pytest.raises(InvalidDecision, match="not waiting for a decision"):
+            await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+
+    assert done.outcomes[0]["result"]["status"] == "done"
+    assert isinstance(done.outcomes[0]["result"]["audit_id"], int)
+    rows = _activities(sandbox, asked.thread_id)
+    assert len(rows) == 1
+    assert rows[0]["external_id"] == f"{asked.thread_id}:{call_id}"
+    assert len(await _audit_rows(copilot_settings)) == 1
+
+
+async def test_two_concurrent_resumes_of_the_same_approval_write_once(copilot_settings, sandbox):
+    model = ScriptedChatModel(steps=[calls(_log("Concurrent"))], final="Logged.")
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log a call")
+    call_id = asked.proposals[0].tool_call_id
+
+    async def resume_in_own_service() -> TurnResult | BaseException:
+        async with service(copilot_settings, ScriptedChatModel(final="Logged.")) as other:
+            try:
+                return await other.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+            except InvalidDecision as exc:
+                return exc
+
+    results = await asyncio.gather(resume_in_own_service(), resume_in_own_service())
+
+    assert any(isinstance(r, TurnResult) for r in results)
+    assert len(_activities(sandbox, asked.thread_id)) == 1
+    assert len(await _audit_rows(copilot_settings)) == 1
+
+
+async def test_a_crash_after_the_crm_committed_does_not_duplicate_on_retry(copilot_settings, sandbox):
+    crashes = {"left": 1}
+
+    def crash_once(key: str) -> None:
+        if crashes["left"]:
+            crashes["left"] -= 1
+            raise RuntimeError("simulated crash after the CRM committed")
+
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, ScriptedChatModel(steps=[calls(_log("Crash"))])) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log a call")
+    call_id = asked.proposals[0].tool_call_id
+
+    async with service(
+        copilot_settings, ScriptedChatModel(final="Logged."), after_commit_hook=crash_once
+    ) as svc:
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+        assert len(_activities(sandbox, asked.thread_id)) == 1  # the CRM did commit
+        retried = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+
+    assert retried.outcomes[0]["result"]["created"] is False
+    assert len(_activities(sandbox, asked.thread_id)) == 1
+    assert len(await _audit_rows(copilot_settings)) == 1
+
+
+# --- invariant 5: edits are new input ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"stage": "Daydreaming"}, "stage"),
+        ({"amount": -10}, "amount"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
+async def test_invalid_edits_are_refused_clearly_and_write_nothing(copilot_settings, sandbox, edit, message):
+    before = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
+    model = ScriptedChatModel(
+        steps=[calls(call("update_opportunity", opportunity_id="opp-acme-expansion", next_step="Call CFO"))]
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "update it")
+        call_id = asked.proposals[0].tool_call_id
+        with pytest.raises(InvalidDecision, match=message):
+            await svc.resume(
+                rep.identity,
+                rep.broker,
+                asked.thread_id,
+                [{"tool_call_id": call_id, "type": "edit", "args": edit}],
+            )
+        still = await svc.pending(rep.identity, rep.broker, asked.thread_id)
+    assert [p.tool_call_id for p in still.proposals] == [call_id]
+    after = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
+    assert after["version"] == before["version"]
+
+
+async def test_an_edit_that_changes_the_tool_is_refused(copilot_settings):
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, ScriptedChatModel(steps=[calls(_log("Tool swap"))])) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
+        with pytest.raises(InvalidDecision, match="cannot be changed"):
+            await svc.resume(
+                rep.identity,
+                rep.broker,
+                asked.thread_id,
+                [
+                    {
+                        "tool_call_id": asked.proposals[0].tool_call_id,
+                        "type": "edit",
+                        "tool": "update_opportunity",
+                        "args": {"subject": "x"},
+                    }
+                ],
+            )
+
+
+async def test_an_edit_pointing_at_a_record_the_rep_cannot_write_is_refused(copilot_settings, sandbox):
+    state = sandbox.admin("GET", "/admin/export")
+    megans = next(o for o in state["opportunities"] if o["owner_id"] == "u-megan")
+    before = sandbox.call("nestor", "get_opportunity", opportunity_id=megans["id"])["structuredContent"]
+    model = ScriptedChatModel(
+        steps=[calls(call("update_opportunity", opportunity_id="opp-acme-expansion", next_step="Call CFO"))],
+        final="Done.",
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "update it")
+        done = await svc.resume(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [
+                {
+                    "tool_call_id": asked.proposals[0].tool_call_id,
+                    "type": "edit",
+                    "args": {"opportunity_id": megans["id"]},
+                }
+            ],
+        )
+    assert done.outcomes[0]["result"].get("code") == "permission_denied", done.outcomes
+    after = sandbox.call("nestor", "get_opportunity", opportunity_id=megans["id"])["structuredContent"]
+    assert after["version"] == before["version"]
+    assert await _audit_rows(copilot_settings) == []
+
+
+# --- rejections ---------------------------------------------------------------------------------
+
+
+async def test_a_rejection_reaches_the_agent_is_recorded_and_the_agent_can_propose_again(
+    copilot_settings, sandbox
+):
+    def repropose(messages: list[BaseMessage]) -> AIMessage:
+        rejected = next(m for m in reversed(messages) if isinstance(m, ToolMessage))
+        assert "wrong account" in message_text(rejected)
+        return calls(_log("Second try"))
+
+    model = ScriptedChatModel(steps=[calls(_log("First try")), repropose])
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
+        again = await svc.resume(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [{"tool_call_id": asked.proposals[0].tool_call_id, "type": "reject", "reason": "wrong account"}],
+        )
+    assert [p.args["subject"] for p in again.proposals] == ["Second try"]
+    assert _activities(sandbox, asked.thread_id) == []
+    assert copilot_settings.database_url is not None
+    async with await psycopg.AsyncConnection.connect(
+        copilot_settings.database_url.get_secret_value()
+    ) as conn:
+        cur = await conn.execute("SELECT tool_call_id, reason FROM rejections")
+        assert await cur.fetchall() == [(asked.proposals[0].tool_call_id, "wrong account")]
+
+
+async def test_a_rejection_needs_a_reason(copilot_settings):
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, ScriptedChatModel(steps=[calls(_log("x"))])) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
+        with pytest.raises(InvalidDecision, match="reason"):
+            await svc.resume(
+                rep.identity,
+                rep.broker,
+                asked.thread_id,
+                [{"tool_call_id": asked.proposals[0].tool_call_id, "type": "reject"}],
+            )
+
+
+# --- invariant 4: no blind overwrite -------------------------------------------------------------
+
+
+async def test_a_stale_proposal_becomes_a_conflict_then_a_fresh_approval_without_overwriting(
+    copilot_settings, sandbox
+):
+    def repropose_with_current(messages: list[BaseMessage]) -> AIMessage:
+        conflict = json.loads(message_text(next(m for m in reversed(messages) if isinstance(m, ToolMessage))))
+        assert conflict["status"] == "conflict"
+        return calls(
+            call("update_opportunity", opportunity_id=conflict["current"]["id"], stage="Negotiation")
+        )
+
+    model = ScriptedChatModel(
+        steps=[
+            calls(call("update_opportunity", opportunity_id="opp-acme-analytics", stage="Negotiation")),
+            repropose_with_current,
+        ],
+        final="Moved to Negotiation.",
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "move analytics to negotiation")
+        assert asked.proposals[0].record is not None
+        read_version = int(asked.proposals[0].record["version"] or 0)
+        # Someone else (the manager) changes the record while the proposal waits.
+        manager_change = sandbox.call(
+            "nestor",
+            "update_opportunity",
+            opportunity_id="opp-acme-analytics",
+            expected_version=read_version,
+            changes={"next_step": "Manager: confirm budget"},
+        )
+        assert manager_change["isError"] is False
+        conflicted = await svc.resume(
+            rep.identity, rep.broker, asked.thread_id, [_approve(asked.proposals[0].tool_call_id)]
+        )
+        assert conflicted.outcomes[0]["result"]["status"] == "conflict"
+        fresh = conflicted.proposals[0]
+        assert fresh.tool_call_id != asked.proposals[0].tool_call_id
+        assert fresh.record is not None
+        assert fresh.record["version"] == read_version + 1
+        done = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(fresh.tool_call_id)])
+
+    assert done.outcomes[0]["result"]["status"] == "done"
+    final = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-analytics")["structuredContent"]
+    assert final["stage"] == "Negotiation"
+    assert final["next_step"] == "Manager: confirm budget"
+    assert final["version"] == read_version + 2
+
+
+# --- three proposals, decided one by one ---------------------------------------------------------
+
+
+async def test_three_proposals_are_approved_edited_and_rejected_separately(copilot_settings, sandbox):
+    model = ScriptedChatModel(steps=[calls(_log("One"), _log("Two"), _log("Three"))], final="Done.")
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log three calls")
+        by_subject = {p.args["subject"]: p.tool_call_id for p in asked.proposals}
+        assert set(by_subject) == {"One", "Two", "Three"}
+
+        after_one = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(by_subject["One"])])
+        assert {p.args["subject"] for p in after_one.proposals} == {"Two", "Three"}
+        after_two = await svc.resume(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [{"tool_call_id": by_subject["Two"], "type": "edit", "args": {"subject": "Two (edited)"}}],
+        )
+        assert {p.args["subject"] for p in after_two.proposals} == {"Three"}
+        await svc.resume(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [{"tool_call_id": by_subject["Three"], "type": "reject", "reason": "duplicate"}],
+        )
+
+    subjects = sorted(a["subject"] for a in _activities(sandbox, asked.thread_id))
+    assert subjects == ["One", "Two (edited)"]
+    rows = await _audit_rows(copilot_settings)
+    edited = next(r.entry for r in rows if r.entry.decision == "edit")
+    assert edited.original_args["subject"] == "Two"
+    assert edited.edited_args is not None
+    assert edited.edited_args["subject"] == "Two (edited)"
+    assert sorted(r.entry.decision for r in rows) == ["approve", "edit"]
+
+
+# --- invariant 8: grounded answers ---------------------------------------------------------------
+
+
+async def test_an_answer_citing_an_id_no_tool_returned_is_flagged(copilot_settings):
+    model = ScriptedChatModel(
+        steps=[calls(call("get_account", account_id="acc-acme"))],
+        final="Acme [acc-acme] is doing well; see also [opp-invented-999].",
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        result = await svc.run_turn(rep.identity, rep.broker, None, "how is acme")
+    assert result.citations == ["acc-acme"]
+    assert result.unverified_citations == ["opp-invented-999"]
+    assert result.answer is not None
+    assert "[opp-invented-999]" not in result.answer
+    assert "could not be verified" in result.answer
+
+
+# --- invariant 9: PII --------------------------------------------------------------------------
+
+
+async def test_no_contact_email_or_phone_reaches_the_model(copilot_settings, sandbox):
+    contacts = sandbox.call("alex", "list_contacts", account_id="acc-acme")["structuredContent"]["items"]
+    secrets = [c["email"] for c in contacts] + [c["phone"] for c in contacts]
+    model = ScriptedChatModel(
+        steps=[
+            calls(
+                call("list_contacts", account_id="acc-acme"),
+                call("get_contact", contact_id=contacts[0]["id"]),
+            )
+        ],
+        final="Listed.",
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        await svc.run_turn(
+            rep.identity, rep.broker, None, f"who is at acme? my email is {contacts[0]['email']}"
+        )
+    seen = "\n".join(message_text(m) for batch in model.received for m in batch)
+    assert contacts[0]["name"] in seen
+    for secret in secrets:
+        assert secret not in seen
+
+
+# --- invariant 10: bounded --------------------------------------------------------------------
+
+
+async def test_the_model_call_limit_ends_with_a_clear_message_and_no_write(copilot_settings, sandbox):
+    from tests.support.copilot_env import copilot_settings as make_settings
+
+    settings = make_settings(
+        copilot_settings.database_url.get_secret_value(), sandbox, COPILOT_MODEL_CALL_RUN_LIMIT=3
+    )
+    looping = [calls(call("search_accounts", query=f"a{i}")) for i in range(3)] + [calls(_log("too late"))]
+    rep = await sign_in(settings, "alex")
+    async with service(settings, ScriptedChatModel(steps=looping)) as svc:
+        result = await svc.run_turn(rep.identity, rep.broker, None, "loop")
+    assert result.answer == LIMIT_MESSAGE
+    assert result.notice == "limit_reached"
+    assert result.proposals == []
+    assert _activities(sandbox, result.thread_id) == []
+
+
+async def test_crm_outage_answers_plainly_opens_the_breaker_and_keeps_the_approval(copilot_settings, sandbox):
+    def echo_tool_result(messages: list[BaseMessage]) -> AIMessage:
+        return AIMessage(content=message_text(messages[-1]))
+
+    reads = [calls(call("get_account", account_id="acc-acme")), echo_tool_result] * 3
+    model = ScriptedChatModel(steps=[calls(_log("Survives outage")), *reads], final="Logged.")
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log a call")
+        call_id = asked.proposals[0].tool_call_id
+
+        sandbox.admin("PUT", "/admin/knobs", {"failure_rate": 1.0, "failure_kinds": ["503"]})
+        down = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+        assert down.answer is not None
+        assert "Live CRM data is unavailable" in down.answer
+        assert [p.tool_call_id for p in down.proposals] == [call_id]
+        # The model's reads are retried, then answered "unavailable" until the breaker opens...
+        while svc.breaker.state != "open":
+            reading = await svc.run_turn(rep.identity, rep.broker, None, "how is acme")
+            assert reading.answer is not None
+            assert "Live CRM data is unavailable" in reading.answer
+        # ...after which the copilot answers at once, without calling the model or the CRM.
+        calls_before = len(model.received)
+        fast = await svc.run_turn(rep.identity, rep.broker, None, "how is acme")
+        assert fast.answer is not None
+        assert "Live CRM data is unavailable" in fast.answer
+        assert len(model.received) == calls_before
+
+        sandbox.admin("PUT", "/admin/knobs", {})
+        await asyncio.sleep(copilot_settings.breaker_reset_seconds + 0.1)
+        recovered = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+
+    assert recovered.outcomes[0]["result"]["status"] == "done"
+    assert svc.breaker.state == "closed"
+    assert len(_activities(sandbox, asked.thread_id)) == 1
+
+
+async def test_a_transient_crm_failure_during_a_read_is_retried(copilot_settings, sandbox):
+    model = ScriptedChatModel(
+        steps=[calls(call("get_account", account_id="acc-acme"))], final="Acme [acc-acme]."
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        # Half the calls fail with 429/503; with retries the read still succeeds eventually.
+        sandbox.admin(
+            "PUT",
+            "/admin/knobs",
+            {"failure_rate": 0.5, "failure_kinds": ["429", "503"], "retry_after_seconds": 0},
+        )
+        result = await svc.run_turn(rep.identity, rep.broker, None, "acme?")
+    tool_results = [m for batch in model.received for m in batch if isinstance(m, ToolMessage)]
+    assert result.answer is not None
+    assert tool_results  # the model got a result (success or a clear unavailable message), never a crash
+
+
+# --- invariant 2: tokens stay out of everything persisted --------------------------------------
+
+
+async def test_the_reps_tokens_never_appear_in_checkpoints_store_audit_or_logs(
+    copilot_settings, sandbox, caplog
+):
+    caplog.set_level(logging.DEBUG)
+    model = ScriptedChatModel(
+        steps=[
+            calls(
+                call("get_account", account_id="acc-acme"),
+                _log("Token check"),
+                call("update_preferences", signature="Alex"),
+            )
+        ],
+        final="Done [acc-acme].",
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
+        await svc.resume(
+            rep.identity, rep.broker, asked.thread_id, [_approve(p.tool_call_id) for p in asked.proposals]
+        )
+    tokens = rep.issued_tokens()
+    assert len(tokens) >= 2  # a read token and a write token were used
+    assert copilot_settings.database_url is not None
+    async with await psycopg.AsyncConnection.connect(
+        copilot_settings.database_url.get_secret_value()
+    ) as conn:
+        dumps = []
+        for table in (
+            "checkpoints",
+            "checkpoint_blobs",
+            "checkpoint_writes",
+            "store",
+            "audit_log",
+            "idempotency_keys",
+            "rejections",
+            "threads",
+        ):
+            cur = await conn.execute(f"SELECT * FROM {table}")
+            dumps.append(repr(await cur.fetchall()))
+    everything = "\n".join(dumps) + caplog.text
+    assert "Token check" in everything  # the dump really contains the run
+    for token in tokens:
+        assert token not in everything
+        assert token.split(".")[2] not in everything  # not even the signature
+
+
+# --- invariant 7: threads belong to someone -------------------------------------------------------
+
+
+async def test_another_rep_cannot_continue_or_resume_a_thread(copilot_settings):
+    rep = await sign_in(copilot_settings, "alex")
+    other = await sign_in(copilot_settings, "megan")
+    async with service(copilot_settings, ScriptedChatModel(steps=[calls(_log("Mine"))])) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
+        with pytest.raises(ThreadAccessDenied):
+            await svc.run_turn(other.identity, other.broker, asked.thread_id, "show me")
+        with pytest.raises(ThreadAccessDenied):
+            await svc.resume(
+                other.identity, other.broker, asked.thread_id, [_approve(asked.proposals[0].tool_call_id)]
+            )
+        with pytest.raises(ThreadAccessDenied):
+            await svc.pending(other.identity, other.broker, asked.thread_id)
+
+
+async def test_a_rep_without_crm_access_gets_a_clear_answer(copilot_settings):
+    rep = await sign_in(copilot_settings, "adele")
+    async with service(copilot_settings, ScriptedChatModel()) as svc:
+        result = await svc.run_turn(rep.identity, rep.broker, None, "my pipeline")
+    assert result.notice == "no_crm_access"
+    assert result.answer is not None
+    assert "don't have access to the CRM" in result.answer
