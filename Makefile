@@ -18,8 +18,7 @@ $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 setup: $(STAMP)
 
 demo: setup
-	$(PY) -m copilot db migrate
-	$(PY) -m sandbox serve
+	./scripts/demo.sh
 
 lint: setup
 	$(PY) -m ruff check .

@@ -8,7 +8,8 @@ import json
 import sys
 from collections.abc import Sequence
 
-from copilot.errors import CopilotError
+from copilot import cli_conversation as conversation
+from copilot.errors import CopilotError, InvalidDecision
 from copilot.persistence import audit
 from copilot.persistence.checkpoint import setup_langgraph
 from copilot.persistence.database import connect
@@ -30,6 +31,25 @@ def _parser() -> argparse.ArgumentParser:
         "verify", help="check the audit log's hash chain (exit 1 if tampered)"
     )
     audit_verify.add_argument("--json", action="store_true", help="machine-readable output")
+
+    ask = commands.add_parser("ask", help="one turn: answer a question or stop at proposals")
+    ask.add_argument("--rep", required=True, help="the rep's handle or AAD object id")
+    ask.add_argument("--thread", help="continue this conversation thread")
+    ask.add_argument("--json", action="store_true", help="machine-readable output (see README)")
+    ask.add_argument("question")
+    resume = commands.add_parser("resume", help="decide pending proposals and continue")
+    resume.add_argument("--rep", required=True)
+    resume.add_argument("--thread", required=True)
+    resume.add_argument(
+        "--decisions",
+        required=True,
+        help='JSON list (or @file): [{"tool_call_id": ..., "type": "approve"|"edit"|"reject", ...}]',
+    )
+    resume.add_argument("--json", action="store_true")
+    chat = commands.add_parser("chat", help="interactive chat with per-proposal approve / edit / reject")
+    chat.add_argument("--rep", required=True)
+    chat.add_argument("--thread", help="continue this conversation thread")
+    chat.add_argument("--json", action="store_true")
     return parser
 
 
@@ -86,6 +106,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_db_migrate(settings, args.json))
         if args.command == "audit" and args.audit_command == "verify":
             return asyncio.run(_audit_verify(settings, args.json))
+        if args.command == "ask":
+            return asyncio.run(conversation.ask(settings, args.rep, args.thread, args.question, args.json))
+        if args.command == "resume":
+            return asyncio.run(
+                conversation.resume(settings, args.rep, args.thread, args.decisions, args.json)
+            )
+        if args.command == "chat":
+            return asyncio.run(conversation.chat(settings, args.rep, args.thread, args.json))
+    except InvalidDecision as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
     except CopilotError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

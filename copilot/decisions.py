@@ -53,6 +53,17 @@ def parse_decisions(raw: Any) -> list[Approve | Edit | Reject]:
     return decisions
 
 
+def validation_problems(exc: ValidationError) -> str:
+    """A short, human-readable list of what is wrong, naming the rejected values (pure)."""
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        got = error.get("input")
+        shown = f" (got {got!r})" if error["type"] != "missing" and not isinstance(got, dict) else ""
+        problems.append(f"{where}: {error['msg']}{shown}")
+    return "; ".join(problems)
+
+
 def edited_args(tool: str, original: dict[str, Any], edit: Edit) -> dict[str, Any]:
     """The proposal's arguments after an edit, validated against the tool's schema."""
     if edit.tool is not None and edit.tool != tool:
@@ -63,8 +74,6 @@ def edited_args(tool: str, original: dict[str, Any], edit: Edit) -> dict[str, An
     try:
         validated = schema.model_validate(merged)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = validation_problems(exc)
         raise InvalidDecision(f"the edited {tool} is invalid, nothing was changed: {problems}") from exc
     return validated.model_dump(mode="json", exclude_none=True)

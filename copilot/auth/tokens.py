@@ -10,6 +10,7 @@ put into model messages, graph state, tool arguments or logs.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -123,7 +124,9 @@ async def dev_sign_in(settings: Settings, username: str) -> str:
     if settings.dev_sign_in_password is None:
         raise AuthError("local sign-in is disabled (COPILOT_DEV_SIGN_IN_PASSWORD is unset)")
     url = f"{settings.entra_authority}/organizations/oauth2/v2.0/token"
-    verify: str | bool = str(settings.ca_bundle) if settings.ca_bundle is not None else True
+    verify: ssl.SSLContext | bool = (
+        ssl.create_default_context(cafile=str(settings.ca_bundle)) if settings.ca_bundle is not None else True
+    )
     form = {
         "grant_type": "password",
         "client_id": settings.bot_app_id,

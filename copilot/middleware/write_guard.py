@@ -30,6 +30,7 @@ from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
 from copilot.context import AgentContext
+from copilot.decisions import validation_problems
 from copilot.errors import CrmUnavailable, IdempotencyMismatch
 from copilot.persistence import audit, idempotency
 from copilot.proposals import ProposalRecord
@@ -38,15 +39,6 @@ from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
 from copilot.tools.write_tools import WritePlan, current_write
 
 Handler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
-
-
-def validation_message(exc: ValidationError) -> str:
-    """A short, human-readable list of what is wrong with some arguments (pure)."""
-    problems = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"]) or "arguments"
-        problems.append(f"{where}: {error['msg']}")
-    return "; ".join(problems)
 
 
 def _original_call(request: ToolCallRequest) -> dict[str, Any] | None:
@@ -111,7 +103,7 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                 {
                     "status": "error",
                     "code": "validation",
-                    "message": f"invalid values, nothing was written: {validation_message(exc)}",
+                    "message": f"invalid values, nothing was written: {validation_problems(exc)}",
                 },
                 error=True,
             )

@@ -7,13 +7,14 @@ planner and the composer never look at raw message content.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from copilot.tools.crm_client import parse_result_text
 
 SUMMARY_PREFIX = "Here is a summary of the conversation to date:"
 LATEST_REQUEST_LABEL = "Latest request:"
@@ -41,18 +42,10 @@ def message_text(message: BaseMessage) -> str:
 
 
 def _parse_json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    # Tool wrappers sometimes add a prefix ("Error: …"); the JSON object is still inside.
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        try:
-            return json.loads(text[start : end + 1])
-        except ValueError:
-            return None
-    return None
+    # Tool wrappers sometimes add a prefix (an approval note, "Error: …"); the JSON
+    # object that runs to the end of the text is the result.
+    value = parse_result_text(text)
+    return None if isinstance(value, str) else value
 
 
 @dataclass(frozen=True)
