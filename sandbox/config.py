@@ -31,6 +31,8 @@ class SandboxSettings(BaseSettings):
     bot_app_id: str = "11111111-2222-4333-8444-555555555555"
     bot_client_secret: str = "sandbox-bot-secret"
     token_lifetime_seconds: int = 3600
+    bot_connector_audience: str = "https://api.botframework.com"
+    """Audience of the bot's app-only tokens for replying through the Bot Connector."""
     dev_user_password: str = "sandbox-dev-password"
     """Every sandbox user's password for the local-development password (ROPC) sign-in."""
 

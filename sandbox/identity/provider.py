@@ -18,6 +18,7 @@ import binascii
 import datetime as dt
 import hmac
 import json
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,7 @@ from starlette.routing import Route
 from sandbox.access import crm_access_enabled
 from sandbox.config import SandboxSettings
 from sandbox.directory import User, find_tenant, find_user
-from sandbox.identity.keys import jwks
+from sandbox.identity.keys import jwks, signing_key
 from sandbox.identity.tokens import TokenError, issue_token, validate_token
 
 GRANT_JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -73,7 +74,7 @@ def identity_routes(settings: SandboxSettings) -> list[Route]:
 
     async def openid_configuration(request: Request) -> Response:
         tenant = request.path_params["tenant"]
-        if tenant not in MULTI_TENANT_ALIASES and find_tenant(tenant) is None:
+        if tenant not in MULTI_TENANT_ALIASES | {"botframework.com"} and find_tenant(tenant) is None:
             return _oauth_error(
                 request, OAuthError(400, "invalid_tenant", 90002, f"Tenant '{tenant}' not found.")
             )
@@ -107,7 +108,7 @@ def openid_metadata(settings: SandboxSettings, tenant: str) -> dict[str, Any]:
         "token_endpoint": f"{base}/oauth2/v2.0/token",
         "jwks_uri": f"{base}/discovery/v2.0/keys",
         "token_endpoint_auth_methods_supported": ["client_secret_post", "client_secret_basic"],
-        "grant_types_supported": [GRANT_JWT_BEARER, GRANT_PASSWORD],
+        "grant_types_supported": [GRANT_JWT_BEARER, GRANT_PASSWORD, "client_credentials"],
         "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
         "response_modes_supported": ["query", "fragment", "form_post"],
         "subject_types_supported": ["pairwise"],
@@ -137,6 +138,8 @@ async def _token(settings: SandboxSettings, request: Request) -> dict[str, Any]:
     grant_type = form.get("grant_type", "")
     if grant_type == GRANT_PASSWORD:
         return _password_grant(settings, request, form)
+    if grant_type == "client_credentials":
+        return _bot_connector_grant(settings, request, form)
     if grant_type != GRANT_JWT_BEARER:
         raise OAuthError(
             400,
@@ -186,6 +189,40 @@ def _token_response(
         info = json.dumps({"uid": user.aad_object_id, "utid": user.tenant_id}, separators=(",", ":"))
         body["client_info"] = base64.urlsafe_b64encode(info.encode()).rstrip(b"=").decode("ascii")
     return body
+
+
+def _bot_connector_grant(settings: SandboxSettings, request: Request, form: dict[str, str]) -> dict[str, Any]:
+    """The bot's own app-only token for the Bot Connector (how a bot replies in Teams).
+
+    Only for the Bot Framework audience: CRM and Graph data are never reachable with an
+    app-only token here; those always go through a signed-in user (on-behalf-of).
+    """
+    _authenticate_client(settings, request, form)
+    scope = form.get("scope", "").strip()
+    if scope != f"{settings.bot_connector_audience}/.default":
+        raise OAuthError(
+            400,
+            "invalid_scope",
+            1002012,
+            f"App-only tokens are issued only for '{settings.bot_connector_audience}/.default' (the Bot "
+            "Connector); CRM and Graph data need a signed-in user (on-behalf-of).",
+        )
+    key = signing_key(settings)
+    now = int(time.time())
+    lifetime = settings.token_lifetime_seconds
+    claims = {
+        "aud": settings.bot_connector_audience,
+        "iss": settings.issuer("botframework.com"),
+        "iat": now,
+        "nbf": now,
+        "exp": now + lifetime,
+        "appid": settings.bot_app_id,
+        "azp": settings.bot_app_id,
+        "ver": "2.0",
+        "idtyp": "app",
+    }
+    token = jwt.encode(claims, key.private_key, algorithm="RS256", headers={"kid": key.kid, "typ": "JWT"})
+    return {"token_type": "Bearer", "expires_in": lifetime, "ext_expires_in": lifetime, "access_token": token}
 
 
 def _password_grant(settings: SandboxSettings, request: Request, form: dict[str, str]) -> dict[str, Any]:

@@ -204,7 +204,7 @@ def _post_token(sandbox: Sandbox, form: dict[str, str]) -> httpx.Response:
         return client.post(url, data=form)
 
 
-def test_client_credentials_grant_is_unsupported(sandbox: Sandbox) -> None:
+def test_app_only_tokens_are_refused_for_crm_data(sandbox: Sandbox) -> None:
     settings = sandbox.settings
     response = _post_token(
         sandbox,
@@ -218,9 +218,41 @@ def test_client_credentials_grant_is_unsupported(sandbox: Sandbox) -> None:
 
     assert response.status_code == 400
     body = response.json()
-    assert body["error"] == "unsupported_grant_type"
-    assert body["error_codes"] == [70003]
+    assert body["error"] == "invalid_scope"
+    assert "signed-in user" in body["error_description"]
     assert {"timestamp", "trace_id", "correlation_id"} <= body.keys()
+
+
+def test_the_bot_gets_an_app_only_token_for_the_bot_connector(sandbox: Sandbox) -> None:
+    settings = sandbox.settings
+    response = _post_token(
+        sandbox,
+        {
+            "grant_type": "client_credentials",
+            "client_id": settings.bot_app_id,
+            "client_secret": settings.bot_client_secret,
+            "scope": "https://api.botframework.com/.default",
+        },
+    )
+    assert response.status_code == 200
+    claims = jwt.decode(response.json()["access_token"], options={"verify_signature": False})
+    assert claims["aud"] == "https://api.botframework.com"
+    assert claims["appid"] == settings.bot_app_id
+    assert "oid" not in claims
+
+
+def test_the_bot_connector_grant_needs_the_bot_secret(sandbox: Sandbox) -> None:
+    settings = sandbox.settings
+    response = _post_token(
+        sandbox,
+        {
+            "grant_type": "client_credentials",
+            "client_id": settings.bot_app_id,
+            "client_secret": "wrong",
+            "scope": "https://api.botframework.com/.default",
+        },
+    )
+    assert response.status_code == 401
 
 
 def test_obo_assertion_must_be_a_user_token_for_the_bot(sandbox: Sandbox) -> None:

@@ -1,0 +1,661 @@
+"""Adaptive Cards for Teams (pure builders: plain data in, card JSON out, no I/O).
+
+The approval card is the Teams twin of ``copilot.render``: the tool in plain words,
+the target record and its version, the current value next to the proposed value of
+every field the proposal sets, and three ways to decide: Approve, Edit… (typed inputs
+prefilled with the proposed values) and Reject… (a required reason). Each proposal
+gets its own card; there is no "approve all", and nothing on any card sends an email.
+
+Every card targets schema **1.5** and uses only elements and actions that render on
+Teams mobile (``ALLOWED_ELEMENTS`` / ``ALLOWED_ACTIONS``): no ``Table`` (too wide at
+phone width), no ``Action.Execute`` (unreliable on mobile; decisions use
+``Action.Submit`` and the bot replaces the card with :func:`outcome_card`). Facts are
+stacked (FactSets, one Container per field), and every TextBlock wraps.
+
+Decision buttons carry :func:`submit_data`; ``bot.card_submit`` parses what Teams
+sends back (that data merged with the card's input values).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import types
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
+from urllib.parse import quote
+
+from annotated_types import Ge, Le, MaxLen, MinLen
+
+from copilot.proposals import TOOL_TITLES
+from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
+
+if TYPE_CHECKING:
+    from copilot.runner import Proposal
+
+Card = dict[str, Any]
+"""An Adaptive Card (or one of its elements / actions) as JSON-ready data."""
+
+CARD_VERSION = "1.5"
+SCHEMA_URL = "http://adaptivecards.io/schemas/adaptive-card.json"
+
+ALLOWED_ELEMENTS: frozenset[str] = frozenset(
+    {
+        "TextBlock",
+        "RichTextBlock",
+        "FactSet",
+        "Container",
+        "ColumnSet",
+        "Column",
+        "ActionSet",
+        "Image",
+        "Input.Text",
+        "Input.Number",
+        "Input.Date",
+        "Input.ChoiceSet",
+        "Input.Toggle",
+    }
+)
+"""Element types that render well on Teams mobile at schema 1.5 (no ``Table``)."""
+
+ALLOWED_ACTIONS: frozenset[str] = frozenset({"Action.Submit", "Action.ShowCard", "Action.OpenUrl"})
+"""Action types the cards may use (no ``Action.Execute``: unreliable on Teams mobile)."""
+
+SUBMIT_KIND = "decision"
+SUBMIT_VERSION = 1
+COMMAND_KIND = "command"
+EDIT_PREFIX = "edit."
+REJECT_REASON_ID = "reject.reason"
+REJECT_REASON_MAX = 1000
+"""Same bound as ``copilot.decisions.Reject.reason``."""
+
+DecisionAction = Literal["approve", "edit", "reject"]
+Outcome = Literal["approved", "rejected", "conflict", "failed", "already_decided"]
+
+NOT_SENT_NOTICE = (
+    "This email will NOT be sent. It is saved to your Outlook drafts, where you can review, "
+    "change and send it yourself."
+)
+
+WELCOME_COMMANDS: tuple[str, ...] = (
+    "my pipeline",
+    "summarise Acme",
+    "log a call with Acme — discussed pricing",
+    "my preferences",
+)
+
+# --- fields: labels, which ones a rep may edit, how they are typed ------------------------
+
+FIELD_LABELS: dict[str, str] = {
+    "type": "Type",
+    "subject": "Subject",
+    "notes": "Notes",
+    "account_id": "Account",
+    "opportunity_id": "Opportunity",
+    "occurred_at": "When",
+    "stage": "Stage",
+    "close_date": "Close date",
+    "amount": "Amount",
+    "next_step": "Next step",
+    "contact_id": "Contact",
+    "body": "Message",
+    "email_tone": "Email tone",
+    "signature": "Signature",
+    "followup_cadence_days": "Follow-up cadence (days)",
+    "reset": "Reset to defaults",
+    "currency": "Currency",
+    "probability": "Probability",
+    "name": "Name",
+    "title": "Title",
+}
+
+EDITABLE_FIELDS: dict[str, tuple[str, ...]] = {
+    "log_activity": ("type", "subject", "notes", "account_id", "opportunity_id"),
+    "update_opportunity": ("stage", "close_date", "amount", "next_step"),
+    "draft_followup_email": ("subject", "body"),
+    "update_preferences": ("email_tone", "signature", "followup_cadence_days", "reset"),
+}
+"""Fields of each write tool's schema a rep may change in the Edit… card.
+
+The record a change is about (the opportunity to update, the contact to write to) and
+the activity's timestamp are not editable here: a different target is a new proposal.
+"""
+
+MULTILINE_FIELDS = frozenset({"notes", "body", "signature"})
+
+_HEADER_FIELDS: dict[str, frozenset[str]] = {
+    "update_opportunity": frozenset({"opportunity_id"}),
+    "draft_followup_email": frozenset({"contact_id"}),
+}
+"""Fields already shown in the card's header (the target record)."""
+
+_CHANGE_TOOLS = frozenset({"update_opportunity", "update_preferences"})
+"""Tools that change an existing record: their cards show current next to proposed."""
+
+FieldKind = Literal["choice", "date", "number", "integer", "toggle", "text"]
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """How one editable field of a write tool is typed, shown and bounded."""
+
+    name: str
+    label: str
+    kind: FieldKind
+    optional: bool
+    """``None`` is allowed (empty input = not set)."""
+    required: bool
+    """The schema has no default: the field must have a value."""
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    max_length: int | None = None
+    multiline: bool = False
+
+
+def _strip_optional(annotation: Any) -> tuple[Any, bool]:
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        optional = len(args) != len(get_args(annotation))
+        return (args[0] if len(args) == 1 else annotation), optional
+    return annotation, False
+
+
+def field_spec(tool: str, name: str) -> FieldSpec:
+    """The typing of ``tool``'s field ``name``, read from its Pydantic schema (pure)."""
+    info = WRITE_TOOL_SCHEMAS[tool].model_fields[name]
+    base, optional = _strip_optional(info.annotation)
+    kind: FieldKind
+    choices: tuple[str, ...] = ()
+    if get_origin(base) is Literal:
+        kind, choices = "choice", tuple(str(c) for c in get_args(base))
+    elif base is bool:
+        kind = "toggle"
+    elif base is int:
+        kind = "integer"
+    elif base is float:
+        kind = "number"
+    elif base is dt.date:
+        kind = "date"
+    elif base is str:
+        kind = "text"
+    else:
+        raise ValueError(f"{tool}.{name} ({base!r}) cannot be edited in a card")
+    minimum = maximum = None
+    max_length = None
+    for meta in info.metadata:
+        if isinstance(meta, Ge):
+            minimum = float(meta.ge)  # type: ignore[arg-type]
+        elif isinstance(meta, Le):
+            maximum = float(meta.le)  # type: ignore[arg-type]
+        elif isinstance(meta, MaxLen):
+            max_length = meta.max_length
+        elif isinstance(meta, MinLen):
+            pass
+    required = info.is_required()
+    return FieldSpec(
+        name=name,
+        label=FIELD_LABELS.get(name, name.replace("_", " ").capitalize()),
+        kind=kind,
+        optional=optional,
+        required=required,
+        default=None if required else info.default,
+        choices=choices,
+        minimum=minimum,
+        maximum=maximum,
+        max_length=max_length,
+        multiline=name in MULTILINE_FIELDS,
+    )
+
+
+def editable_fields(tool: str) -> list[FieldSpec]:
+    """The fields a rep may edit in ``tool``'s approval card, in display order (pure)."""
+    return [field_spec(tool, name) for name in EDITABLE_FIELDS.get(tool, ())]
+
+
+# --- small helpers --------------------------------------------------------------------------
+
+
+def args_digest(args: dict[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of a proposal's arguments.
+
+    Sorted keys, no whitespace, UTF-8: the same arguments always give the same digest,
+    so a card whose arguments changed (or were tampered with) is detected on submit.
+    """
+    canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def submit_data(proposal: Proposal, *, thread_id: str, action: DecisionAction) -> dict[str, Any]:
+    """The ``data`` of a decision button: who/what it decides, and a digest of the arguments."""
+    return {
+        "copilot": SUBMIT_KIND,
+        "v": SUBMIT_VERSION,
+        "thread_id": thread_id,
+        "tool_call_id": proposal.tool_call_id,
+        "tool": proposal.tool,
+        "action": action,
+        "args_digest": args_digest(proposal.args),
+    }
+
+
+def format_value(value: Any, *, field: str = "", currency: str | None = None) -> str:
+    """A field value as a rep reads it: ``—`` for nothing, ``120,000 USD``, ``yes``/``no``."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float):
+        text = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+        return f"{text} {currency}" if field == "amount" and currency else text
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _label(name: str) -> str:
+    return FIELD_LABELS.get(name, name.replace("_", " ").capitalize())
+
+
+def _text(text: str, **props: Any) -> Card:
+    return {"type": "TextBlock", "text": text, "wrap": True, **props}
+
+
+def _lines(text: str, **props: Any) -> list[Card]:
+    """Multi-line text as one TextBlock per line (Teams collapses single newlines)."""
+    blocks: list[Card] = []
+    gap = False
+    for line in text.splitlines():
+        if not line.strip():
+            gap = True
+            continue
+        spacing = "Medium" if gap else "None"
+        blocks.append(_text(line, spacing=spacing if blocks else "Small", **props))
+        gap = False
+    return blocks or [_text("—", **props)]
+
+
+def _facts(pairs: list[tuple[str, str]]) -> Card:
+    return {"type": "FactSet", "facts": [{"title": t, "value": v} for t, v in pairs]}
+
+
+def _card(body: list[Card], actions: list[Card] | None = None, *, fallback: str = "") -> Card:
+    card: Card = {
+        "type": "AdaptiveCard",
+        "$schema": SCHEMA_URL,
+        "version": CARD_VERSION,
+        "body": body,
+        "msteams": {"width": "Full"},
+    }
+    if actions:
+        card["actions"] = actions
+    if fallback:
+        card["fallbackText"] = fallback
+    return card
+
+
+def _header(kicker: str, title: str, subtitle: str | None = None, *, style: str = "emphasis") -> Card:
+    items = [
+        _text(kicker, size="Small", isSubtle=True, spacing="None"),
+        _text(title, size="Medium", weight="Bolder", spacing="Small"),
+    ]
+    if subtitle:
+        items.append(_text(subtitle, spacing="Small"))
+    return {"type": "Container", "style": style, "bleed": True, "items": items}
+
+
+def _target_line(proposal: Proposal) -> str | None:
+    record = proposal.record or {}
+    target = record.get("target")
+    if not target:
+        return None
+    name = target.get("name") or "(unnamed)"
+    if not target.get("id"):
+        return name
+    version = record.get("version")
+    line = f"{name} [{target['id']}]" + (f" · version {version}" if version is not None else "")
+    if proposal.tool == "draft_followup_email":
+        title = (record.get("current") or {}).get("title")
+        line = f"To: {name}" + (f" ({title})" if title else "") + f" [{target['id']}]"
+    return line
+
+
+def _shown_fields(tool: str, args: dict[str, Any]) -> list[str]:
+    schema = WRITE_TOOL_SCHEMAS.get(tool)
+    names = list(schema.model_fields) if schema is not None else list(args)
+    skip = _HEADER_FIELDS.get(tool, frozenset())
+    return [n for n in names if n in args and args[n] is not None and n not in skip]
+
+
+# --- approval card ----------------------------------------------------------------------------
+
+
+def _field_blocks(proposal: Proposal) -> list[Card]:
+    record = proposal.record or {}
+    current = record.get("current") or {}
+    currency = current.get("currency")
+    names = _shown_fields(proposal.tool, proposal.args)
+    if proposal.tool == "draft_followup_email" and record.get("preview"):
+        names = [n for n in names if n != "body"]  # the preview shows the whole message
+    blocks: list[Card] = []
+    if proposal.tool in _CHANGE_TOOLS or any(n in current for n in names):
+        for name in names:
+            facts = [
+                ("Current", format_value(current.get(name), field=name, currency=currency)),
+                ("Proposed", format_value(proposal.args[name], field=name, currency=currency)),
+            ]
+            blocks.append(
+                {
+                    "type": "Container",
+                    "separator": True,
+                    "spacing": "Medium",
+                    "items": [_text(_label(name), weight="Bolder"), _facts(facts)],
+                }
+            )
+        return blocks
+    short = [n for n in names if n not in MULTILINE_FIELDS]
+    if short:
+        pairs = [(_label(n), format_value(proposal.args[n], field=n, currency=currency)) for n in short]
+        blocks.append({"type": "Container", "separator": True, "items": [_facts(pairs)]})
+    for name in names:
+        if name in MULTILINE_FIELDS:
+            items = [_text(_label(name), weight="Bolder"), *_lines(format_value(proposal.args[name]))]
+            blocks.append({"type": "Container", "separator": True, "items": items})
+    return blocks
+
+
+def _input(spec: FieldSpec, value: Any) -> Card:
+    """A typed input for one editable field, prefilled with the proposed ``value``."""
+    element: Card = {"id": EDIT_PREFIX + spec.name, "label": spec.label}
+    if spec.kind == "choice":
+        element.update(
+            type="Input.ChoiceSet",
+            style="compact",
+            choices=[{"title": c, "value": c} for c in spec.choices],
+        )
+        if spec.optional:
+            element["placeholder"] = "Leave unchanged"
+        if value is not None:
+            element["value"] = str(value)
+    elif spec.kind == "date":
+        element["type"] = "Input.Date"
+        if value:
+            element["value"] = str(value)[:10]
+    elif spec.kind in ("number", "integer"):
+        element["type"] = "Input.Number"
+        if spec.minimum is not None:
+            element["min"] = int(spec.minimum) if spec.kind == "integer" else spec.minimum
+        if spec.maximum is not None:
+            element["max"] = int(spec.maximum) if spec.kind == "integer" else spec.maximum
+        if value is not None:
+            element["value"] = value
+    elif spec.kind == "toggle":
+        element.update(
+            type="Input.Toggle",
+            title=spec.label,
+            valueOn="true",
+            valueOff="false",
+            value="true" if value else "false",
+        )
+    else:
+        element.update(type="Input.Text", isMultiline=spec.multiline)
+        if spec.max_length is not None:
+            element["maxLength"] = spec.max_length
+        if value is not None:
+            element["value"] = str(value)
+    if spec.required and spec.kind != "toggle":
+        element["isRequired"] = True
+        element["errorMessage"] = f"{spec.label} is required."
+    return element
+
+
+def _edit_card(proposal: Proposal, *, thread_id: str) -> Card:
+    specs = editable_fields(proposal.tool)
+    body: list[Card] = [
+        _text("Change what you need, then approve. Anything you leave as it is stays as proposed.")
+    ]
+    body.extend(_input(spec, proposal.args.get(spec.name)) for spec in specs)
+    actions = [
+        {
+            "type": "Action.Submit",
+            "title": "Edit and approve",
+            "style": "positive",
+            "data": submit_data(proposal, thread_id=thread_id, action="edit"),
+        }
+    ]
+    return {"type": "AdaptiveCard", "body": body, "actions": actions}
+
+
+def _reject_card(proposal: Proposal, *, thread_id: str) -> Card:
+    reason: Card = {
+        "type": "Input.Text",
+        "id": REJECT_REASON_ID,
+        "label": "Why not?",
+        "placeholder": "e.g. wrong account, the call was yesterday",
+        "isMultiline": True,
+        "maxLength": REJECT_REASON_MAX,
+        "isRequired": True,
+        "errorMessage": "Please give a reason, so the copilot can do better next time.",
+    }
+    actions = [
+        {
+            "type": "Action.Submit",
+            "title": "Reject",
+            "style": "destructive",
+            "data": submit_data(proposal, thread_id=thread_id, action="reject"),
+        }
+    ]
+    return {"type": "AdaptiveCard", "body": [reason], "actions": actions}
+
+
+def approval_card(proposal: Proposal, *, thread_id: str) -> Card:
+    """The card a rep decides one proposal on: Approve, Edit… or Reject… (pure).
+
+    Shows the tool in plain words, the target record with its version, and for each
+    field the proposal sets its current value next to the proposed one (stacked, phone
+    width). ``draft_followup_email`` shows the draft and says it will not be sent; its
+    main button is "Save to Outlook drafts".
+    """
+    record = proposal.record
+    title = TOOL_TITLES.get(proposal.tool, proposal.tool)
+    body: list[Card] = [_header("Your approval is needed", title, _target_line(proposal))]
+    if record is None:
+        body.append(_warning("The record this change is about could not be read."))
+    elif record.get("error"):
+        message = (record.get("error") or {}).get("message") or "the record could not be read"
+        body.append(_warning(f"Warning: {message}"))
+    body.extend(_field_blocks(proposal))
+    is_draft = proposal.tool == "draft_followup_email"
+    if is_draft:
+        preview = (record or {}).get("preview")
+        if preview:
+            body.append(
+                {
+                    "type": "Container",
+                    "separator": True,
+                    "spacing": "Medium",
+                    "items": [_text("Draft preview", weight="Bolder"), *_lines(str(preview))],
+                }
+            )
+        body.append(
+            {
+                "type": "Container",
+                "style": "accent",
+                "spacing": "Medium",
+                "items": [_text(NOT_SENT_NOTICE, weight="Bolder")],
+            }
+        )
+    body.append(
+        _text(
+            f"Nothing is written until you decide. Proposal {proposal.tool_call_id}.",
+            size="Small",
+            isSubtle=True,
+            spacing="Medium",
+        )
+    )
+    actions: list[Card] = [
+        {
+            "type": "Action.Submit",
+            "title": "Save to Outlook drafts" if is_draft else "Approve",
+            "style": "positive",
+            "data": submit_data(proposal, thread_id=thread_id, action="approve"),
+        },
+        {"type": "Action.ShowCard", "title": "Edit…", "card": _edit_card(proposal, thread_id=thread_id)},
+        {"type": "Action.ShowCard", "title": "Reject…", "card": _reject_card(proposal, thread_id=thread_id)},
+    ]
+    target = _target_line(proposal)
+    fallback = f"{title}{f' — {target}' if target else ''}: approve, edit or reject it in Teams."
+    return _card(body, actions, fallback=fallback)
+
+
+def _warning(text: str) -> Card:
+    return {"type": "Container", "style": "attention", "spacing": "Medium", "items": [_text(text)]}
+
+
+# --- outcome card -----------------------------------------------------------------------------
+
+_OUTCOME_HEADERS: dict[str, tuple[str, str]] = {
+    "approved": ("✓ Approved", "good"),
+    "rejected": ("✗ Rejected", "emphasis"),
+    "conflict": ("⚠ Not written: the record changed", "warning"),
+    "failed": ("⚠ Not completed", "attention"),
+    "already_decided": ("Already decided", "emphasis"),
+}
+
+
+def outcome_card(proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any]) -> Card:
+    """The card that replaces an approval card once it is decided (pure; no actions).
+
+    ``detail`` by outcome: ``approved`` → ``audit_id`` and optionally ``args`` (the final
+    values, default the proposal's); ``rejected`` → ``reason``; ``conflict`` → ``current``
+    (the record's values now); ``failed`` → ``message``; ``already_decided`` → optional
+    ``message``.
+    """
+    kicker, style = _OUTCOME_HEADERS[outcome]
+    title = TOOL_TITLES.get(proposal.tool, proposal.tool)
+    body: list[Card] = [_header(kicker, title, _target_line(proposal), style=style)]
+    currency = ((proposal.record or {}).get("current") or {}).get("currency")
+    if outcome == "approved":
+        final = detail.get("args") or proposal.args
+        if proposal.tool == "draft_followup_email":
+            body.append(_text("Saved to your Outlook drafts. It has not been sent."))
+        else:
+            body.append(_text("Done: the change was written once and recorded in the audit log."))
+        pairs = [
+            (_label(n), format_value(final[n], field=n, currency=currency))
+            for n in _shown_fields(proposal.tool, final)
+            if n not in MULTILINE_FIELDS or proposal.tool != "draft_followup_email"
+        ]
+        if pairs:
+            body.append({"type": "Container", "separator": True, "items": [_facts(pairs)]})
+        if detail.get("audit_id") is not None:
+            body.append(_text(f"Audit record #{detail['audit_id']}", size="Small", isSubtle=True))
+    elif outcome == "rejected":
+        body.append(_text("Nothing was written."))
+        reason = str(detail.get("reason") or "").strip()
+        if reason:
+            body.append(_facts([("Reason", reason)]))
+    elif outcome == "conflict":
+        body.append(_text("Someone changed this record after the proposal was made, so nothing was written."))
+        now = detail.get("current") or {}
+        if isinstance(now, dict) and now:
+            pairs = [(_label(k), format_value(v, field=k, currency=currency)) for k, v in now.items()]
+            body.append(
+                {
+                    "type": "Container",
+                    "separator": True,
+                    "items": [_text("The record now", weight="Bolder"), _facts(pairs)],
+                }
+            )
+        body.append(_text("A fresh proposal with the new values follows.", weight="Bolder"))
+    elif outcome == "failed":
+        message = str(detail.get("message") or "The change could not be completed.")
+        body.append(_text(message))
+    else:
+        message = str(detail.get("message") or "This proposal was already decided; nothing more was done.")
+        body.append(_text(message))
+    body.append(_text(f"Proposal {proposal.tool_call_id}", size="Small", isSubtle=True, spacing="Medium"))
+    return _card(body, fallback=f"{kicker}: {title}")
+
+
+# --- answers, welcome, notices -----------------------------------------------------------------
+
+
+def record_link(record_id: str, template: str | None) -> str:
+    """A record id as Teams markdown: ``[id](url)`` with a URL template, else the bare id."""
+    if not template:
+        return record_id
+    url = template.replace("{id}", quote(record_id, safe=""))
+    label = record_id.replace("[", "(").replace("]", ")")
+    return f"[{label}]({url})"
+
+
+def answer_card(answer: str, citations: list[str], *, record_url_template: str | None = None) -> Card:
+    """An answer (Teams markdown) with a "Sources" section of the record ids it cites (pure).
+
+    ``record_url_template`` (e.g. ``https://crm.example.com/records/{id}``) turns each
+    cited id into a link.
+    """
+    body: list[Card] = _lines(answer) if answer.strip() else [_text("(no answer)")]
+    if citations:
+        unique = list(dict.fromkeys(citations))
+        body.append(
+            {
+                "type": "Container",
+                "separator": True,
+                "spacing": "Medium",
+                "items": [
+                    _text("Sources", weight="Bolder", size="Small"),
+                    _text(" · ".join(record_link(c, record_url_template) for c in unique), size="Small"),
+                ],
+            }
+        )
+    fallback = answer + (f"\n\nSources: {', '.join(citations)}" if citations else "")
+    return _card(body, fallback=fallback)
+
+
+def command_data(text: str) -> dict[str, Any]:
+    """The ``data`` of a button that sends ``text`` to the copilot as if the rep typed it."""
+    return {"copilot": COMMAND_KIND, "text": text}
+
+
+def welcome_card() -> Card:
+    """What the copilot can do, with example commands as buttons (pure)."""
+    body: list[Card] = [
+        _header("CRM sales copilot", "Hi! I help you work your pipeline from Teams."),
+        _text(
+            "- **Answers from live CRM data**, read with your own permissions, citing the "
+            "records behind every fact"
+        ),
+        _text(
+            "- **Drafts follow-up emails** into your Outlook drafts. I never send anything.",
+            spacing="Small",
+        ),
+        _text(
+            "- **Proposes CRM changes** (log an activity, update an opportunity). You approve, "
+            "edit or reject each one; nothing is written without you.",
+            spacing="Small",
+        ),
+        _text("Try one of these, or just ask:", spacing="Medium", isSubtle=True),
+    ]
+    actions: list[Card] = [
+        {"type": "Action.Submit", "title": text, "data": command_data(text)} for text in WELCOME_COMMANDS
+    ]
+    return _card(body, actions, fallback="CRM sales copilot: ask about your accounts and pipeline.")
+
+
+def notice_card(title: str, text: str, *, correlation_id: str | None = None) -> Card:
+    """A short notice (an error, a limit hit, "CRM unavailable"), with an optional reference id."""
+    body: list[Card] = [_text(title, weight="Bolder", size="Medium"), *_lines(text)]
+    if correlation_id:
+        body.append(
+            _text(
+                f"Reference: {correlation_id} (give this to your IT admin if it keeps happening)",
+                size="Small",
+                isSubtle=True,
+                spacing="Medium",
+            )
+        )
+    return _card(body, fallback=f"{title}: {text}")

@@ -1,0 +1,226 @@
+"""The Teams bot: questions go to the runner, proposals come back as one card each.
+
+Decisions arrive as ``Action.Submit`` (works on Teams mobile). The bot checks the
+submission against the proposal that is actually pending, resumes the run, and
+updates the same card in place to its outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from botbuilder.core import CardFactory, MessageFactory, TurnContext
+from botbuilder.core.teams import TeamsActivityHandler
+from botbuilder.schema import Activity, ActivityTypes, ChannelAccount
+
+from bot import cards, conversations
+from bot.card_submit import InvalidSubmission, parse_submission, to_decision
+from bot.progress import TurnProgress
+from bot.rep_tokens import RepTokens, SignedInRep
+from bot.settings import BotSettings
+from copilot.errors import InvalidDecision, ThreadAccessDenied, ThreadNotFound
+from copilot.runner import CopilotService, Proposal, TurnResult
+
+logger = logging.getLogger(__name__)
+
+RESET_COMMANDS = {"new conversation", "start over", "reset"}
+HELP_COMMANDS = {"help", "what can you do", "?"}
+NOT_YOURS = (
+    "This card belongs to another conversation or another person, so I can't act on it. Nothing was changed."
+)
+ALREADY_DECIDED = "That proposal was already decided, so nothing was changed."
+
+
+class CopilotBot(TeamsActivityHandler):
+    """Routes Teams activities to the copilot runner and renders the results."""
+
+    def __init__(self, service: CopilotService, reps: RepTokens, settings: BotSettings):
+        super().__init__()
+        self.service = service
+        self.reps = reps
+        self.settings = settings
+
+    # --- Teams events -------------------------------------------------------------------------
+
+    async def on_members_added_activity(
+        self, members_added: list[ChannelAccount], turn_context: TurnContext
+    ) -> None:
+        bot_id = turn_context.activity.recipient.id if turn_context.activity.recipient else None
+        if any(member.id == bot_id for member in members_added):
+            await turn_context.send_activity(
+                MessageFactory.attachment(CardFactory.adaptive_card(cards.welcome_card()))
+            )
+
+    async def on_message_activity(self, turn_context: TurnContext) -> None:
+        value = turn_context.activity.value
+        if isinstance(value, dict) and value.get("copilot") == "decision":
+            await self._on_decision(turn_context, value)
+            return
+        if isinstance(value, dict) and value.get("copilot") == "command":
+            text = str(value.get("text", ""))
+        else:
+            text = TurnContext.remove_recipient_mention(turn_context.activity) or ""
+        await self._on_question(turn_context, text.strip())
+
+    # --- questions ------------------------------------------------------------------------------
+
+    async def _rep(self, turn_context: TurnContext) -> SignedInRep | None:
+        activity = turn_context.activity
+        tenant = _tenant_id(activity)
+        aad = getattr(activity.from_property, "aad_object_id", None) if activity.from_property else None
+        if not aad:
+            await turn_context.send_activity("I can only help signed-in Microsoft 365 users.")
+            return None
+        rep = await self.reps.rep_for(tenant or "", aad)
+        if rep is None:
+            await turn_context.send_activity(
+                "Please sign in first, so I can read the CRM with your own permissions."
+            )
+        return rep
+
+    async def _on_question(self, turn_context: TurnContext, text: str) -> None:
+        if not text:
+            return
+        if text.lower() in HELP_COMMANDS:
+            await turn_context.send_activity(
+                MessageFactory.attachment(CardFactory.adaptive_card(cards.welcome_card()))
+            )
+            return
+        rep = await self._rep(turn_context)
+        if rep is None:
+            return
+        conversation_id = turn_context.activity.conversation.id
+        if text.lower() in RESET_COMMANDS:
+            await conversations.forget(self.service.pool, conversation_id, rep.identity)
+            await turn_context.send_activity("Starting a new conversation.")
+            return
+        thread_id = await conversations.thread_for(self.service.pool, conversation_id, rep.identity)
+        progress = TurnProgress(turn_context)
+        await progress.start()
+        result = await self.service.run_turn(rep.identity, rep.broker, thread_id, text, progress.update)
+        reference = TurnContext.get_conversation_reference(turn_context.activity).serialize()
+        await conversations.remember(
+            self.service.pool, conversation_id, rep.identity, result.thread_id, reference
+        )
+        await self._send_result(turn_context, result, progress)
+
+    async def _send_result(
+        self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None
+    ) -> None:
+        if result.answer:
+            card = cards.answer_card(
+                result.answer, result.citations, record_url_template=self.settings.record_url_template
+            )
+            message = MessageFactory.attachment(CardFactory.adaptive_card(card))
+            message.text = result.answer if not result.citations else None
+            if progress is not None:
+                message.entities = progress.final_entities()
+            await turn_context.send_activity(message)
+        elif result.notice and not result.proposals:
+            await turn_context.send_activity(result.notice)
+        for proposal in result.proposals:
+            await self._send_card(turn_context, result.thread_id, proposal)
+
+    async def _send_card(self, turn_context: TurnContext, thread_id: str, proposal: Proposal) -> None:
+        card = cards.approval_card(proposal, thread_id=thread_id)
+        response = await turn_context.send_activity(
+            MessageFactory.attachment(CardFactory.adaptive_card(card))
+        )
+        if response is not None and response.id:
+            await conversations.save_card(
+                self.service.pool,
+                thread_id,
+                proposal.tool_call_id,
+                turn_context.activity.conversation.id,
+                response.id,
+            )
+
+    # --- decisions --------------------------------------------------------------------------------
+
+    async def _on_decision(self, turn_context: TurnContext, value: dict[str, Any]) -> None:
+        try:
+            submission = parse_submission(value)
+        except InvalidSubmission as exc:
+            await turn_context.send_activity(exc.message)
+            return
+        rep = await self._rep(turn_context)
+        if rep is None:
+            return
+        try:
+            pending = await self.service.pending(rep.identity, rep.broker, submission.thread_id)
+        except (ThreadAccessDenied, ThreadNotFound):
+            await turn_context.send_activity(NOT_YOURS)
+            return
+        proposal = next((p for p in pending.proposals if p.tool_call_id == submission.tool_call_id), None)
+        if proposal is None:
+            await turn_context.send_activity(ALREADY_DECIDED)
+            return
+        try:
+            decision = to_decision(submission, proposal)
+        except InvalidSubmission as exc:
+            await turn_context.send_activity(exc.message)
+            return
+        progress = TurnProgress(turn_context)
+        try:
+            result = await self.service.resume(
+                rep.identity, rep.broker, submission.thread_id, [decision], progress.update
+            )
+        except InvalidDecision as exc:
+            await turn_context.send_activity(exc.message)
+            return
+        await self._update_card(turn_context, submission.thread_id, proposal, decision, result)
+        await self._send_result(turn_context, result, progress)
+
+    async def _update_card(
+        self,
+        turn_context: TurnContext,
+        thread_id: str,
+        proposal: Proposal,
+        decision: dict[str, Any],
+        result: TurnResult,
+    ) -> None:
+        if any(p.tool_call_id == proposal.tool_call_id for p in result.proposals):
+            return  # still pending (e.g. the CRM was unavailable): the card stays as it is
+        outcome = next((o for o in result.outcomes if o["tool_call_id"] == proposal.tool_call_id), None)
+        detail: dict[str, Any] = dict((outcome or {}).get("result") or {})
+        kind: str
+        if decision["type"] == "reject":
+            kind, detail = "rejected", {"reason": decision.get("reason", "")}
+        elif detail.get("status") == "done":
+            kind = "approved"
+        elif detail.get("status") == "conflict":
+            kind = "conflict"
+        else:
+            kind = "failed"
+            detail.setdefault("message", "The change could not be made.")
+        card = cards.outcome_card(proposal, kind, detail=detail)  # type: ignore[arg-type]
+        activity_id = turn_context.activity.reply_to_id or await conversations.card_activity(
+            self.service.pool, thread_id, proposal.tool_call_id
+        )
+        if not activity_id:
+            await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
+            return
+        update = MessageFactory.attachment(CardFactory.adaptive_card(card))
+        update.id = activity_id
+        await turn_context.update_activity(update)
+
+
+def _tenant_id(activity: Activity) -> str | None:
+    conversation = activity.conversation
+    if conversation is not None and getattr(conversation, "tenant_id", None):
+        return str(conversation.tenant_id)
+    channel_data = activity.channel_data or {}
+    tenant = channel_data.get("tenant") if isinstance(channel_data, dict) else None
+    return str(tenant.get("id")) if isinstance(tenant, dict) and tenant.get("id") else None
+
+
+async def on_turn_error(turn_context: TurnContext, error: Exception) -> None:
+    """Last resort: log with a correlation id and tell the rep briefly (never a stack trace)."""
+    correlation = uuid.uuid4().hex[:8]
+    logger.exception("turn failed (ref %s): %s", correlation, error, exc_info=error)
+    if turn_context.activity.type == ActivityTypes.message:
+        await turn_context.send_activity(
+            f"Sorry, something went wrong on my side and nothing was changed. (ref {correlation})"
+        )

@@ -1,0 +1,58 @@
+"""The Teams bot's settings: Bot Framework channel auth, queue, SSO, rendering."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class BotSettings(BaseSettings):
+    """Bot Framework and hosting configuration (environment variables, see README)."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    microsoft_app_id: str = Field(default="", alias="MicrosoftAppId")
+    """The bot's app id. Empty = local development mode (no auth), for the Agents Playground only."""
+    microsoft_app_password: SecretStr = Field(default=SecretStr(""), alias="MicrosoftAppPassword")
+    microsoft_app_tenant_id: str = Field(default="", alias="MicrosoftAppTenantId")
+    microsoft_app_type: str = Field(default="MultiTenant", alias="MicrosoftAppType")
+    openid_metadata_url: str | None = Field(default=None, alias="TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL")
+    """Where channel token signing keys are published (Bot Framework's by default)."""
+    channel_token_issuer: str | None = Field(default=None, alias="TO_BOT_FROM_CHANNEL_TOKEN_ISSUER")
+    connector_authority: str = Field(
+        default="https://login.microsoftonline.com", alias="BOT_CONNECTOR_AUTHORITY"
+    )
+    connector_tenant: str = Field(default="botframework.com", alias="BOT_CONNECTOR_TENANT")
+    connector_scope: str = Field(default="https://api.botframework.com", alias="BOT_CONNECTOR_SCOPE")
+    connector_ca_bundle: str | None = Field(default=None, alias="BOT_CONNECTOR_CA_BUNDLE")
+
+    queue_connection: str = Field(default="UseDevelopmentStorage=true", alias="AzureWebJobsStorage")
+    queue_name: str = Field(default="copilot-turns", alias="COPILOT_TURN_QUEUE")
+
+    token_encryption_key: SecretStr | None = Field(default=None, alias="COPILOT_TOKEN_ENCRYPTION_KEY")
+    """Fernet key for cached delegated tokens; required in deployments (SSO)."""
+    sso_connection_name: str = Field(default="", alias="COPILOT_SSO_CONNECTION")
+    bot_domain: str = Field(default="localhost", alias="BOT_DOMAIN")
+    record_url_template: str | None = Field(default=None, alias="CRM_RECORD_URL_TEMPLATE")
+    """E.g. ``https://contoso.crm.dynamics.com/main.aspx?id={id}``: citations become links."""
+    retention_days: int = Field(default=30, ge=1, alias="COPILOT_RETENTION_DAYS")
+
+    @property
+    def dev_mode(self) -> bool:
+        """No app credentials: requests are not authenticated (local development only)."""
+        return not self.microsoft_app_id
+
+    def botbuilder_configuration(self) -> object:
+        """The attribute-style configuration object botbuilder's auth classes read."""
+        password = self.microsoft_app_password.get_secret_value()
+
+        class _Config:
+            APP_ID = self.microsoft_app_id or None
+            APP_PASSWORD = password or None
+            APP_TENANTID = self.microsoft_app_tenant_id or None
+            APP_TYPE = self.microsoft_app_type
+            TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL = self.openid_metadata_url
+            TO_BOT_FROM_CHANNEL_TOKEN_ISSUER = self.channel_token_issuer
+            TO_CHANNEL_FROM_BOT_OAUTH_SCOPE = self.connector_scope
+
+        return _Config()

@@ -1,0 +1,187 @@
+"""The Teams bot on the aiohttp dev server, talking to a Bot-Connector-shaped endpoint.
+
+The activities are shaped like the Agents Playground's (Teams channel, personal chat,
+"Alex Wilber"); the bot runs against real PostgreSQL, the sandbox CRM over MCP and the
+sandbox identity provider (local development mode: no app credentials).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from aiohttp import web
+
+from bot.server import build_app
+from bot.settings import BotSettings
+from copilot.settings import Settings
+from sandbox.directory import PLAYGROUND_AAD_OBJECT_ID, find_user
+from tests.support.fake_connector import FakeConnector, card_of, find_actions
+from tests.support.sandbox_process import SandboxProcess
+
+pytestmark = pytest.mark.integration
+
+TENANT = "00000000-0000-0000-0000-000000000001"
+
+
+class Teams:
+    """Sends Teams-shaped activities to the bot and reads what came back."""
+
+    def __init__(self, bot_url: str, connector: FakeConnector):
+        self.bot_url = bot_url
+        self.connector = connector
+        self.conversation = f"conv-{uuid.uuid4().hex[:8]}"
+
+    def activity(self, aad: str = PLAYGROUND_AAD_OBJECT_ID, **fields: Any) -> dict[str, Any]:
+        return {
+            "type": "message",
+            "id": uuid.uuid4().hex,
+            "channelId": "msteams",
+            "serviceUrl": self.connector.url,
+            "from": {"id": f"29:{aad}", "name": "Rep", "aadObjectId": aad},
+            "conversation": {"id": self.conversation, "conversationType": "personal", "tenantId": TENANT},
+            "recipient": {"id": "28:bot", "name": "CRM Copilot"},
+            "channelData": {"tenant": {"id": TENANT}},
+            **fields,
+        }
+
+    async def send(self, activity: dict[str, Any]) -> int:
+        async with httpx.AsyncClient(timeout=120) as client:
+            response = await client.post(self.bot_url, json=activity)
+        return response.status_code
+
+    async def say(self, text: str, aad: str = PLAYGROUND_AAD_OBJECT_ID) -> None:
+        assert await self.send(self.activity(aad, text=text)) in (200, 201, 202)
+
+    async def submit(
+        self, card_activity_id: str, data: dict[str, Any], aad: str = PLAYGROUND_AAD_OBJECT_ID
+    ) -> None:
+        activity = self.activity(aad, value=data, replyToId=card_activity_id)
+        assert await self.send(activity) in (200, 201, 202)
+
+    def last_text(self) -> str:
+        message = self.connector.messages()[-1]
+        text = message.body.get("text") or ""
+        for attachment in message.body.get("attachments") or []:
+            text += repr(attachment.get("content"))
+        return text
+
+
+@pytest.fixture
+async def teams(copilot_settings: Settings, sandbox: SandboxProcess) -> AsyncIterator[Teams]:
+    connector = FakeConnector()
+    await connector.start()
+    app = build_app(copilot_settings, BotSettings(MicrosoftAppId=""))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield Teams(f"http://127.0.0.1:{port}/api/messages", connector)
+    finally:
+        await runner.cleanup()
+        await connector.stop()
+
+
+def _decision(card: dict[str, Any], title: str, **inputs: Any) -> dict[str, Any]:
+    """What Teams submits for an Action.Submit: the action's data merged with the card's inputs."""
+    actions = find_actions(card, title)
+    assert actions, f"no {title!r} action in card"
+    return {**actions[0]["data"], **inputs}
+
+
+def _activities_with(sandbox: SandboxProcess, thread_prefix: str) -> list[dict[str, Any]]:
+    return [
+        a
+        for a in sandbox.admin("GET", "/admin/export")["activities"]
+        if str(a["external_id"]).startswith(thread_prefix)
+    ]
+
+
+async def test_a_question_gets_progress_then_a_cited_answer(teams: Teams):
+    await teams.say("summarise Acme")
+    typing = [c for c in teams.connector.calls if c.body.get("type") == "typing"]
+    assert typing, "progress must reach the rep before the answer"
+    assert any("Acme" in (c.body.get("text") or "") for c in typing)
+    answer = teams.last_text()
+    assert "acc-acme" in answer
+    assert "Acme Corporation" in answer
+
+
+async def test_log_a_call_edit_and_approve_updates_the_card_and_writes_once(
+    teams: Teams, sandbox: SandboxProcess
+):
+    await teams.say("log a call with Acme — discussed pricing, next step send proposal")
+    card_activity = teams.connector.cards()[-1]
+    card = card_of(card_activity)
+    data = _decision(card, "Edit and approve", **{"edit.subject": "Pricing call (edited)"})
+    thread_id = data["thread_id"]
+
+    await teams.submit(card_activity.activity_id or "", data)
+    # Approve clicked again on the same (now stale) card: refused, no second write.
+    await teams.submit(card_activity.activity_id or "", _decision(card, "Approve"))
+
+    updates = teams.connector.updates()
+    assert [u.activity_id for u in updates] == [card_activity.activity_id]
+    assert "Approved" in repr(card_of(updates[0])) or "✓" in repr(card_of(updates[0]))
+    rows = _activities_with(sandbox, f"{thread_id}:")
+    assert len(rows) == 1
+    assert rows[0]["subject"] == "Pricing call (edited)"
+    assert "already decided" in teams.last_text()
+
+
+async def test_a_rejection_with_a_reason_writes_nothing_and_updates_the_card(
+    teams: Teams, sandbox: SandboxProcess
+):
+    await teams.say("log a meeting with Acme about onboarding")
+    card_activity = teams.connector.cards()[-1]
+    data = _decision(card_of(card_activity), "Reject", **{"reject.reason": "wrong account"})
+    await teams.submit(card_activity.activity_id or "", data)
+    assert "wrong account" in repr(card_of(teams.connector.updates()[-1]))
+    assert _activities_with(sandbox, f"{data['thread_id']}:") == []
+
+
+async def test_submissions_by_another_rep_or_tampered_are_refused_without_writing(
+    teams: Teams, sandbox: SandboxProcess
+):
+    await teams.say("log a task for Acme: send contract")
+    card_activity = teams.connector.cards()[-1]
+    approve = _decision(card_of(card_activity), "Approve")
+    megan = find_user("megan")
+    assert megan is not None
+
+    await teams.submit(card_activity.activity_id or "", approve, aad=megan.aad_object_id)
+    assert "nothing was changed" in teams.last_text().lower()
+    await teams.submit(card_activity.activity_id or "", {**approve, "args_digest": "0" * 64})
+    assert "nothing was changed" in teams.last_text().lower()
+    await teams.submit(card_activity.activity_id or "", {**approve, "tool_call_id": "call_forged"})
+    assert "nothing was changed" in teams.last_text().lower()
+    await teams.submit(card_activity.activity_id or "", {**approve, "thread_id": "x" * 32})
+    assert "nothing was changed" in teams.last_text().lower()
+
+    assert _activities_with(sandbox, f"{approve['thread_id']}:") == []
+    assert teams.connector.updates() == []
+
+
+async def test_a_rep_whose_crm_access_was_revoked_is_told_plainly(teams: Teams):
+    adele = find_user("adele")
+    assert adele is not None
+    await teams.say("my pipeline", aad=adele.aad_object_id)
+    assert "don't have access to the CRM" in teams.last_text()
+
+
+async def test_installing_the_bot_sends_a_welcome_card(teams: Teams):
+    update = teams.activity(
+        type="conversationUpdate",
+        membersAdded=[{"id": "28:bot"}],
+    )
+    update.pop("text", None)
+    assert await teams.send(update) in (200, 201, 202)
+    welcome = repr(card_of(teams.connector.cards()[-1]))
+    assert "my pipeline" in welcome
+    await asyncio.sleep(0)

@@ -1,0 +1,123 @@
+"""A Bot-Connector-shaped HTTP endpoint that records what the bot sends (Teams stand-in).
+
+Speaks the Bot Connector REST protocol the bot uses: ``POST
+/v3/conversations/{id}/activities[/{replyToId}]`` (send / reply) and ``PUT
+/v3/conversations/{id}/activities/{activityId}`` (update in place).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Recorded:
+    method: str
+    conversation_id: str
+    activity_id: str | None
+    body: dict[str, Any]
+    authorization: str | None
+
+
+@dataclass
+class FakeConnector:
+    calls: list[Recorded] = field(default_factory=list)
+    url: str = ""
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _runner: web.AppRunner | None = None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v3/conversations/{conversation}/activities", self._send)
+        app.router.add_post("/v3/conversations/{conversation}/activities/{activity}", self._send)
+        app.router.add_put("/v3/conversations/{conversation}/activities/{activity}", self._update)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}/"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _send(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        activity_id = f"act-{next(self._ids)}"
+        self.calls.append(
+            Recorded(
+                "POST",
+                request.match_info["conversation"],
+                activity_id,
+                body,
+                request.headers.get("Authorization"),
+            )
+        )
+        self.changed.set()
+        return web.json_response({"id": activity_id})
+
+    async def _update(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.calls.append(
+            Recorded(
+                "PUT",
+                request.match_info["conversation"],
+                request.match_info["activity"],
+                body,
+                request.headers.get("Authorization"),
+            )
+        )
+        self.changed.set()
+        return web.json_response({"id": request.match_info["activity"]})
+
+    def messages(self) -> list[Recorded]:
+        """Sent message activities (not typing), in order."""
+        return [c for c in self.calls if c.method == "POST" and c.body.get("type") == "message"]
+
+    def cards(self, content_kind: str | None = None) -> list[Recorded]:
+        """Sent activities that carry an Adaptive Card."""
+        return [
+            c
+            for c in self.messages()
+            if any(
+                a.get("contentType") == "application/vnd.microsoft.card.adaptive"
+                for a in c.body.get("attachments") or []
+            )
+        ]
+
+    def updates(self) -> list[Recorded]:
+        return [c for c in self.calls if c.method == "PUT"]
+
+
+def card_of(recorded: Recorded) -> dict[str, Any]:
+    """The Adaptive Card content of a recorded activity."""
+    for attachment in recorded.body.get("attachments") or []:
+        if attachment.get("contentType") == "application/vnd.microsoft.card.adaptive":
+            content: dict[str, Any] = attachment["content"]
+            return content
+    raise AssertionError("no adaptive card in activity")
+
+
+def find_actions(card: dict[str, Any], title: str) -> list[dict[str, Any]]:
+    """Every action in a card (including inside ShowCards) with this title."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type", "").startswith("Action.") and node.get("title") == title:
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(card)
+    return found
