@@ -81,7 +81,7 @@ async def process_inline(
     try:
         authenticated = await runtime.adapter.bot_framework_authentication.authenticate_request(
             activity,
-            auth_header or None,  # type: ignore[arg-type]
+            auth_header or None,
         )
     except PermissionError:
         return 401, {"error": "unauthorized"}
