@@ -110,7 +110,8 @@ def parse_submission(value: Any) -> CardSubmission:
     """
     if not isinstance(value, dict) or value.get("copilot") != SUBMIT_KIND:
         raise InvalidSubmission("That button isn't a decision on a copilot proposal, so nothing was done.")
-    if value.get("v") != SUBMIT_VERSION:
+    version = value.get("v")
+    if type(version) is not int or version != SUBMIT_VERSION:
         raise InvalidSubmission(
             "This card comes from a different version of the copilot; ask again for a fresh card."
         )

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 from urllib.parse import quote
 
-from annotated_types import Ge, Le, MaxLen, MinLen
+from annotated_types import Ge, Le, MaxLen
 
 from copilot.proposals import TOOL_TITLES
 from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
@@ -108,6 +108,7 @@ FIELD_LABELS: dict[str, str] = {
     "probability": "Probability",
     "name": "Name",
     "title": "Title",
+    "version": "Version",
 }
 
 EDITABLE_FIELDS: dict[str, tuple[str, ...]] = {
@@ -192,8 +193,6 @@ def field_spec(tool: str, name: str) -> FieldSpec:
             maximum = float(meta.le)  # type: ignore[arg-type]
         elif isinstance(meta, MaxLen):
             max_length = meta.max_length
-        elif isinstance(meta, MinLen):
-            pass
     required = info.is_required()
     return FieldSpec(
         name=name,
@@ -525,20 +524,37 @@ _OUTCOME_HEADERS: dict[str, tuple[str, str]] = {
 }
 
 
+_WRITTEN_KEYS = ("opportunity", "activity", "preferences", "draft")
+"""Where a write tool's result carries the record as written (see ``copilot.tools.write_tools``)."""
+
+_CONFLICT_EXTRA = ("stage", "close_date", "amount", "next_step", "version")
+
+
+def _final_values(proposal: Proposal, detail: dict[str, Any]) -> dict[str, Any]:
+    """The values that were written: ``detail["args"]``, else the written record, else the proposal."""
+    given = detail.get("args")
+    if isinstance(given, dict) and given:
+        return given
+    written: dict[str, Any] = next((detail[k] for k in _WRITTEN_KEYS if isinstance(detail.get(k), dict)), {})
+    return {n: written.get(n, proposal.args[n]) for n in _shown_fields(proposal.tool, proposal.args)}
+
+
 def outcome_card(proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any]) -> Card:
     """The card that replaces an approval card once it is decided (pure; no actions).
 
-    ``detail`` by outcome: ``approved`` → ``audit_id`` and optionally ``args`` (the final
-    values, default the proposal's); ``rejected`` → ``reason``; ``conflict`` → ``current``
-    (the record's values now); ``failed`` → ``message``; ``already_decided`` → optional
-    ``message``.
+    ``detail`` by outcome: ``approved`` → ``audit_id`` and the final values, as ``args``
+    (the arguments executed) or as the write tool's result (``opportunity`` /
+    ``activity`` / ``preferences`` record as written), else the proposal's own;
+    ``rejected`` → ``reason``; ``conflict`` → ``current`` (the record now; the fields
+    the proposal sets are shown, with the version); ``failed`` → ``message``;
+    ``already_decided`` → optional ``message``.
     """
     kicker, style = _OUTCOME_HEADERS[outcome]
     title = TOOL_TITLES.get(proposal.tool, proposal.tool)
     body: list[Card] = [_header(kicker, title, _target_line(proposal), style=style)]
     currency = ((proposal.record or {}).get("current") or {}).get("currency")
     if outcome == "approved":
-        final = detail.get("args") or proposal.args
+        final = _final_values(proposal, detail)
         if proposal.tool == "draft_followup_email":
             body.append(_text("Saved to your Outlook drafts. It has not been sent."))
         else:
@@ -561,7 +577,11 @@ def outcome_card(proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any]
         body.append(_text("Someone changed this record after the proposal was made, so nothing was written."))
         now = detail.get("current") or {}
         if isinstance(now, dict) and now:
-            pairs = [(_label(k), format_value(v, field=k, currency=currency)) for k, v in now.items()]
+            wanted = [n for n in _shown_fields(proposal.tool, proposal.args) if n in now]
+            wanted += [n for n in _CONFLICT_EXTRA if n in now and n not in wanted]
+            keys = wanted or list(now)
+            currency = now.get("currency") or currency
+            pairs = [(_label(k), format_value(now[k], field=k, currency=currency)) for k in keys]
             body.append(
                 {
                     "type": "Container",

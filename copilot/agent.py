@@ -22,6 +22,7 @@ from copilot.middleware.pii import pii_middleware
 from copilot.middleware.proposals import ProposalSnapshotMiddleware
 from copilot.middleware.resilience import CircuitBreaker, CircuitBreakerMiddleware, CrmRetryMiddleware
 from copilot.middleware.write_guard import WriteGuardMiddleware
+from copilot.models.fallback import with_fallbacks
 from copilot.prompts import SYSTEM_PROMPT
 from copilot.settings import Settings
 from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
@@ -56,7 +57,7 @@ def build_agent(
         RepContextMiddleware(),
         *pii_middleware(),
         SummarizationMiddleware(
-            model,
+            with_fallbacks(model, fallbacks),
             trigger=("tokens", settings.summarization_trigger_tokens),
             keep=("messages", settings.summarization_keep_messages),
         ),

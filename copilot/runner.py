@@ -408,10 +408,8 @@ async def open_service(
         async with pool.connection() as conn:
             await assert_schema_current(conn)
         saver, store = make_saver_and_store(pool)
-        if model is None:
-            model, fallbacks = build_models(settings)
-        else:
-            fallbacks = []
+        primary, fallbacks = build_models(settings)
+        model = model or primary
         yield CopilotService(
             settings, pool, saver, store, model, fallbacks, write_guard_factory=write_guard_factory
         )

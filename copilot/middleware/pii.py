@@ -13,26 +13,34 @@ from typing import Any
 from langchain.agents.middleware import PIIMiddleware
 from langchain.agents.middleware._redaction import PIIMatch
 
-_CANDIDATE = re.compile(r"(?<![\w.-])(?:\+|\()?\d[\d\s().-]{5,20}\d(?![\w-])")
+_EXTENSION = r"(?:\s*(?:x|ext\.?|extension)\s*\d{1,6})?"
+# Each alternative is a whole telephone shape, so a number just before a phone (a date,
+# a count) can never swallow it into one candidate that then fails the shape test.
+_PHONE = re.compile(
+    r"(?<![\w+])(?:"
+    r"\+\d{1,3}(?:[\s.-]?\(?\d{1,4}\)?){2,5}"  # +44 20 7946 0958, +1 (415) 555-0133
+    r"|\(\d{2,4}\)[\s.-]?\d{3,4}[\s.-]?\d{3,4}"  # (206) 555 0199
+    r"|\d{3}[\s.-]\d{3}[\s.-]\d{4}"  # 415-555-0100, 415.555.0100
+    r")" + _EXTENSION + r"(?![\w-])",
+    re.IGNORECASE,
+)
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
-_NANP = re.compile(r"^\(?\d{3}\)?[\s.-]\d{3}[\s.-]\d{4}$")
 
 
 def detect_phone_numbers(text: str) -> list[PIIMatch]:
-    """Phone numbers in ``text``: international (+...), bracketed area codes or NANP shapes.
+    """Phone numbers in ``text``: international (+...), bracketed area codes, NANP shapes.
 
-    Dates, amounts and record ids are not phone numbers: a match needs 7-15 digits and
-    a telephone shape, and ISO dates are skipped.
+    Dates, amounts and record ids are not phone numbers: a match needs a telephone
+    shape and 7-15 digits (extensions aside), and ISO dates are skipped.
     """
     matches: list[PIIMatch] = []
-    for found in _CANDIDATE.finditer(text):
-        value = found.group(0).strip()
-        digits = sum(c.isdigit() for c in value)
+    for found in _PHONE.finditer(text):
+        value = found.group(0)
+        main = re.split(r"(?i)\s*(?:x|ext\.?|extension)\s*", value)[0]
+        digits = sum(c.isdigit() for c in main)
         if not 7 <= digits <= 15 or _ISO_DATE.match(value):
             continue
-        if value.startswith("+") or value.startswith("(") or _NANP.match(value):
-            start = found.start() + (len(found.group(0)) - len(found.group(0).lstrip()))
-            matches.append(PIIMatch(type="phone_number", value=value, start=start, end=start + len(value)))
+        matches.append(PIIMatch(type="phone_number", value=value, start=found.start(), end=found.end()))
     return matches
 
 

@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
@@ -61,7 +61,11 @@ def retry_after(exc: BaseException) -> float | None:
 
 
 class CrmRetryMiddleware(ToolRetryMiddleware):
-    """``ToolRetryMiddleware`` whose delay is never shorter than the server's Retry-After."""
+    """``ToolRetryMiddleware`` whose delay is never shorter than the server's Retry-After.
+
+    A Retry-After longer than ``max_delay`` ends the retries at once (the turn answers
+    that live CRM data is unavailable) rather than stalling the rep or retrying early.
+    """
 
     def __init__(self, *, max_retries: int, initial_delay: float, max_delay: float):
         super().__init__(
@@ -81,6 +85,11 @@ class CrmRetryMiddleware(ToolRetryMiddleware):
             except CANDIDATE_ERRORS as exc:
                 if not is_transient(exc) or attempt >= self.max_retries:
                     raise
+                server_wait = retry_after(exc) or 0.0
+                if server_wait > self.max_delay:
+                    # Retrying sooner than the server asked is rude and futile; waiting longer
+                    # would stall the rep. Give up now: the breaker reports "unavailable".
+                    raise
                 delay = calculate_delay(
                     attempt,
                     backoff_factor=self.backoff_factor,
@@ -88,7 +97,7 @@ class CrmRetryMiddleware(ToolRetryMiddleware):
                     max_delay=self.max_delay,
                     jitter=self.jitter,
                 )
-                await asyncio.sleep(min(max(delay, retry_after(exc) or 0.0), self.max_delay))
+                await asyncio.sleep(max(min(delay, self.max_delay), server_wait))
         raise AssertionError("unreachable: the loop returns or raises")
 
 
@@ -104,7 +113,8 @@ class CircuitBreaker:
     clock: Callable[[], float] = time.monotonic
     failures: int = 0
     opened_at: float | None = None
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    probing: bool = False
+    """A half-open probe is in flight: everyone else still fails fast until it returns."""
 
     @property
     def state(self) -> BreakerState:
@@ -113,17 +123,25 @@ class CircuitBreaker:
         return "half_open" if self.clock() - self.opened_at >= self.reset_seconds else "open"
 
     def allow(self) -> bool:
-        """Whether a call may go through now (one probe is let through when half-open)."""
-        return self.state != "open"
+        """Whether a call may go through now (one probe at a time when half-open)."""
+        state = self.state
+        if state == "closed":
+            return True
+        if state == "half_open" and not self.probing:
+            self.probing = True
+            return True
+        return False
 
     def record_success(self) -> None:
         self.failures = 0
         self.opened_at = None
+        self.probing = False
 
     def record_failure(self) -> None:
         self.failures += 1
         if self.failures >= self.failure_threshold or self.state == "half_open":
             self.opened_at = self.clock()
+        self.probing = False
 
 
 _BREAKERS: dict[str, CircuitBreaker] = {}

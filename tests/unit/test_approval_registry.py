@@ -1,0 +1,174 @@
+"""The start-up check that every write is interrupted, and which CRM tools count as reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnConfig
+from langchain_core.tools import BaseTool, StructuredTool
+from mcp.types import ListToolsResult, Tool, ToolAnnotations
+
+from copilot.errors import ConfigurationError
+from copilot.middleware.approval import approval_middleware, assert_every_write_is_interrupted
+from copilot.tools import crm_client
+from copilot.tools.schemas import LOCAL_READ_TOOLS, WRITE_TOOL_SCHEMAS
+from copilot.tools.write_tools import local_read_tools, write_tools
+
+CRM_READS = {"search_accounts", "get_account", "list_opportunities", "list_contacts"}
+
+
+def _tool(name: str) -> BaseTool:
+    async def run(**_: Any) -> str:
+        return "{}"
+
+    return StructuredTool.from_function(coroutine=run, name=name, description=f"the {name} tool")
+
+
+def _real_tools() -> list[BaseTool]:
+    return [*(_tool(n) for n in sorted(CRM_READS)), *local_read_tools(), *write_tools()]
+
+
+def _interrupting(*names: str, mode: str = "per_call") -> HumanInTheLoopMiddleware[Any, Any, Any]:
+    interrupt_on: dict[str, bool | InterruptOnConfig] = {
+        name: InterruptOnConfig(allowed_decisions=["approve", "edit", "reject"]) for name in names
+    }
+    return HumanInTheLoopMiddleware(interrupt_on=interrupt_on, interrupt_mode=mode)  # type: ignore[arg-type]
+
+
+def test_the_real_configuration_passes_the_start_up_check():
+    assert_every_write_is_interrupted(_real_tools(), approval_middleware(), read_only=set(CRM_READS))
+
+
+def test_a_tool_that_is_neither_read_only_nor_interrupted_is_refused():
+    tools = [*_real_tools(), _tool("delete_account")]
+
+    with pytest.raises(ConfigurationError, match="delete_account") as raised:
+        assert_every_write_is_interrupted(tools, approval_middleware(), read_only=set(CRM_READS))
+
+    assert raised.value.fields.get("tool") == "delete_account"
+
+
+def test_a_crm_write_tool_is_refused_unless_declared_read_only():
+    # The CRM's own MCP write tool, if it ever slipped into the model's tools.
+    tools = [*_real_tools(), _tool("upsert_activity")]
+
+    with pytest.raises(ConfigurationError, match="upsert_activity"):
+        assert_every_write_is_interrupted(tools, approval_middleware(), read_only=set(CRM_READS))
+
+
+def test_a_tool_interrupted_without_all_three_decisions_is_refused():
+    hitl = HumanInTheLoopMiddleware(
+        interrupt_on={
+            **{
+                n: InterruptOnConfig(allowed_decisions=["approve", "edit", "reject"])
+                for n in WRITE_TOOL_SCHEMAS
+            },
+            "log_activity": InterruptOnConfig(allowed_decisions=["approve", "reject"]),
+        },
+        interrupt_mode="per_call",
+    )
+
+    with pytest.raises(ConfigurationError, match="log_activity"):
+        assert_every_write_is_interrupted(_real_tools(), hitl, read_only=set(CRM_READS))
+
+
+@pytest.mark.parametrize("name", ["send_email", "SendMail", "crm_send_quote"])
+def test_a_send_tool_is_refused_even_if_interrupted(name: str):
+    hitl = _interrupting(*WRITE_TOOL_SCHEMAS, name)
+
+    with pytest.raises(ConfigurationError, match="send"):
+        assert_every_write_is_interrupted([*_real_tools(), _tool(name)], hitl, read_only=set(CRM_READS))
+
+
+def test_a_send_tool_is_refused_even_if_declared_read_only():
+    with pytest.raises(ConfigurationError, match="send"):
+        assert_every_write_is_interrupted(
+            [*_real_tools(), _tool("send_email")],
+            approval_middleware(),
+            read_only={*CRM_READS, "send_email"},
+        )
+
+
+def test_approvals_in_batched_mode_are_refused():
+    hitl = _interrupting(*WRITE_TOOL_SCHEMAS, mode="batched")
+    assert hitl.interrupt_mode != "per_call"
+
+    with pytest.raises(ConfigurationError, match="per call"):
+        assert_every_write_is_interrupted(_real_tools(), hitl, read_only=set(CRM_READS))
+
+
+def test_the_approval_middleware_interrupts_exactly_the_write_tools_per_call_with_all_three_decisions():
+    hitl = approval_middleware()
+
+    assert hitl.interrupt_mode == "per_call"
+    assert set(hitl.interrupt_on) == set(WRITE_TOOL_SCHEMAS)
+    assert set(WRITE_TOOL_SCHEMAS) == {
+        "log_activity",
+        "update_opportunity",
+        "draft_followup_email",
+        "update_preferences",
+    }
+    for name, config in hitl.interrupt_on.items():
+        assert sorted(config["allowed_decisions"]) == ["approve", "edit", "reject"], name
+
+
+def test_the_copilots_own_tools_are_its_writes_and_its_known_local_reads():
+    assert {t.name for t in write_tools()} == set(WRITE_TOOL_SCHEMAS)
+    assert {t.name for t in local_read_tools()} == set(LOCAL_READ_TOOLS)
+    assert not {t.name for t in local_read_tools()} & set(WRITE_TOOL_SCHEMAS)
+
+
+# --- which CRM tools the model gets ------------------------------------------------------------
+
+
+class FakeSession:
+    def __init__(self, tools: list[Tool]):
+        self._tools = tools
+
+    async def list_tools(self) -> ListToolsResult:
+        return ListToolsResult(tools=self._tools)
+
+
+def _mcp_tool(name: str, annotations: ToolAnnotations | None) -> Tool:
+    return Tool(name=name, inputSchema={"type": "object", "properties": {}}, annotations=annotations)
+
+
+async def test_only_crm_tools_declared_read_only_are_given_to_the_model(monkeypatch: pytest.MonkeyPatch):
+    listed = [
+        _mcp_tool("get_account", ToolAnnotations(readOnlyHint=True)),
+        _mcp_tool("list_opportunities", ToolAnnotations(readOnlyHint=True, destructiveHint=False)),
+        _mcp_tool("upsert_activity", ToolAnnotations(readOnlyHint=False)),
+        _mcp_tool("update_opportunity", ToolAnnotations(destructiveHint=True)),
+        _mcp_tool("delete_everything", None),
+        _mcp_tool("send_email", ToolAnnotations(title="Send an email")),
+    ]
+    session = FakeSession(listed)
+    seen: dict[str, Any] = {}
+
+    async def fake_load_mcp_tools(sess: Any, **kwargs: Any) -> list[BaseTool]:
+        seen["session"] = sess
+        seen["kwargs"] = kwargs
+        return [_tool(t.name) for t in listed]
+
+    monkeypatch.setattr(crm_client, "load_mcp_tools", fake_load_mcp_tools)
+
+    tools = await crm_client.load_read_tools(session)  # type: ignore[arg-type]
+
+    assert sorted(t.name for t in tools) == ["get_account", "list_opportunities"]
+    assert seen["session"] is session
+    # CRM refusals come back to the model as tool results, not as crashes.
+    assert seen["kwargs"].get("handle_tool_errors") is True
+
+
+async def test_a_crm_that_declares_nothing_read_only_gives_the_model_no_crm_tools(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    listed = [_mcp_tool("get_account", None), _mcp_tool("list_contacts", ToolAnnotations())]
+
+    async def fake_load_mcp_tools(sess: Any, **kwargs: Any) -> list[BaseTool]:
+        return [_tool(t.name) for t in listed]
+
+    monkeypatch.setattr(crm_client, "load_mcp_tools", fake_load_mcp_tools)
+
+    assert await crm_client.load_read_tools(FakeSession(listed)) == []  # type: ignore[arg-type]

@@ -1,0 +1,267 @@
+"""Card submissions: from what Teams sends back to the runner's decision, refusing anything stale or altered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.card_submit import (
+    STALE_MESSAGE,
+    CardSubmission,
+    InvalidSubmission,
+    args_digest,
+    command_text,
+    parse_submission,
+    to_decision,
+)
+from bot.cards import approval_card, welcome_card
+from copilot.decisions import Edit, edited_args, parse_decisions
+from copilot.errors import CopilotError
+from copilot.proposals import ProposalRecord
+from copilot.runner import Proposal
+from tests.support.adaptive_cards import teams_submit
+
+THREAD = "thr-1"
+
+
+def proposal(tool: str, args: dict[str, Any], call: str = "call_1") -> Proposal:
+    record: ProposalRecord = {
+        "tool": tool,
+        "target": {"type": "x", "id": "rec-1", "name": "Rec"},
+        "version": 1,
+        "current": {},
+    }
+    return Proposal(
+        tool_call_id=call, tool=tool, args=args, record=record, description="", interrupt_id="int-1"
+    )
+
+
+UPDATE = proposal(
+    "update_opportunity",
+    {
+        "opportunity_id": "opp-acme-renewal",
+        "stage": "Negotiation",
+        "close_date": "2026-12-15",
+        "amount": 100000,
+    },
+)
+LOG = proposal(
+    "log_activity",
+    {"type": "call", "subject": "Pricing call", "notes": "Discussed pricing", "account_id": "acc-acme"},
+    call="call_2",
+)
+PREFS = proposal("update_preferences", {"email_tone": "formal", "followup_cadence_days": 5}, call="call_3")
+DRAFT = proposal(
+    "draft_followup_email", {"contact_id": "con-maria", "subject": "Hi", "body": "Thanks!"}, call="call_4"
+)
+
+
+def submit(prop: Proposal, action: str, changes: dict[str, str] | None = None) -> dict[str, Any]:
+    return teams_submit(approval_card(prop, thread_id=THREAD), action, changes)
+
+
+def decide(prop: Proposal, action: str, changes: dict[str, str] | None = None) -> dict[str, Any]:
+    return to_decision(parse_submission(submit(prop, action, changes)), prop)
+
+
+# --- round trips ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prop", [UPDATE, LOG, PREFS, DRAFT], ids=lambda p: p.tool)
+def test_approve_button_becomes_an_approve_decision(prop: Proposal):
+    assert decide(prop, "approve") == {"tool_call_id": prop.tool_call_id, "type": "approve"}
+
+
+def test_submission_keeps_the_thread_and_proposal_it_came_from():
+    sub = parse_submission(submit(UPDATE, "approve"))
+    assert (sub.thread_id, sub.tool_call_id, sub.tool, sub.action) == (
+        THREAD,
+        "call_1",
+        "update_opportunity",
+        "approve",
+    )
+    assert sub.args_digest == args_digest(UPDATE.args)
+
+
+def test_edit_with_a_new_amount_sends_only_that_field_as_a_number():
+    assert decide(UPDATE, "edit", {"edit.amount": "120000"}) == {
+        "tool_call_id": "call_1",
+        "type": "edit",
+        "args": {"amount": 120000.0},
+    }
+
+
+def test_edit_that_changes_nothing_is_an_approval():
+    assert decide(UPDATE, "edit") == {"tool_call_id": "call_1", "type": "approve"}
+    assert decide(LOG, "edit") == {"tool_call_id": "call_2", "type": "approve"}
+    assert decide(PREFS, "edit") == {"tool_call_id": "call_3", "type": "approve"}
+    assert decide(DRAFT, "edit", {"edit.subject": "  Hi  "}) == {"tool_call_id": "call_4", "type": "approve"}
+
+
+def test_edit_of_stage_and_close_date_keeps_a_stage_name_and_an_iso_date():
+    decision = decide(UPDATE, "edit", {"edit.stage": "Closed Won", "edit.close_date": "2027-01-31"})
+    assert decision["args"] == {"stage": "Closed Won", "close_date": "2027-01-31"}
+
+
+def test_edited_decision_is_accepted_and_validated_by_the_runner():
+    decision = decide(UPDATE, "edit", {"edit.amount": "120000", "edit.next_step": "Call CFO"})
+    [parsed] = parse_decisions([decision])
+    assert isinstance(parsed, Edit)
+    assert edited_args(UPDATE.tool, UPDATE.args, parsed) == {
+        "opportunity_id": "opp-acme-renewal",
+        "stage": "Negotiation",
+        "close_date": "2026-12-15",
+        "amount": 120000.0,
+        "next_step": "Call CFO",
+    }
+
+
+def test_whole_number_preferences_arrive_as_integers_and_toggles_as_booleans():
+    decision = decide(PREFS, "edit", {"edit.followup_cadence_days": "7", "edit.reset": "true"})
+    assert decision["args"] == {"followup_cadence_days": 7, "reset": True}
+    assert isinstance(decision["args"]["followup_cadence_days"], int)
+
+
+def test_clearing_an_optional_field_clears_it():
+    decision = decide(LOG, "edit", {"edit.notes": "", "edit.account_id": " "})
+    assert decision["args"] == {"notes": "", "account_id": None}
+    assert decide(UPDATE, "edit", {"edit.stage": ""})["args"] == {"stage": None}
+
+
+def test_an_input_missing_from_the_submission_stays_as_proposed():
+    value = submit(UPDATE, "edit", {"edit.amount": "150000"})
+    del value["edit.stage"], value["edit.close_date"]
+    assert to_decision(parse_submission(value), UPDATE)["args"] == {"amount": 150000.0}
+
+
+def test_edits_of_fields_the_card_does_not_offer_are_ignored():
+    value = submit(UPDATE, "edit", {"edit.opportunity_id": "opp-other", "edit.amount": "1"})
+    assert to_decision(parse_submission(value), UPDATE)["args"] == {"amount": 1.0}
+
+
+def test_reject_with_a_reason_becomes_a_reject_decision():
+    assert decide(LOG, "reject", {"reject.reason": "  wrong account "}) == {
+        "tool_call_id": "call_2",
+        "type": "reject",
+        "reason": "wrong account",
+    }
+
+
+def test_teams_added_keys_are_ignored():
+    value = {**submit(UPDATE, "approve"), "msteams": {"x": 1}, "replyToId": "abc"}
+    assert to_decision(parse_submission(value), UPDATE)["type"] == "approve"
+
+
+# --- refusals ----------------------------------------------------------------------------------
+
+
+def refused(value: Any, prop: Proposal = UPDATE) -> str:
+    with pytest.raises(InvalidSubmission) as caught:
+        to_decision(parse_submission(value), prop)
+    return caught.value.message
+
+
+def test_invalid_submission_is_a_copilot_error():
+    assert issubclass(InvalidSubmission, CopilotError)
+    assert InvalidSubmission.code == "invalid_submission"
+
+
+def test_tampered_args_digest_is_refused():
+    value = {**submit(UPDATE, "approve"), "args_digest": args_digest({**UPDATE.args, "amount": 1})}
+    assert refused(value) == STALE_MESSAGE
+    assert STALE_MESSAGE == "This card is out of date or was altered; nothing was changed."
+
+
+def test_card_for_arguments_that_have_since_changed_is_refused():
+    value = submit(UPDATE, "approve")
+    newer = proposal(UPDATE.tool, {**UPDATE.args, "stage": "Closed Won"})
+    assert refused(value, newer) == STALE_MESSAGE
+
+
+def test_card_for_another_tool_is_refused():
+    value = {**submit(UPDATE, "approve"), "tool": "log_activity"}
+    assert refused(value) == STALE_MESSAGE
+
+
+def test_card_for_another_proposal_is_refused():
+    value = {**submit(UPDATE, "approve"), "tool_call_id": "call_99"}
+    assert refused(value) == STALE_MESSAGE
+
+
+@pytest.mark.parametrize("reason", [None, "", "   "])
+def test_reject_without_a_reason_is_refused(reason: str | None):
+    value = submit(LOG, "reject")
+    if reason is not None:
+        value["reject.reason"] = reason
+    assert "reason" in refused(value, LOG)
+
+
+def test_a_reason_longer_than_the_runner_accepts_is_refused():
+    assert "too long" in refused(submit(LOG, "reject", {"reject.reason": "x" * 1001}), LOG)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, "approve", ["x"], {}, {"copilot": "command", "text": "my pipeline"}, {"action": "approve"}],
+)
+def test_anything_but_a_decision_card_is_refused(value: Any):
+    assert "isn't a decision" in refused(value)
+
+
+@pytest.mark.parametrize(
+    ("key", "bad", "words"),
+    [
+        ("thread_id", None, "conversation is missing"),
+        ("tool_call_id", "", "proposal id is not valid"),
+        ("action", "approve_all", "button is not valid"),
+        ("args_digest", "abc", "fingerprint is not valid"),
+        ("v", "1", "different version"),
+        ("v", True, "different version"),
+        ("v", 2, "different version"),
+    ],
+)
+def test_missing_or_invalid_fields_are_refused_in_plain_words(key: str, bad: Any, words: str):
+    value = submit(UPDATE, "approve")
+    if bad is None:
+        del value[key]
+    else:
+        value[key] = bad
+    assert words in refused(value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"edit.amount": "lots"}, "Amount must be a number"),
+        ({"edit.amount": "nan"}, "Amount must be a number"),
+        ({"edit.close_date": "next Friday"}, "Close date must be a date"),
+        ({"edit.stage": "Won-ish"}, "Stage must be one of"),
+    ],
+)
+def test_edits_that_cannot_be_typed_are_refused(changes: dict[str, str], words: str):
+    assert words in refused(submit(UPDATE, "edit", changes))
+
+
+def test_emptying_a_required_field_is_refused():
+    assert "Subject can't be empty" in refused(submit(LOG, "edit", {"edit.subject": ""}), LOG)
+
+
+def test_a_whole_number_field_refuses_fractions():
+    assert "whole number" in refused(submit(PREFS, "edit", {"edit.followup_cadence_days": "2.5"}), PREFS)
+
+
+# --- misc ----------------------------------------------------------------------------------------
+
+
+def test_submission_model_collects_inputs_from_the_raw_dict():
+    sub = CardSubmission.model_validate(submit(UPDATE, "edit", {"edit.amount": "5"}))
+    assert sub.edits == {"stage": "Negotiation", "close_date": "2026-12-15", "amount": "5"}
+    assert sub.reason is None
+
+
+def test_command_buttons_give_their_text_and_decisions_do_not():
+    [first, *_] = welcome_card()["actions"]
+    assert command_text(first["data"]) == "my pipeline"
+    assert command_text(submit(UPDATE, "approve")) is None
+    assert command_text({"copilot": "command", "text": "  "}) is None

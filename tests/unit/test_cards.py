@@ -1,0 +1,545 @@
+"""Adaptive Cards: valid for the official renderer, safe for Teams mobile, and saying the right things."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, get_args
+
+import pytest
+
+from bot.cards import (
+    ALLOWED_ACTIONS,
+    ALLOWED_ELEMENTS,
+    EDITABLE_FIELDS,
+    NOT_SENT_NOTICE,
+    WELCOME_COMMANDS,
+    Outcome,
+    answer_card,
+    approval_card,
+    args_digest,
+    notice_card,
+    outcome_card,
+    welcome_card,
+)
+from copilot.proposals import TOOL_TITLES, ProposalRecord
+from copilot.runner import Proposal
+from copilot.tools.schemas import STAGES, ActivityType, EmailTone
+from tests.support.adaptive_cards import all_text, elements, inputs, submit_actions, validate_cards, walk
+
+THREAD = "thr-7f3a"
+
+
+def proposal(
+    tool: str, args: dict[str, Any], record: ProposalRecord | None, call: str = "call_1"
+) -> Proposal:
+    return Proposal(
+        tool_call_id=call, tool=tool, args=args, record=record, description="", interrupt_id=f"int-{call}"
+    )
+
+
+UPDATE = proposal(
+    "update_opportunity",
+    {
+        "opportunity_id": "opp-acme-renewal",
+        "stage": "Negotiation",
+        "close_date": "2026-12-15",
+        "amount": 120000.0,
+        "next_step": "Send the revised quote",
+    },
+    {
+        "tool": "update_opportunity",
+        "target": {"type": "opportunity", "id": "opp-acme-renewal", "name": "Renewal 2027"},
+        "version": 4,
+        "current": {
+            "name": "Renewal 2027",
+            "stage": "Proposal",
+            "close_date": "2026-11-30",
+            "amount": 95000.0,
+            "currency": "USD",
+            "next_step": None,
+            "probability": 50,
+        },
+        "proposed": {},
+        "error": None,
+    },
+)
+LOG = proposal(
+    "log_activity",
+    {
+        "type": "call",
+        "subject": "Pricing call",
+        "notes": "Discussed pricing.\nNext step: send proposal.",
+        "account_id": "acc-acme",
+    },
+    {
+        "tool": "log_activity",
+        "target": {"type": "account", "id": "acc-acme", "name": "Acme Corporation"},
+        "version": 2,
+        "current": {},
+        "error": None,
+    },
+    call="call_2",
+)
+DRAFT = proposal(
+    "draft_followup_email",
+    {"contact_id": "con-maria", "subject": "Pricing follow-up", "body": "Thanks for the call today."},
+    {
+        "tool": "draft_followup_email",
+        "target": {"type": "contact", "id": "con-maria", "name": "Maria Garcia"},
+        "version": None,
+        "current": {"title": "VP Procurement"},
+        "preview": "Hi Maria,\n\nThanks for the call today.\n\nBest regards,\nAlex Wilber",
+        "error": None,
+    },
+    call="call_3",
+)
+PREFS = proposal(
+    "update_preferences",
+    {"email_tone": "formal", "followup_cadence_days": 5},
+    {
+        "tool": "update_preferences",
+        "target": {"type": "preferences", "id": None, "name": "Your preferences"},
+        "version": None,
+        "current": {"email_tone": "friendly", "signature": None, "followup_cadence_days": 3},
+        "error": None,
+    },
+    call="call_4",
+)
+UNREADABLE = proposal(
+    "update_opportunity",
+    {"opportunity_id": "opp-gone", "stage": "Closed Lost"},
+    {
+        "tool": "update_opportunity",
+        "target": {"type": "opportunity", "id": "opp-gone", "name": ""},
+        "version": None,
+        "current": {},
+        "error": {"code": "not_found", "message": "opportunity opp-gone was not found"},
+    },
+    call="call_5",
+)
+NO_RECORD = proposal(
+    "log_activity", {"type": "task", "subject": "Ping", "account_id": "acc-x"}, None, "call_6"
+)
+
+PROPOSALS = {"update": UPDATE, "log": LOG, "draft": DRAFT, "prefs": PREFS, "unreadable": UNREADABLE}
+PROPOSALS["no_record"] = NO_RECORD
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+OUTCOME_DETAILS: dict[str, dict[str, Any]] = {
+    "approved": {"audit_id": 42, "args": {**UPDATE.args, "amount": 125000.0}},
+    "rejected": {"reason": "wrong opportunity"},
+    "conflict": {
+        "status": "conflict",
+        "current": {
+            "id": "opp-acme-renewal",
+            "owner_id": "rep-diego",
+            "stage": "Closed Won",
+            "close_date": "2026-10-01",
+            "amount": 95000.0,
+            "currency": "USD",
+            "version": 5,
+        },
+    },
+    "failed": {"message": "The CRM refused the change: amount too large."},
+    "already_decided": {},
+}
+
+
+def all_cards() -> dict[str, dict[str, Any]]:
+    cards = {f"approval:{name}": approval_card(p, thread_id=THREAD) for name, p in PROPOSALS.items()}
+    for outcome in OUTCOMES:
+        cards[f"outcome:{outcome}"] = outcome_card(UPDATE, outcome, detail=OUTCOME_DETAILS[outcome])
+    cards["outcome:approved-from-result"] = outcome_card(
+        UPDATE,
+        "approved",
+        detail={
+            "status": "done",
+            "audit_id": 44,
+            "opportunity": {**UPDATE.args, "id": "opp-acme-renewal", "amount": 130000.0, "version": 5},
+        },
+    )
+    cards["outcome:approved-draft"] = outcome_card(DRAFT, "approved", detail={"audit_id": 43})
+    cards["answer:linked"] = answer_card(
+        "Acme Corporation [acc-acme] has one open deal:\n\n- Renewal 2027 [opp-acme-renewal], **Negotiation**",
+        ["acc-acme", "opp-acme-renewal"],
+        record_url_template="https://crm.example.com/records/{id}",
+    )
+    cards["answer:plain"] = answer_card("No open opportunities.", [])
+    cards["welcome"] = welcome_card()
+    cards["notice"] = notice_card("Something went wrong", "Please try again.", correlation_id="corr-123")
+    return cards
+
+
+CARDS = all_cards()
+
+
+@pytest.fixture(scope="module")
+def validation() -> dict[str, dict[str, list[dict[str, str]]]]:
+    names = list(CARDS)
+    return dict(zip(names, validate_cards([CARDS[n] for n in names]), strict=True))
+
+
+def approval(name: str) -> dict[str, Any]:
+    return CARDS[f"approval:{name}"]
+
+
+def input_by_id(card: dict[str, Any], input_id: str) -> dict[str, Any]:
+    matches = [i for i in inputs(card) if i.get("id") == input_id]
+    assert len(matches) == 1, f"{input_id}: {matches}"
+    return matches[0]
+
+
+# --- the official validator ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(CARDS))
+def test_card_passes_the_official_adaptive_cards_validator(name: str, validation):
+    assert validation[name] == {"errors": [], "warnings": []}
+
+
+def test_the_validator_reports_what_is_wrong_with_a_broken_card():
+    broken = {
+        "type": "AdaptiveCard",
+        "version": "1.6",
+        "body": [
+            {"type": "Fancy"},
+            {"type": "Input.Text", "id": "a", "isRequired": True},
+            {"type": "Input.Text", "id": "a", "label": "Again"},
+        ],
+    }
+    [result] = validate_cards([broken])
+    error_events = {e["event"] for e in result["errors"]}
+    assert {"UnsupportedCardVersion", "DuplicateId", "RequiredInputsShouldHaveErrorMessage"} <= error_events
+    assert [w["event"] for w in result["warnings"]] == ["UnknownElementType"]
+
+
+# --- Teams mobile rules ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(CARDS))
+def test_card_targets_schema_1_5(name: str):
+    assert CARDS[name]["type"] == "AdaptiveCard"
+    assert CARDS[name]["version"] == "1.5"
+
+
+@pytest.mark.parametrize("name", list(CARDS))
+def test_card_uses_only_elements_and_actions_that_render_on_teams_mobile(name: str):
+    used = {node["type"] for node in elements(CARDS[name])}
+    actions = {t for t in used if t.startswith("Action.")}
+    assert actions <= ALLOWED_ACTIONS
+    assert used - actions <= ALLOWED_ELEMENTS
+    assert "Action.Execute" not in used
+    assert "Table" not in used
+
+
+def test_allowed_lists_exclude_execute_and_table():
+    assert "Action.Execute" not in ALLOWED_ACTIONS
+    assert "Table" not in ALLOWED_ELEMENTS
+
+
+@pytest.mark.parametrize("name", list(CARDS))
+def test_every_input_has_its_own_id_and_a_label(name: str):
+    ids = [i.get("id") for i in inputs(CARDS[name])]
+    assert all(ids)
+    assert len(ids) == len(set(ids))
+    assert all(i.get("label") for i in inputs(CARDS[name]))
+
+
+@pytest.mark.parametrize("name", list(CARDS))
+def test_every_text_block_wraps(name: str):
+    blocks = [n for n in elements(CARDS[name]) if n["type"] == "TextBlock"]
+    assert blocks
+    assert all(b.get("wrap") is True for b in blocks)
+
+
+@pytest.mark.parametrize("name", list(CARDS))
+def test_no_card_lays_out_more_than_two_columns(name: str):
+    for node in elements(CARDS[name]):
+        if node["type"] == "ColumnSet":
+            assert len(node["columns"]) <= 2
+
+
+@pytest.mark.parametrize("name", list(PROPOSALS))
+def test_approval_card_has_exactly_one_top_level_approve_and_no_approve_all(name: str):
+    card = approval(name)
+    top = [a for a in card["actions"] if a["type"] == "Action.Submit"]
+    assert [a["data"]["action"] for a in top] == ["approve"]
+    assert top[0]["style"] == "positive"
+    for action in elements(card):
+        if action["type"].startswith("Action."):
+            assert "all" not in action.get("title", "").lower().split()
+            assert "approve all" not in action.get("title", "").lower()
+
+
+@pytest.mark.parametrize("name", list(PROPOSALS))
+def test_approval_card_offers_edit_and_reject_in_show_cards(name: str):
+    card = approval(name)
+    show = {a["title"]: a["card"] for a in card["actions"] if a["type"] == "Action.ShowCard"}
+    assert set(show) == {"Edit…", "Reject…"}
+    [edit] = show["Edit…"]["actions"]
+    assert (edit["type"], edit["title"], edit["data"]["action"]) == (
+        "Action.Submit",
+        "Edit and approve",
+        "edit",
+    )
+    [reject] = show["Reject…"]["actions"]
+    assert (reject["type"], reject["title"], reject["data"]["action"]) == (
+        "Action.Submit",
+        "Reject",
+        "reject",
+    )
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES)
+def test_outcome_card_has_no_actions(outcome: str):
+    card = CARDS[f"outcome:{outcome}"]
+    assert "actions" not in card
+    assert not [n for n in elements(card) if n["type"].startswith("Action.") or n["type"] == "ActionSet"]
+    assert not inputs(card)
+
+
+# --- approval card contents -----------------------------------------------------------------
+
+
+def test_approval_card_names_the_tool_the_record_and_its_version():
+    text = all_text(approval("update"))
+    assert TOOL_TITLES["update_opportunity"] in text
+    assert "Renewal 2027 [opp-acme-renewal]" in text
+    assert "version 4" in text
+
+
+def fact_pairs(card: dict[str, Any]) -> list[dict[str, str]]:
+    return [fact for n in elements(card) if n["type"] == "FactSet" for fact in n["facts"]]
+
+
+def test_update_opportunity_card_shows_current_next_to_proposed_values():
+    card = approval("update")
+    blocks = {
+        c["items"][0]["text"]: {f["title"]: f["value"] for f in c["items"][1]["facts"]}
+        for c in card["body"]
+        if c["type"] == "Container" and len(c.get("items", [])) == 2 and c["items"][1]["type"] == "FactSet"
+    }
+    assert blocks["Stage"] == {"Current": "Proposal", "Proposed": "Negotiation"}
+    assert blocks["Close date"] == {"Current": "2026-11-30", "Proposed": "2026-12-15"}
+    assert blocks["Amount"] == {"Current": "95,000 USD", "Proposed": "120,000 USD"}
+    assert blocks["Next step"] == {"Current": "—", "Proposed": "Send the revised quote"}
+    assert "Opportunity" not in blocks  # the target is in the header, not a field to change
+
+
+def test_preferences_card_shows_current_next_to_proposed_preferences():
+    facts = fact_pairs(approval("prefs"))
+    assert {"title": "Current", "value": "friendly"} in facts
+    assert {"title": "Proposed", "value": "formal"} in facts
+    assert {"title": "Current", "value": "3"} in facts
+    assert {"title": "Proposed", "value": "5"} in facts
+
+
+def test_log_activity_card_lists_the_new_activity_and_its_notes_line_by_line():
+    card = approval("log")
+    assert {"title": "Type", "value": "call"} in fact_pairs(card)
+    assert {"title": "Subject", "value": "Pricing call"} in fact_pairs(card)
+    texts = [n["text"] for n in elements(card) if n["type"] == "TextBlock"]
+    assert "Discussed pricing." in texts
+    assert "Next step: send proposal." in texts
+    assert "Acme Corporation [acc-acme]" in all_text(card)
+
+
+def test_approval_card_warns_when_the_record_could_not_be_read():
+    card = approval("unreadable")
+    warnings = [c for c in card["body"] if c["type"] == "Container" and c.get("style") == "attention"]
+    assert len(warnings) == 1
+    assert "opportunity opp-gone was not found" in all_text(warnings[0])
+    assert "could not be read" in all_text(approval("no_record"))
+    assert not [c for c in approval("update")["body"] if c.get("style") == "attention"]
+
+
+def test_draft_card_shows_the_preview_and_says_it_will_not_be_sent():
+    card = approval("draft")
+    text = all_text(card)
+    for line in ("Hi Maria,", "Thanks for the call today.", "Best regards,", "Alex Wilber"):
+        assert line in text
+    assert NOT_SENT_NOTICE in text
+    assert "will NOT be sent" in text
+    assert "To: Maria Garcia (VP Procurement) [con-maria]" in text
+    assert card["actions"][0]["title"] == "Save to Outlook drafts"
+
+
+@pytest.mark.parametrize("name", list(CARDS))
+def test_no_action_on_any_card_sends_anything(name: str):
+    for node in elements(CARDS[name]):
+        if node["type"].startswith("Action."):
+            assert not re.search(r"\bsend\b", node.get("title", ""), re.IGNORECASE), node["title"]
+
+
+def test_edit_inputs_are_namespaced_and_prefilled_with_the_proposed_values():
+    card = approval("update")
+    assert [i["id"] for i in inputs(card) if i["id"].startswith("edit.")] == [
+        f"edit.{f}" for f in EDITABLE_FIELDS["update_opportunity"]
+    ]
+    assert input_by_id(card, "edit.stage")["value"] == "Negotiation"
+    assert input_by_id(card, "edit.close_date")["value"] == "2026-12-15"
+    assert input_by_id(card, "edit.amount")["value"] == 120000.0
+    assert input_by_id(card, "edit.next_step")["value"] == "Send the revised quote"
+
+
+def test_stage_is_chosen_from_every_stage():
+    stage = input_by_id(approval("update"), "edit.stage")
+    assert stage["type"] == "Input.ChoiceSet"
+    assert [c["value"] for c in stage["choices"]] == list(STAGES)
+    assert stage["style"] == "compact"
+
+
+def test_close_date_is_edited_with_a_date_input_and_amount_with_a_non_negative_number():
+    card = approval("update")
+    assert input_by_id(card, "edit.close_date")["type"] == "Input.Date"
+    amount = input_by_id(card, "edit.amount")
+    assert amount["type"] == "Input.Number"
+    assert amount["min"] == 0
+    assert input_by_id(card, "edit.next_step")["type"] == "Input.Text"
+
+
+def test_activity_type_is_a_choice_and_notes_a_multiline_text():
+    card = approval("log")
+    kind = input_by_id(card, "edit.type")
+    assert kind["type"] == "Input.ChoiceSet"
+    assert [c["value"] for c in kind["choices"]] == list(get_args(ActivityType))
+    assert kind["value"] == "call"
+    assert kind["isRequired"] is True
+    assert kind["errorMessage"]
+    notes = input_by_id(card, "edit.notes")
+    assert notes["type"] == "Input.Text"
+    assert notes["isMultiline"] is True
+    assert notes["value"] == LOG.args["notes"]
+    assert input_by_id(card, "edit.subject")["isRequired"] is True
+
+
+def test_draft_edit_offers_subject_and_a_multiline_body():
+    card = approval("draft")
+    assert [i["id"] for i in inputs(card) if i["id"].startswith("edit.")] == ["edit.subject", "edit.body"]
+    body = input_by_id(card, "edit.body")
+    assert body["isMultiline"] is True
+    assert body["value"] == "Thanks for the call today."
+
+
+def test_preference_edits_are_typed():
+    card = approval("prefs")
+    tone = input_by_id(card, "edit.email_tone")
+    assert tone["type"] == "Input.ChoiceSet"
+    assert [c["value"] for c in tone["choices"]] == list(get_args(EmailTone))
+    assert tone["value"] == "formal"
+    cadence = input_by_id(card, "edit.followup_cadence_days")
+    assert (cadence["type"], cadence["min"], cadence["max"], cadence["value"]) == ("Input.Number", 1, 90, 5)
+    assert input_by_id(card, "edit.signature")["isMultiline"] is True
+    assert input_by_id(card, "edit.reset")["type"] == "Input.Toggle"
+
+
+def test_reject_reason_is_required_with_an_error_message():
+    reason = input_by_id(approval("update"), "reject.reason")
+    assert reason["type"] == "Input.Text"
+    assert reason["isRequired"] is True
+    assert reason["errorMessage"]
+
+
+@pytest.mark.parametrize("name", list(PROPOSALS))
+def test_every_decision_button_carries_the_thread_the_proposal_and_an_args_digest(name: str):
+    prop = PROPOSALS[name]
+    actions = submit_actions(approval(name))
+    assert sorted(a["data"]["action"] for a in actions) == ["approve", "edit", "reject"]
+    for action in actions:
+        assert action["data"] == {
+            "copilot": "decision",
+            "v": 1,
+            "thread_id": THREAD,
+            "tool_call_id": prop.tool_call_id,
+            "tool": prop.tool,
+            "action": action["data"]["action"],
+            "args_digest": args_digest(prop.args),
+        }
+
+
+def test_args_digest_is_canonical_sha256_of_the_arguments():
+    assert args_digest({"a": 1, "b": "x"}) == args_digest({"b": "x", "a": 1})
+    assert args_digest({"a": 1}) != args_digest({"a": 2})
+    assert re.fullmatch(r"[0-9a-f]{64}", args_digest(UPDATE.args))
+
+
+# --- outcome, answer, welcome, notice -------------------------------------------------------
+
+
+def test_approved_outcome_shows_the_audit_id_and_the_final_values():
+    text = all_text(CARDS["outcome:approved"])
+    assert "✓" in text
+    assert "#42" in text
+    assert "125,000 USD" in text  # the edited amount, not the proposed one
+    assert "Negotiation" in text
+
+
+def test_approved_outcome_shows_the_values_the_write_tool_reports_as_written():
+    text = all_text(CARDS["outcome:approved-from-result"])
+    assert "130,000 USD" in text
+    assert "120,000 USD" not in text
+    assert "#44" in text
+
+
+def test_approved_draft_outcome_says_saved_not_sent():
+    text = all_text(CARDS["outcome:approved-draft"])
+    assert "Outlook drafts" in text
+    assert "not been sent" in text
+
+
+def test_rejected_outcome_shows_the_reason():
+    text = all_text(CARDS["outcome:rejected"])
+    assert "Rejected" in text
+    assert "wrong opportunity" in text
+
+
+def test_conflict_outcome_shows_the_records_values_now_and_that_a_fresh_proposal_follows():
+    card = CARDS["outcome:conflict"]
+    assert {"title": "Stage", "value": "Closed Won"} in fact_pairs(card)
+    assert {"title": "Close date", "value": "2026-10-01"} in fact_pairs(card)
+    assert {"title": "Version", "value": "5"} in fact_pairs(card)
+    assert "rep-diego" not in all_text(card)  # only the fields the proposal is about
+    assert "fresh proposal" in all_text(card)
+    assert "nothing was written" in all_text(card)
+
+
+def test_failed_and_already_decided_outcomes_say_what_happened():
+    assert "amount too large" in all_text(CARDS["outcome:failed"])
+    assert "already decided" in all_text(CARDS["outcome:already_decided"])
+
+
+def test_answer_card_links_each_cited_record_with_a_url_template():
+    text = all_text(CARDS["answer:linked"])
+    assert "Sources" in text
+    assert "[acc-acme](https://crm.example.com/records/acc-acme)" in text
+    assert "[opp-acme-renewal](https://crm.example.com/records/opp-acme-renewal)" in text
+    assert "- Renewal 2027 [opp-acme-renewal], **Negotiation**" in text
+
+
+def test_answer_card_lists_plain_ids_without_a_template_and_no_sources_without_citations():
+    plain = answer_card("Acme [acc-acme].", ["acc-acme", "acc-acme"])
+    assert plain["body"][-1]["items"][1]["text"] == "acc-acme"
+    assert "Sources" not in all_text(CARDS["answer:plain"])
+
+
+def test_welcome_card_explains_the_copilot_and_offers_example_commands():
+    card = CARDS["welcome"]
+    text = all_text(card)
+    assert "live CRM data" in text
+    assert "never send" in text
+    assert "approve" in text
+    commands = [a["data"] for a in card["actions"]]
+    assert commands == [{"copilot": "command", "text": t} for t in WELCOME_COMMANDS]
+    assert {"my pipeline", "summarise Acme", "my preferences"} <= set(WELCOME_COMMANDS)
+    assert all(a["type"] == "Action.Submit" for a in card["actions"])
+
+
+def test_notice_card_shows_the_correlation_id():
+    text = all_text(CARDS["notice"])
+    assert "Something went wrong" in text
+    assert "corr-123" in text
+
+
+def test_walk_reaches_inputs_inside_show_cards():
+    depths = {node.get("id"): depth for node, depth in walk(approval("update")) if "id" in node}
+    assert depths["reject.reason"] == 1
+    assert depths["edit.stage"] == 1
