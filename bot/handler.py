@@ -9,18 +9,30 @@ from __future__ import annotations
 
 import logging
 import uuid
+from http import HTTPStatus
 from typing import Any
 
-from botbuilder.core import CardFactory, MessageFactory, TurnContext
+from botbuilder.core import CardFactory, InvokeResponse, MessageFactory, TurnContext
 from botbuilder.core.teams import TeamsActivityHandler
-from botbuilder.schema import Activity, ActivityTypes, ChannelAccount
+from botbuilder.schema import (
+    ActionTypes,
+    Activity,
+    ActivityTypes,
+    CardAction,
+    ChannelAccount,
+    OAuthCard,
+    SignInConstants,
+    TokenExchangeInvokeResponse,
+)
+from botframework.connector.token_api.models import TokenExchangeResource
 
 from bot import cards, conversations
 from bot.card_submit import InvalidSubmission, parse_submission, to_decision
 from bot.progress import TurnProgress
-from bot.rep_tokens import RepTokens, SignedInRep
+from bot.rep_tokens import RepTokens, SignedInRep, SsoRepTokens
 from bot.settings import BotSettings
-from copilot.errors import InvalidDecision, ThreadAccessDenied, ThreadNotFound
+from copilot.auth.tokens import OboTokenBroker, identity_from_assertion
+from copilot.errors import AuthError, InvalidDecision, ThreadAccessDenied, ThreadNotFound
 from copilot.runner import CopilotService, Proposal, TurnResult
 
 logger = logging.getLogger(__name__)
@@ -64,6 +76,66 @@ class CopilotBot(TeamsActivityHandler):
             text = TurnContext.remove_recipient_mention(turn_context.activity) or ""
         await self._on_question(turn_context, text.strip())
 
+    async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse:
+        if turn_context.activity.name == SignInConstants.token_exchange_operation_name:
+            return await self._token_exchange(turn_context)
+        return await super().on_invoke_activity(turn_context)
+
+    # --- Teams SSO ------------------------------------------------------------------------------
+
+    async def _token_exchange(self, turn_context: TurnContext) -> InvokeResponse:
+        """``signin/tokenExchange``: keep the rep's SSO token if on-behalf-of works with it.
+
+        Answers 412 when it does not, so Teams falls back to its sign-in prompt. The token is
+        stored (encrypted) only after Entra ID accepted it in an on-behalf-of exchange, and
+        only for the Teams user who sent it.
+        """
+        value = turn_context.activity.value if isinstance(turn_context.activity.value, dict) else {}
+        request_id, connection = value.get("id"), value.get("connectionName")
+        token = value.get("token")
+
+        def failed(detail: str) -> InvokeResponse:
+            body = TokenExchangeInvokeResponse(
+                id=request_id, connection_name=connection, failure_detail=detail
+            )
+            return InvokeResponse(status=HTTPStatus.PRECONDITION_FAILED, body=body)
+
+        if not isinstance(self.reps, SsoRepTokens):
+            return failed("single sign-on is not configured for this bot")
+        if not isinstance(token, str) or not token:
+            return failed("no token to exchange")
+        try:
+            identity = identity_from_assertion(token)
+        except AuthError:
+            return failed("the token is malformed")
+        sender = getattr(turn_context.activity.from_property, "aad_object_id", None)
+        if identity.aad_object_id != sender:
+            return failed("the token belongs to another user")
+        broker = OboTokenBroker(self.service.settings, identity, token)
+        try:
+            await broker.crm_token(write=False)
+        except AuthError as exc:
+            if not exc.no_access:
+                return failed("the on-behalf-of exchange failed")
+            await turn_context.send_activity(exc.message)
+        await self.reps.save(token)
+        return InvokeResponse(
+            status=HTTPStatus.OK, body=TokenExchangeInvokeResponse(id=request_id, connection_name=connection)
+        )
+
+    async def _ask_to_sign_in(self, turn_context: TurnContext) -> None:
+        """An OAuthCard whose token exchange resource lets Teams sign the rep in silently (SSO)."""
+        card = OAuthCard(
+            text="Sign in so I can read the CRM with your own permissions.",
+            connection_name=self.settings.sso_connection_name or "copilot-sso",
+            buttons=[CardAction(type=ActionTypes.signin, title="Sign in", value="")],
+            token_exchange_resource=TokenExchangeResource(
+                id=uuid.uuid4().hex,
+                uri=f"api://{self.settings.bot_domain}/{self.settings.microsoft_app_id}",
+            ),
+        )
+        await turn_context.send_activity(MessageFactory.attachment(CardFactory.oauth_card(card)))
+
     # --- questions ------------------------------------------------------------------------------
 
     async def _rep(self, turn_context: TurnContext) -> SignedInRep | None:
@@ -73,11 +145,13 @@ class CopilotBot(TeamsActivityHandler):
         if not aad:
             await turn_context.send_activity("I can only help signed-in Microsoft 365 users.")
             return None
-        rep = await self.reps.rep_for(tenant or "", aad)
+        try:
+            rep = await self.reps.rep_for(tenant or "", aad)
+        except AuthError as exc:
+            await turn_context.send_activity(f"I couldn't sign you in: {exc.message}")
+            return None
         if rep is None:
-            await turn_context.send_activity(
-                "Please sign in first, so I can read the CRM with your own permissions."
-            )
+            await self._ask_to_sign_in(turn_context)
         return rep
 
     async def _on_question(self, turn_context: TurnContext, text: str) -> None:

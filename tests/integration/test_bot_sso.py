@@ -1,0 +1,100 @@
+"""Teams SSO: OAuthCard, ``signin/tokenExchange`` (412 on failure), encrypted token cache, OBO."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+from cryptography.fernet import Fernet
+
+from bot.rep_tokens import SsoRepTokens
+from copilot.auth.tokens import dev_sign_in
+from copilot.settings import Settings
+from sandbox.directory import PLAYGROUND_AAD_OBJECT_ID, find_user
+from tests.support.sandbox_process import SandboxProcess
+from tests.support.teams_client import Teams, running_bot
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def sso_teams(copilot_settings: Settings, sandbox: SandboxProcess) -> AsyncIterator[Teams]:
+    async with running_bot(copilot_settings) as teams:
+        assert teams.runtime is not None
+        # The bot exactly as deployed with SSO; only the channel auth stays in local mode.
+        teams.runtime.bot.reps = SsoRepTokens(
+            copilot_settings, teams.runtime.service.pool, Fernet.generate_key().decode()
+        )
+        yield teams
+
+
+def _exchange(teams: Teams, token: str, aad: str = PLAYGROUND_AAD_OBJECT_ID) -> dict[str, Any]:
+    return teams.activity(
+        aad,
+        type="invoke",
+        name="signin/tokenExchange",
+        value={"id": "exchange-1", "connectionName": "copilot-sso", "token": token},
+    )
+
+
+async def _invoke(teams: Teams, activity: dict[str, Any]) -> int:
+    return await teams.send(activity)
+
+
+async def test_an_unknown_rep_gets_an_oauth_card_with_a_token_exchange_resource(sso_teams: Teams):
+    await sso_teams.say("summarise Acme")
+    attachments = sso_teams.connector.messages()[-1].body["attachments"]
+    assert attachments[0]["contentType"] == "application/vnd.microsoft.card.oauth"
+    resource = attachments[0]["content"]["tokenExchangeResource"]
+    assert resource["uri"].startswith("api://")
+
+
+async def test_token_exchange_stores_the_token_encrypted_and_the_rep_can_ask(
+    sso_teams: Teams, copilot_settings: Settings
+):
+    token = await dev_sign_in(copilot_settings, "alex")
+
+    assert await _invoke(sso_teams, _exchange(sso_teams, token)) == 200
+    await sso_teams.say("summarise Acme")
+
+    assert "acc-acme" in sso_teams.last_text()
+    assert copilot_settings.database_url is not None
+    async with await psycopg.AsyncConnection.connect(
+        copilot_settings.database_url.get_secret_value()
+    ) as conn:
+        cur = await conn.execute("SELECT ciphertext FROM user_tokens")
+        rows = await cur.fetchall()
+    assert len(rows) == 1
+    assert token.encode() not in bytes(rows[0][0])
+    assert token.split(".")[1].encode() not in bytes(rows[0][0])
+
+
+async def test_a_bad_or_foreign_token_is_answered_412_and_not_stored(
+    sso_teams: Teams, copilot_settings: Settings
+):
+    megans = await dev_sign_in(copilot_settings, "megan")
+    assert await _invoke(sso_teams, _exchange(sso_teams, "not-a-token")) == 412
+    # Megan's token sent by Alex's Teams account: refused, not stored under anyone.
+    assert await _invoke(sso_teams, _exchange(sso_teams, megans)) == 412
+    forged = megans.rsplit(".", 1)[0] + ".c2lnbmF0dXJl"
+    megan = find_user("megan")
+    assert megan is not None
+    # A forged signature fails the on-behalf-of exchange at the identity provider.
+    assert await _invoke(sso_teams, _exchange(sso_teams, forged, aad=megan.aad_object_id)) == 412
+    assert copilot_settings.database_url is not None
+    async with await psycopg.AsyncConnection.connect(
+        copilot_settings.database_url.get_secret_value()
+    ) as conn:
+        cur = await conn.execute("SELECT count(*) FROM user_tokens")
+        row = await cur.fetchone()
+    assert row == (0,)
+
+
+async def test_a_rep_without_crm_access_is_told_so_at_sign_in(sso_teams: Teams, copilot_settings: Settings):
+    adele = find_user("adele")
+    assert adele is not None
+    token = await dev_sign_in(copilot_settings, "adele")
+    assert await _invoke(sso_teams, _exchange(sso_teams, token, aad=adele.aad_object_id)) == 200
+    assert "don't have access to the CRM" in sso_teams.last_text()

@@ -1,0 +1,84 @@
+"""A Teams stand-in for bot tests: Teams-shaped activities in, a fake Bot Connector out."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from aiohttp import web
+
+from bot.runtime import BotRuntime
+from bot.server import RUNTIME, build_app
+from bot.settings import BotSettings
+from copilot.settings import Settings
+from sandbox.directory import PLAYGROUND_AAD_OBJECT_ID
+from tests.support.fake_connector import FakeConnector
+
+TENANT = "00000000-0000-0000-0000-000000000001"
+
+
+class Teams:
+    """Sends Teams-shaped activities to the bot and reads what came back."""
+
+    def __init__(self, bot_url: str, connector: FakeConnector):
+        self.bot_url = bot_url
+        self.connector = connector
+        self.conversation = f"conv-{uuid.uuid4().hex[:8]}"
+        self.runtime: BotRuntime | None = None
+
+    def activity(self, aad: str = PLAYGROUND_AAD_OBJECT_ID, **fields: Any) -> dict[str, Any]:
+        return {
+            "type": "message",
+            "id": uuid.uuid4().hex,
+            "channelId": "msteams",
+            "serviceUrl": self.connector.url,
+            "from": {"id": f"29:{aad}", "name": "Rep", "aadObjectId": aad},
+            "conversation": {"id": self.conversation, "conversationType": "personal", "tenantId": TENANT},
+            "recipient": {"id": "28:bot", "name": "CRM Copilot"},
+            "channelData": {"tenant": {"id": TENANT}},
+            **fields,
+        }
+
+    async def send(self, activity: dict[str, Any]) -> int:
+        async with httpx.AsyncClient(timeout=120) as client:
+            response = await client.post(self.bot_url, json=activity)
+        return response.status_code
+
+    async def say(self, text: str, aad: str = PLAYGROUND_AAD_OBJECT_ID) -> None:
+        assert await self.send(self.activity(aad, text=text)) in (200, 201, 202)
+
+    async def submit(
+        self, card_activity_id: str, data: dict[str, Any], aad: str = PLAYGROUND_AAD_OBJECT_ID
+    ) -> None:
+        activity = self.activity(aad, value=data, replyToId=card_activity_id)
+        assert await self.send(activity) in (200, 201, 202)
+
+    def last_text(self) -> str:
+        message = self.connector.messages()[-1]
+        text = message.body.get("text") or ""
+        for attachment in message.body.get("attachments") or []:
+            text += repr(attachment.get("content"))
+        return text
+
+
+@asynccontextmanager
+async def running_bot(settings: Settings, bot_settings: BotSettings | None = None) -> AsyncIterator[Teams]:
+    """The bot's aiohttp app on a free port, replying to a fresh fake connector."""
+    connector = FakeConnector()
+    await connector.start()
+    app = build_app(settings, bot_settings or BotSettings(MicrosoftAppId=""))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        teams = Teams(f"http://127.0.0.1:{port}/api/messages", connector)
+        teams.runtime = app[RUNTIME]
+        yield teams
+    finally:
+        await runner.cleanup()
+        await connector.stop()
