@@ -255,7 +255,9 @@ class CopilotService:
     ) -> AsyncIterator[tuple[Any, AgentContext, dict[str, Any]] | TurnResult]:
         async with AsyncExitStack() as stack:
             try:
-                if not self.breaker.allow():
+                # Only a fully open breaker stops the turn here; when half-open, the turn's
+                # first CRM tool call is the probe (the breaker middleware lets one through).
+                if self.breaker.state == "open":
                     raise CrmUnavailable("circuit open")
                 token = await tokens.crm_token(write=False)
                 session = await stack.enter_async_context(open_crm_session(self.settings, token))
