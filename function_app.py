@@ -1,8 +1,19 @@
-"""Azure Functions entry point (Python v2 model): registers the blueprints in ``functions/``."""
+"""Azure Functions entry point (Python v2 model): registers the blueprints in ``functions/``.
+
+* ``health``       GET  /api/health        liveness
+* ``messages``     POST /api/messages      Bot Framework webhook: authenticate, enqueue (202)
+* ``turns``        queue COPILOT_TURN_QUEUE          run one turn, reply via the Bot Connector
+* ``turns_poison`` queue COPILOT_TURN_QUEUE-poison   tell the rep a turn finally failed
+* ``retention``    timer 03:30 daily                 expire idle threads, prune checkpoints
+"""
 
 import azure.functions as func
 
 from functions.health import bp as health_bp
+from functions.messages import bp as messages_bp
+from functions.retention import bp as retention_bp
+from functions.turns import bp as turns_bp
 
-app = func.FunctionApp()
-app.register_functions(health_bp)
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+for blueprint in (health_bp, messages_bp, turns_bp, retention_bp):
+    app.register_functions(blueprint)

@@ -16,9 +16,16 @@ class BotSettings(BaseSettings):
     microsoft_app_password: SecretStr = Field(default=SecretStr(""), alias="MicrosoftAppPassword")
     microsoft_app_tenant_id: str = Field(default="", alias="MicrosoftAppTenantId")
     microsoft_app_type: str = Field(default="MultiTenant", alias="MicrosoftAppType")
-    openid_metadata_url: str | None = Field(default=None, alias="TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL")
+    openid_metadata_url: str | None = Field(
+        default="https://login.botframework.com/v1/.well-known/openidconfiguration",
+        alias="TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL",
+    )
     """Where channel token signing keys are published (Bot Framework's by default)."""
-    channel_token_issuer: str | None = Field(default=None, alias="TO_BOT_FROM_CHANNEL_TOKEN_ISSUER")
+    channel_token_issuer: str | None = Field(
+        default="https://api.botframework.com", alias="TO_BOT_FROM_CHANNEL_TOKEN_ISSUER"
+    )
+    """botbuilder takes its parameterised path (TO_CHANNEL_FROM_BOT_OAUTH_SCOPE is always
+    set), which has no built-in defaults: unset, every channel token would be refused."""
     connector_authority: str = Field(
         default="https://login.microsoftonline.com", alias="BOT_CONNECTOR_AUTHORITY"
     )

@@ -3,17 +3,90 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import azure.functions as func
 
 
-def test_function_app_registers_the_health_function():
+def registered() -> dict[str, Any]:
+    """The app's functions by name, as the Functions worker indexes them.
+
+    ``FunctionApp.get_functions()`` records the names it returns and refuses to return
+    them a second time (the worker calls it once per process); forget them first.
+    """
     import function_app
 
-    functions = {f.get_function_name(): f for f in function_app.app.get_functions()}
+    function_app.app.functions_bindings = None
+    return {str(f.get_function_name()): f for f in function_app.app.get_functions()}
+
+
+def test_function_app_registers_the_health_function():
+    functions = registered()
     assert "health" in functions
     response = functions["health"].get_user_function()(
         func.HttpRequest(method="GET", url="/api/health", body=b"", headers={})
     )
     assert response.status_code == 200
     assert json.loads(response.get_body()) == {"status": "ok"}
+
+
+def _trigger(name: str) -> dict[str, Any]:
+    functions = registered()
+    assert name in functions, f"{name} is not registered"
+    bindings: list[dict[str, Any]] = json.loads(functions[name].get_function_json())["bindings"]
+    triggers = [b for b in bindings if str(b["type"]).endswith("Trigger")]
+    assert len(triggers) == 1
+    return triggers[0]
+
+
+def test_function_app_registers_every_function_with_its_trigger():
+    assert set(registered()) == {
+        "health",
+        "messages",
+        "turns",
+        "turns_poison",
+        "retention",
+    }
+
+
+def test_messages_is_an_anonymous_post_route():
+    # The Bot Framework JWT is the authentication, not a function key.
+    trigger = _trigger("messages")
+    assert trigger["type"] == "httpTrigger"
+    assert trigger["route"] == "messages"
+    assert trigger["methods"] == ["POST"]
+    assert str(trigger["authLevel"]).lower() == "anonymous"
+
+
+def test_turns_and_poison_read_the_turn_queue_and_its_poison_queue():
+    from bot.settings import BotSettings
+    from functions.turns import TURN_QUEUE
+
+    expected = BotSettings().queue_name
+    assert expected == TURN_QUEUE
+    turns, poison = _trigger("turns"), _trigger("turns_poison")
+    assert turns["type"] == poison["type"] == "queueTrigger"
+    assert turns["queueName"] == expected
+    assert poison["queueName"] == f"{expected}-poison"
+    assert turns["connection"] == poison["connection"] == "AzureWebJobsStorage"
+
+
+def test_retention_runs_daily_on_a_timer():
+    trigger = _trigger("retention")
+    assert trigger["type"] == "timerTrigger"
+    seconds, minutes, hours, day, month, weekday = str(trigger["schedule"]).split()
+    assert (day, month, weekday) == ("*", "*", "*")
+    assert all(part.isdigit() for part in (seconds, minutes, hours))
+
+
+def test_host_json_matches_the_triggers():
+    from pathlib import Path
+
+    host = json.loads((Path(__file__).resolve().parents[2] / "host.json").read_text())
+    assert host["extensionBundle"]["version"] == "[4.*, 5.0.0)"
+    assert host["extensions"]["http"]["routePrefix"] == "api"
+    queues = host["extensions"]["queues"]
+    # The HTTP trigger enqueues base64 (TextBase64EncodePolicy): the trigger must decode it.
+    assert queues["messageEncoding"] == "base64"
+    assert queues["maxDequeueCount"] == 5
+    assert "functionTimeout" in host
