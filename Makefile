@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck unit clean
+.PHONY: setup chromium demo chat test lint typecheck unit clean
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,10 +15,32 @@ $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) chromium
 
+# The Agents Playground end-to-end tests drive a system Chromium (`npx playwright install`
+# cannot download browsers here). CI runs as root on Debian: install it when it is missing.
+CHROMIUM ?= /usr/bin/chromium
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+chromium:
+	@if [ -x "$(CHROMIUM)" ] || [ -n "$$CHROMIUM_PATH" ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "warning: no $(CHROMIUM) and no apt-get: install Chromium and set CHROMIUM_PATH for the e2e tests" >&2; exit 0; \
+	fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
+	  echo "warning: no $(CHROMIUM): run 'sudo apt-get install -y chromium' for the e2e tests" >&2; exit 0; \
+	fi; \
+	echo "Installing Chromium (apt-get) for the Agents Playground tests…"; \
+	$$SUDO env $(APT_INSTALL) >/dev/null || { \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \
+	  $$SUDO env $(APT_INSTALL) >/dev/null; }
+
+# The whole local stack in a Teams client emulator (Agents Playground); see scripts/demo.sh.
 demo: setup
 	./scripts/demo.sh
+
+# The same copilot in this terminal (no browser needed).
+chat: setup
+	./scripts/chat.sh
 
 lint: setup
 	$(PY) -m ruff check .

@@ -74,3 +74,36 @@ async def card_activity(pool: Pool, thread_id: str, tool_call_id: str) -> str | 
         )
         row = await cur.fetchone()
     return None if row is None else str(row["activity_id"])
+
+
+async def claim_card(pool: Pool, thread_id: str, tool_call_id: str) -> bool:
+    """Mark a proposal's card as being decided; False if another submission got there first.
+
+    Cards the bot did not record (e.g. posted by an older version) cannot be claimed and
+    are left to the runner's own exactly-once guarantees.
+    """
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            """
+            UPDATE approval_cards SET decided_at = now()
+             WHERE thread_id = %s AND tool_call_id = %s AND decided_at IS NULL
+            RETURNING 1 AS claimed
+            """,
+            (thread_id, tool_call_id),
+        )
+        if await cur.fetchone() is not None:
+            return True
+        cur = await conn.execute(
+            "SELECT 1 FROM approval_cards WHERE thread_id = %s AND tool_call_id = %s",
+            (thread_id, tool_call_id),
+        )
+        return await cur.fetchone() is None
+
+
+async def release_card(pool: Pool, thread_id: str, tool_call_id: str) -> None:
+    """The decision did not go through (invalid, or the CRM was down): the card is open again."""
+    async with pool.connection() as conn:
+        await conn.execute(
+            "UPDATE approval_cards SET decided_at = NULL WHERE thread_id = %s AND tool_call_id = %s",
+            (thread_id, tool_call_id),
+        )

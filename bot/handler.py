@@ -236,14 +236,21 @@ class CopilotBot(TeamsActivityHandler):
         except InvalidSubmission as exc:
             await turn_context.send_activity(exc.message)
             return
+        pool = self.service.pool
+        if not await conversations.claim_card(pool, submission.thread_id, proposal.tool_call_id):
+            await turn_context.send_activity(ALREADY_DECIDED)
+            return
         progress = TurnProgress(turn_context)
         try:
             result = await self.service.resume(
                 rep.identity, rep.broker, submission.thread_id, [decision], progress.update
             )
         except InvalidDecision as exc:
+            await conversations.release_card(pool, submission.thread_id, proposal.tool_call_id)
             await turn_context.send_activity(exc.message)
             return
+        if any(p.tool_call_id == proposal.tool_call_id for p in result.proposals):
+            await conversations.release_card(pool, submission.thread_id, proposal.tool_call_id)
         await self._update_card(turn_context, submission.thread_id, proposal, decision, result)
         await self._send_result(turn_context, result, progress)
 

@@ -52,6 +52,8 @@ def build_app(settings: Settings, bot_settings: BotSettings) -> web.Application:
 def serve(port: int) -> None:
     """Run the dev server until Ctrl-C."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # azure-identity logs every token request's headers at INFO.
+    logging.getLogger("azure").setLevel(logging.WARNING)
     app = build_app(Settings(), BotSettings())
     print(f"Bot dev server on http://localhost:{port}/api/messages", flush=True)
     web.run_app(app, host="127.0.0.1", port=port, print=None)

@@ -125,3 +125,19 @@ async def test_installing_the_bot_sends_a_welcome_card(teams: Teams):
     welcome = repr(card_of(teams.connector.cards()[-1]))
     assert "my pipeline" in welcome
     await asyncio.sleep(0)
+
+
+async def test_two_simultaneous_approvals_write_once_and_update_the_card_once(teams: Teams, sandbox: SandboxProcess):
+    await teams.say("log a task for Acme: send contract")
+    card_activity = teams.connector.cards()[-1]
+    approve = _decision(card_of(card_activity), "Approve")
+
+    await asyncio.gather(
+        teams.submit(card_activity.activity_id or "", approve),
+        teams.submit(card_activity.activity_id or "", approve),
+    )
+
+    assert len(_activities_with(sandbox, f"{approve['thread_id']}:")) == 1
+    assert len(teams.connector.updates()) == 1
+    texts = [m.body.get("text") or "" for m in teams.connector.messages()]
+    assert sum("already decided" in t for t in texts) == 1

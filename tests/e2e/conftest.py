@@ -1,0 +1,163 @@
+"""The stack the end-to-end tests drive: one per module, on a fresh database.
+
+The real sandbox (session fixture), a new PostgreSQL database migrated by
+``python -m copilot db migrate``, the bot dev server (``python -m bot serve``, local
+development mode), the Microsoft 365 Agents Playground pointed at it, and headless
+Chromium on the Playground's web UI, driven step by step by ``playground_driver.mjs``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from tests.e2e.harness import (
+    ARTIFACTS,
+    ManagedProcess,
+    PlaygroundDriver,
+    Stack,
+    find_chromium,
+    start_bot,
+    start_playground,
+)
+from tests.support.copilot_env import copilot_settings
+from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess, free_port
+
+FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[FAILED] = True
+    return report
+
+
+@pytest.fixture(scope="module")
+def e2e_artifacts() -> Path:
+    """``test-artifacts/e2e/`` (gitignored), emptied for this run."""
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    ARTIFACTS.mkdir(parents=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="module")
+def e2e_database_url(postgres_server_url: str) -> Iterator[str]:
+    """A new database on the shared server for this module, dropped afterwards."""
+    name = f"e2e_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    params = conninfo_to_dict(postgres_server_url)
+    params["dbname"] = name
+    yield make_conninfo("", **params)
+    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def bot_environment(database_url: str, sandbox: SandboxProcess, data_dir: Path) -> dict[str, str]:
+    """The environment of the copilot CLI and the bot: the same settings the integration tests use."""
+    settings = copilot_settings(database_url, sandbox)
+    assert settings.database_url is not None
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("MicrosoftApp", "COPILOT_", "CRM_", "GRAPH_", "ENTRA_", "BOT_"))
+    }
+    env.update(
+        {
+            "DATABASE_URL": settings.database_url.get_secret_value(),
+            "CRM_MCP_URL": settings.crm_mcp_url,
+            "GRAPH_BASE_URL": settings.graph_base_url,
+            "ENTRA_AUTHORITY": settings.entra_authority,
+            "ENTRA_CA_BUNDLE": str(settings.entra_ca_bundle),
+            "COPILOT_TOOL_RETRY_INITIAL_DELAY": str(settings.tool_retry_initial_delay),
+            "COPILOT_TOOL_RETRY_MAX_DELAY": str(settings.tool_retry_max_delay),
+            "COPILOT_DATA_DIR": str(data_dir),
+            "MicrosoftAppId": "",  # local development mode: what the Playground talks to
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+@pytest.fixture(scope="module")
+def stack(
+    sandbox: SandboxProcess,
+    e2e_database_url: str,
+    e2e_artifacts: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
+    chromium = find_chromium()
+    workdir = tmp_path_factory.mktemp("e2e")
+    env = bot_environment(e2e_database_url, sandbox, workdir / "data")
+    migrate = subprocess.run(
+        [sys.executable, "-m", "copilot", "db", "migrate"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert migrate.returncode == 0, f"db migrate failed:\n{migrate.stdout}\n{migrate.stderr}"
+
+    started: list[ManagedProcess] = []
+    teams: PlaygroundDriver | None = None
+    try:
+        bot_port = free_port()
+        bot = start_bot(env, bot_port, e2e_artifacts / "bot.log")
+        started.append(bot)
+        playground, url = start_playground(
+            f"http://127.0.0.1:{bot_port}/api/messages",
+            free_port(),
+            workdir,
+            e2e_artifacts / "playground.log",
+        )
+        started.append(playground)
+        teams = PlaygroundDriver(e2e_artifacts)
+        teams(
+            "launch",
+            wait=90,
+            url=url,
+            width=1280,
+            height=800,
+            artifactsDir=str(e2e_artifacts),
+            executablePath=chromium,
+        )
+        yield Stack(sandbox, bot, playground, url, teams, e2e_artifacts)
+    finally:
+        if teams is not None:
+            teams.close()
+        for process in reversed(started):
+            process.stop()
+
+
+@pytest.fixture(autouse=True)
+def _diagnose_failures(request: pytest.FixtureRequest, stack: Stack) -> Iterator[None]:
+    """On failure: a full-page screenshot, the chat as the page shows it, and every log's tail."""
+    stack.teams("viewport", width=1280, height=800)
+    yield
+    if not request.node.stash.get(FAILED, False):
+        return
+    name = request.node.name
+    try:
+        shot = stack.teams("screenshot", name=f"failed-{name}", fullPage=True)["path"]
+        chat = "\n---\n".join(
+            f"[{m['author']}] {m['text']}" for m in stack.teams("messages")["messages"][-8:]
+        )
+    except AssertionError as exc:
+        shot, chat = "(none)", f"(the driver could not say: {exc})"
+    print(f"\n=== {name} failed; screenshot: {shot}\n--- chat (last messages) ---\n{chat}")
+    print(stack.diagnostics())
