@@ -127,7 +127,9 @@ async def test_installing_the_bot_sends_a_welcome_card(teams: Teams):
     await asyncio.sleep(0)
 
 
-async def test_two_simultaneous_approvals_write_once_and_update_the_card_once(teams: Teams, sandbox: SandboxProcess):
+async def test_two_simultaneous_approvals_write_once_and_update_the_card_once(
+    teams: Teams, sandbox: SandboxProcess
+):
     await teams.say("log a task for Acme: send contract")
     card_activity = teams.connector.cards()[-1]
     approve = _decision(card_of(card_activity), "Approve")
