@@ -58,12 +58,21 @@ def test_messages_is_an_anonymous_post_route():
     assert str(trigger["authLevel"]).lower() == "anonymous"
 
 
-def test_turns_and_poison_read_the_turn_queue_and_its_poison_queue():
+def test_the_turn_queue_name_comes_from_settings_with_the_bot_default(monkeypatch):
     from bot.settings import BotSettings
+    from functions.turns import turn_queue_name
+
+    monkeypatch.delenv("COPILOT_TURN_QUEUE", raising=False)
+    assert turn_queue_name() == BotSettings().queue_name
+    monkeypatch.setenv("COPILOT_TURN_QUEUE", "other-queue")
+    assert turn_queue_name() == "other-queue"
+
+
+def test_turns_and_poison_read_the_turn_queue_and_its_poison_queue():
+    # The name is fixed when the app is indexed (an earlier test may have set it).
     from functions.turns import TURN_QUEUE
 
-    expected = BotSettings().queue_name
-    assert expected == TURN_QUEUE
+    expected = TURN_QUEUE
     turns, poison = _trigger("turns"), _trigger("turns_poison")
     assert turns["type"] == poison["type"] == "queueTrigger"
     assert turns["queueName"] == expected
