@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from copilot.persistence.embedded import start_embedded
+from tests.support.postgres import fresh_database
 from tests.support.sandbox_process import SandboxProcess, start_sandbox, stop_sandbox
 
 
@@ -28,14 +26,8 @@ def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture
 def database_url(postgres_server_url: str) -> Iterator[str]:
     """A new, empty database on the shared server, dropped after the test."""
-    name = f"test_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    params = conninfo_to_dict(postgres_server_url)
-    params["dbname"] = name
-    yield make_conninfo("", **params)
-    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    with fresh_database(postgres_server_url) as url:
+        yield url
 
 
 @pytest.fixture

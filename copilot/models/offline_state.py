@@ -14,6 +14,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from copilot.citations import message_text
 from copilot.tools.crm_client import parse_result_text
 
 SUMMARY_PREFIX = "Here is a summary of the conversation to date:"
@@ -25,20 +26,6 @@ _REJECTION_RE = re.compile(r"\brejected\b.*?(?:\bwith reason:?\s*(?P<reason>.*))
 def as_dict(value: object) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one (tool data is never trusted to be shaped)."""
     return value if isinstance(value, dict) else {}
-
-
-def message_text(message: BaseMessage) -> str:
-    """A message's text whether its content is a string or a list of content blocks."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-    return "".join(parts)
 
 
 def _parse_json(text: str) -> Any:

@@ -12,14 +12,10 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tests.e2e.harness import (
     ARTIFACTS,
@@ -31,6 +27,7 @@ from tests.e2e.harness import (
     start_playground,
 )
 from tests.support.copilot_env import copilot_settings
+from tests.support.postgres import fresh_database
 from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess, free_port
 
 FAILED = pytest.StashKey[bool]()
@@ -57,14 +54,8 @@ def e2e_artifacts() -> Path:
 @pytest.fixture(scope="module")
 def e2e_database_url(postgres_server_url: str) -> Iterator[str]:
     """A new database on the shared server for this module, dropped afterwards."""
-    name = f"e2e_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    params = conninfo_to_dict(postgres_server_url)
-    params["dbname"] = name
-    yield make_conninfo("", **params)
-    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    with fresh_database(postgres_server_url, "e2e") as url:
+        yield url
 
 
 def bot_environment(database_url: str, sandbox: SandboxProcess, data_dir: Path) -> dict[str, str]:
