@@ -42,6 +42,7 @@ from copilot.progress import ProgressEvent, describe_tool_call, names_in
 from copilot.proposals import ProposalRecord
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, load_read_tools, open_crm_session, parse_result_text
+from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
 
@@ -365,12 +366,7 @@ class CopilotService:
         messages = (state.values.get("messages", []) if state.values else [])[since:]
         outcomes = []
         for message in messages:
-            if isinstance(message, ToolMessage) and message.name in (
-                "log_activity",
-                "update_opportunity",
-                "draft_followup_email",
-                "update_preferences",
-            ):
+            if isinstance(message, ToolMessage) and message.name in WRITE_TOOL_SCHEMAS:
                 parsed = parse_result_text(message_text(message))
                 outcomes.append(
                     {"tool_call_id": message.tool_call_id, "tool": message.name, "result": parsed}
