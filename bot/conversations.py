@@ -59,7 +59,8 @@ async def save_card(
             """
             INSERT INTO approval_cards (thread_id, tool_call_id, conversation_id, activity_id)
             VALUES (%s, %s, %s, %s)
-            ON CONFLICT (thread_id, tool_call_id) DO UPDATE SET activity_id = EXCLUDED.activity_id
+            ON CONFLICT (thread_id, tool_call_id)
+            DO UPDATE SET activity_id = EXCLUDED.activity_id, decided_at = NULL
             """,
             (thread_id, tool_call_id, conversation_id, activity_id),
         )

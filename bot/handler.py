@@ -192,10 +192,14 @@ class CopilotBot(TeamsActivityHandler):
             if progress is not None:
                 message.entities = progress.final_entities()
             await turn_context.send_activity(message)
-        elif result.notice and not result.proposals:
-            await turn_context.send_activity(result.notice)
         for proposal in result.proposals:
-            await self._send_card(turn_context, result.thread_id, proposal)
+            posted = await conversations.card_activity(
+                self.service.pool, result.thread_id, proposal.tool_call_id
+            )
+            # Cards already in the chat stay where they are, except when the rep asked
+            # something new while proposals wait: then they are shown again, below.
+            if posted is None or result.notice == "proposals_pending":
+                await self._send_card(turn_context, result.thread_id, proposal)
 
     async def _send_card(self, turn_context: TurnContext, thread_id: str, proposal: Proposal) -> None:
         card = cards.approval_card(proposal, thread_id=thread_id)
@@ -249,10 +253,19 @@ class CopilotBot(TeamsActivityHandler):
             await conversations.release_card(pool, submission.thread_id, proposal.tool_call_id)
             await turn_context.send_activity(exc.message)
             return
+        except BaseException:
+            # Whatever failed, the proposal may still be pending: keep its card usable.
+            await self._release_if_pending(rep, submission.thread_id, proposal.tool_call_id)
+            raise
         if any(p.tool_call_id == proposal.tool_call_id for p in result.proposals):
             await conversations.release_card(pool, submission.thread_id, proposal.tool_call_id)
         await self._update_card(turn_context, submission.thread_id, proposal, decision, result)
         await self._send_result(turn_context, result, progress)
+
+    async def _release_if_pending(self, rep: SignedInRep, thread_id: str, tool_call_id: str) -> None:
+        pending = await self.service.pending(rep.identity, rep.broker, thread_id)
+        if any(p.tool_call_id == tool_call_id for p in pending.proposals):
+            await conversations.release_card(self.service.pool, thread_id, tool_call_id)
 
     async def _update_card(
         self,
@@ -302,6 +315,9 @@ async def on_turn_error(turn_context: TurnContext, error: Exception) -> None:
     correlation = uuid.uuid4().hex[:8]
     logger.exception("turn failed (ref %s): %s", correlation, error, exc_info=error)
     if turn_context.activity.type == ActivityTypes.message:
+        # Not "nothing was changed": an approved write may have committed before a later
+        # step failed; its card and the audit log say what happened.
         await turn_context.send_activity(
-            f"Sorry, something went wrong on my side and nothing was changed. (ref {correlation})"
+            f"Sorry, something went wrong on my side (ref {correlation}). Anything you approved "
+            "shows its outcome on its card; please ask again."
         )

@@ -42,9 +42,11 @@ from copilot.progress import ProgressEvent, describe_tool_call, names_in
 from copilot.proposals import ProposalRecord
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, load_read_tools, open_crm_session, parse_result_text
-from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
+
+# Writes that leave the copilot (CRM, mailbox) and so need the write-scoped session.
+EXTERNAL_WRITE_TOOLS = {"log_activity", "update_opportunity", "draft_followup_email"}
 
 PENDING_NOTICE = "You have {n} proposal(s) waiting for your decision. Approve, edit or reject them first."
 
@@ -143,7 +145,12 @@ class CopilotService:
             agent, ctx, config = turn
             pending = await self._pending(agent, config)
             if pending:
-                return TurnResult(thread_id, proposals=pending, notice=PENDING_NOTICE.format(n=len(pending)))
+                return TurnResult(
+                    thread_id,
+                    answer=PENDING_NOTICE.format(n=len(pending)),
+                    proposals=pending,
+                    notice="proposals_pending",
+                )
             await self._stream(agent, {"messages": [HumanMessage(text)]}, config, ctx, on_progress)
             return await self._result(agent, config, thread_id)
 
@@ -172,21 +179,9 @@ class CopilotService:
                         "(already decided, or not part of this conversation)"
                     )
                 answers[proposal.interrupt_id] = self._answer(proposal, decision)
-            for decision in decisions:
-                if isinstance(decision, Reject):
-                    proposal = pending[decision.tool_call_id]
-                    async with self.pool.connection() as conn:
-                        await rejections.record(
-                            conn,
-                            tenant_id=identity.tenant_id,
-                            rep_aad_id=identity.aad_object_id,
-                            thread_id=thread_id,
-                            tool_call_id=proposal.tool_call_id,
-                            tool=proposal.tool,
-                            args=proposal.args,
-                            reason=decision.reason,
-                        )
-            if any(not isinstance(d, Reject) for d in decisions):
+            executing = {pending[d.tool_call_id].tool for d in decisions if not isinstance(d, Reject)}
+            # Only writes that leave the copilot need the write-scoped CRM session.
+            if executing & EXTERNAL_WRITE_TOOLS:
                 try:
                     await ctx.open_writer()
                 except CrmUnavailable:
@@ -202,20 +197,50 @@ class CopilotService:
                     return TurnResult(
                         thread_id, answer=exc.message, proposals=list(pending.values()), notice="auth"
                     )
-            before = await self._message_count(agent, config)
             try:
                 await self._stream(agent, Command(resume=answers), config, ctx, on_progress)
             except CrmUnavailable:
-                self.breaker.record_failure()
+                # Already counted by the breaker where the CRM call failed. Decisions whose
+                # tool calls completed (e.g. a rejection beside the failed write) still count.
+                kept = await self._pending(agent, config)
+                await self._record_rejections(identity, thread_id, pending, decisions, kept)
                 return TurnResult(
                     thread_id,
                     answer=UNAVAILABLE_MESSAGE + " Your pending approvals are kept.",
-                    proposals=await self._pending(agent, config),
+                    proposals=kept,
                     notice="crm_unavailable",
                 )
             result = await self._result(agent, config, thread_id)
-            result.outcomes = await self._outcomes(agent, config, before)
+            decided = {d.tool_call_id for d in decisions}
+            result.outcomes = await self._outcomes(agent, config, decided)
+            await self._record_rejections(identity, thread_id, pending, decisions, result.proposals)
             return result
+
+    async def _record_rejections(
+        self,
+        identity: RepIdentity,
+        thread_id: str,
+        pending: dict[str, Proposal],
+        decisions: list[Approve | Edit | Reject],
+        still_pending: list[Proposal],
+    ) -> None:
+        """Record the rejections the run actually took (an aborted step keeps its proposal
+        pending, and it may still be approved later)."""
+        waiting = {p.tool_call_id for p in still_pending}
+        for decision in decisions:
+            if isinstance(decision, Reject) and decision.tool_call_id not in waiting:
+                proposal = pending[decision.tool_call_id]
+                async with self.pool.connection() as conn:
+                    await rejections.record(
+                        conn,
+                        tenant_id=identity.tenant_id,
+                        rep_aad_id=identity.aad_object_id,
+                        thread_id=thread_id,
+                        tool_call_id=proposal.tool_call_id,
+                        tool=proposal.tool,
+                        args=proposal.args,
+                        reason=decision.reason,
+                    )
 
     async def pending(self, identity: RepIdentity, tokens: TokenBroker, thread_id: str) -> TurnResult:
         """The proposals waiting on a thread (no model call)."""
@@ -339,10 +364,6 @@ class CopilotService:
             )
         return proposals
 
-    async def _message_count(self, agent: Any, config: dict[str, Any]) -> int:
-        state = await agent.aget_state(config)
-        return len(state.values.get("messages", [])) if state.values else 0
-
     async def _result(self, agent: Any, config: dict[str, Any], thread_id: str) -> TurnResult:
         proposals = await self._pending(agent, config)
         if proposals:
@@ -361,21 +382,18 @@ class CopilotService:
             notice="limit_reached" if last.response_metadata.get("limit_reached") else None,
         )
 
-    async def _outcomes(self, agent: Any, config: dict[str, Any], since: int) -> list[dict[str, Any]]:
+    async def _outcomes(self, agent: Any, config: dict[str, Any], decided: set[str]) -> list[dict[str, Any]]:
+        """Results of the decided writes, found by tool call id (summarisation may rewrite
+        the message list, so positions are not reliable)."""
         state = await agent.aget_state(config)
-        messages = (state.values.get("messages", []) if state.values else [])[since:]
+        messages = state.values.get("messages", []) if state.values else []
         outcomes = []
         for message in messages:
-            if isinstance(message, ToolMessage) and message.name in WRITE_TOOL_SCHEMAS:
+            if isinstance(message, ToolMessage) and message.tool_call_id in decided:
                 parsed = parse_result_text(message_text(message))
+                result = parsed if isinstance(parsed, dict) else {"message": parsed}
                 outcomes.append(
-                    {"tool_call_id": message.tool_call_id, "tool": message.name, "result": parsed}
-                    if isinstance(parsed, dict)
-                    else {
-                        "tool_call_id": message.tool_call_id,
-                        "tool": message.name,
-                        "result": {"message": parsed},
-                    }
+                    {"tool_call_id": message.tool_call_id, "tool": message.name, "result": result}
                 )
         return outcomes
 

@@ -22,6 +22,7 @@ from azure.storage.queue.aio import QueueClient
 
 from bot.runtime import BotRuntime, open_runtime
 from bot.settings import BotSettings
+from copilot.errors import ConfigurationError
 from copilot.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,11 @@ def turn_queue_client(bot_settings: BotSettings) -> QueueClient:
 
 async def _open_host() -> FunctionsHost:
     settings, bot_settings = Settings(), BotSettings()
+    if bot_settings.dev_mode:
+        # Local development mode accepts unauthenticated activities: never on Azure.
+        raise ConfigurationError(
+            "MicrosoftAppId is not set: the Function App refuses to run without bot credentials"
+        )
     stack = AsyncExitStack()
     try:
         runtime = await stack.enter_async_context(open_runtime(settings, bot_settings))

@@ -2,10 +2,12 @@
 
 ``turns`` runs each activity the HTTP trigger accepted, with the authentication result
 it recorded; the bot replies proactively to the activity's ``serviceUrl`` through the
-Bot Connector with the bot's app-only token. An exception that escapes the turn (the
-bot's own error handler already answers most failures) makes the Functions host retry
-the message; after ``maxDequeueCount`` (host.json) it moves it to ``<queue>-poison``,
-where ``turns_poison`` logs it and tells the rep that nothing happened.
+Bot Connector with the bot's app-only token. Failures inside the turn are answered by
+the bot's own error handler (a short message with a reference), so they are not
+retried. Only a failure outside it — the error reply itself failing, a broken message,
+the host not starting — makes the Functions host retry the message; after
+``maxDequeueCount`` (host.json) it moves to ``<queue>-poison``, where ``turns_poison``
+logs it and tells the rep.
 """
 
 from __future__ import annotations

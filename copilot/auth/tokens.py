@@ -14,10 +14,11 @@ import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import urlparse
 
 import httpx
 import jwt
-from azure.core.exceptions import ClientAuthenticationError
+from azure.core.exceptions import AzureError, ClientAuthenticationError
 from azure.identity import OnBehalfOfCredential
 
 from copilot.errors import AuthError
@@ -94,7 +95,9 @@ class OboTokenBroker:
             return cached[0]
         try:
             access = await asyncio.to_thread(self._get_credential().get_token, *scopes)
-        except ClientAuthenticationError as exc:
+        except AzureError as exc:
+            if not isinstance(exc, ClientAuthenticationError):
+                raise AuthError(f"the identity provider is unreachable: {exc.message}") from exc
             message = str(exc.message or exc)
             if _no_access(message):
                 raise AuthError(
@@ -123,6 +126,10 @@ async def dev_sign_in(settings: Settings, username: str) -> str:
     """
     if settings.dev_sign_in_password is None:
         raise AuthError("local sign-in is disabled (COPILOT_DEV_SIGN_IN_PASSWORD is unset)")
+    host = urlparse(settings.entra_authority).hostname or ""
+    if host not in ("localhost", "127.0.0.1", "::1"):
+        # A password sign-in is for the local sandbox only, never a real tenant.
+        raise AuthError(f"local sign-in works only against a loopback identity provider, not {host}")
     url = f"{settings.entra_authority}/organizations/oauth2/v2.0/token"
     verify: ssl.SSLContext | bool = (
         ssl.create_default_context(cafile=str(settings.ca_bundle)) if settings.ca_bundle is not None else True

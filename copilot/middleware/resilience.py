@@ -16,48 +16,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
 from langchain.agents.middleware import AgentMiddleware, ToolRetryMiddleware
 from langchain.agents.middleware._retry import calculate_delay
 from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
-from mcp.shared.exceptions import McpError
 
-from copilot.errors import CrmUnavailable
-from copilot.tools.mcp_http import JSONRPC_TRANSIENT
+from copilot.tools.mcp_http import CANDIDATE_ERRORS, is_transient, retry_after
 
 Handler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 
 UNAVAILABLE_MESSAGE = (
     "Live CRM data is unavailable right now; nothing was read or written. Please try again shortly."
 )
-
-
-CANDIDATE_ERRORS: tuple[type[BaseException], ...] = (
-    McpError,
-    CrmUnavailable,
-    httpx.TimeoutException,
-    httpx.NetworkError,
-    TimeoutError,
-)
-"""Exception types that may be transient; :func:`is_transient` decides per instance."""
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether retrying ``exc`` may succeed."""
-    if isinstance(exc, McpError):
-        data = exc.error.data if isinstance(exc.error.data, dict) else {}
-        return exc.error.code == JSONRPC_TRANSIENT or bool(data.get("transient"))
-    return isinstance(exc, CrmUnavailable | httpx.TimeoutException | httpx.NetworkError | TimeoutError)
-
-
-def retry_after(exc: BaseException) -> float | None:
-    """The server's ``Retry-After`` for ``exc``, if it sent one."""
-    if isinstance(exc, McpError) and isinstance(exc.error.data, dict):
-        value = exc.error.data.get("retry_after")
-        return float(value) if isinstance(value, int | float) else None
-    return None
 
 
 class CrmRetryMiddleware(ToolRetryMiddleware):
@@ -180,9 +151,15 @@ class CircuitBreakerMiddleware(AgentMiddleware[Any, Any, Any]):
             result = await handler(request)
         except CANDIDATE_ERRORS as exc:
             if not is_transient(exc):
+                self.breaker.record_success()  # the CRM answered (with a refusal): it is up
                 raise
             self.breaker.record_failure()
             return self._unavailable(request)
+        except BaseException:
+            # Cancelled or failed for reasons that say nothing about the CRM: never leave a
+            # half-open probe marked as in flight, or the breaker would stay shut for good.
+            self.breaker.probing = False
+            raise
         self.breaker.record_success()
         return result
 

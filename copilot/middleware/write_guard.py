@@ -113,7 +113,11 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
         key = idempotency.idempotency_key(ctx.thread_id, call_id)
         final_args = args.model_dump(mode="json", exclude_none=True)
         original_args = dict(original["args"])
-        edited = final_args != schema.model_validate(original_args).model_dump(mode="json", exclude_none=True)
+        try:
+            proposed = schema.model_validate(original_args).model_dump(mode="json", exclude_none=True)
+        except ValidationError:
+            proposed = None  # the model's own call was invalid; the rep's edit fixed it
+        edited = final_args != proposed
         snapshot: ProposalRecord | None = (request.state.get("proposals") or {}).get(call_id)
         try:
             async with idempotency.claim(
@@ -190,10 +194,25 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
         writer = await ctx.crm_writer()
         data = args.model_dump()
         try:
-            if tool == "update_opportunity" or (tool == "log_activity" and data.get("opportunity_id")):
+            if tool == "log_activity":
+                # Every record the activity will be attached to, as the rep may have edited either.
+                targets = []
+                if data.get("opportunity_id"):
+                    targets.append(
+                        await writer.call("get_opportunity", {"opportunity_id": data["opportunity_id"]})
+                    )
+                if data.get("account_id"):
+                    targets.append(await writer.call("get_account", {"account_id": data["account_id"]}))
+                for record in targets:
+                    if not (record.get("access") or {}).get("log_activity", True):
+                        return {
+                            "status": "error",
+                            "code": "permission_denied",
+                            "message": f"you cannot log activities on {record.get('id')}; nothing was written",
+                        }
+                return WritePlan(tool=tool, key=key, args=args, target=targets[0])
+            if tool == "update_opportunity":
                 target = await writer.call("get_opportunity", {"opportunity_id": data["opportunity_id"]})
-            elif tool == "log_activity":
-                target = await writer.call("get_account", {"account_id": data["account_id"]})
             else:
                 target = await writer.call("get_contact", {"contact_id": data["contact_id"]})
         except CrmCallError as exc:
@@ -208,11 +227,14 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                 }
             snapshot_target: dict[str, Any] = dict(snapshot.get("target") or {}) if snapshot else {}
             same_target = snapshot_target.get("id") == data["opportunity_id"]
-            expected = snapshot.get("version") if same_target and snapshot is not None else target["version"]
-            if expected is not None and int(expected) != int(target["version"]):
+            reviewed = snapshot.get("version") if same_target and snapshot is not None else None
+            # Invariant 4: write only over the version the rep saw. No reviewed version (the
+            # snapshot failed, or the edit points at another record) counts as a conflict too:
+            # the agent proposes again, showing the record's current values.
+            if reviewed is None or int(reviewed) != int(target["version"]):
                 return {
                     "status": "conflict",
-                    "message": "The opportunity changed after you reviewed it; nothing was written.",
+                    "message": "The opportunity changed (or was not shown) before your approval; nothing was written.",
                     "current": {k: v for k, v in target.items() if k != "access"},
                 }
             return WritePlan(

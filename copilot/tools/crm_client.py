@@ -20,9 +20,9 @@ from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp import ClientSession
 from mcp.shared.exceptions import McpError
 
-from copilot.errors import CopilotError, CrmUnavailable
+from copilot.errors import AuthError, CopilotError, CrmUnavailable
 from copilot.settings import Settings
-from copilot.tools.mcp_http import mcp_http_client_factory
+from copilot.tools.mcp_http import is_transient, mcp_http_client_factory
 
 
 class CrmCallError(CopilotError):
@@ -75,6 +75,14 @@ class CrmGateway:
         """Call a CRM tool; returns its JSON object or raises ``CrmCallError`` / ``CrmUnavailable``."""
         try:
             result = await self._session.call_tool(tool, arguments)
+        except McpError as exc:
+            if is_transient(exc):
+                raise CrmUnavailable(f"live CRM data is unavailable ({exc.error.message})") from exc
+            # An HTTP-level refusal (401/403: access revoked, token rejected) is an answer,
+            # not an outage.
+            raise CrmCallError(
+                "permission_denied", f"the CRM refused the request ({exc.error.message})"
+            ) from exc
         except TRANSPORT_ERRORS as exc:
             raise CrmUnavailable(f"live CRM data is unavailable ({type(exc).__name__})") from exc
         payload: Any = result.structuredContent
@@ -113,6 +121,12 @@ async def open_crm_session(settings: Settings, token: str) -> AsyncIterator[Clie
         session = await stack.enter_async_context(client.session("crm"))
     except* TRANSPORT_ERRORS as group:
         await stack.aclose()
+        refusals = [e for e in _leaves(group) if isinstance(e, McpError) and not is_transient(e)]
+        if refusals:
+            raise AuthError(
+                "You don't have access to the CRM (it refused your sign-in). Ask your CRM administrator.",
+                no_access=True,
+            ) from group
         raise CrmUnavailable("live CRM data is unavailable: could not open a CRM session") from group
     try:
         async with stack:
@@ -138,7 +152,10 @@ async def load_read_tools(session: ClientSession) -> list[BaseTool]:
 
     Writes reach the CRM only through the copilot's own typed, approval-gated tools.
     """
-    listed = await session.list_tools()
+    try:
+        listed = await session.list_tools()
+    except TRANSPORT_ERRORS as exc:
+        raise CrmUnavailable("live CRM data is unavailable: could not list the CRM's tools") from exc
     read_only = {
         t.name for t in listed.tools if t.annotations is not None and t.annotations.readOnlyHint is True
     }

@@ -13,6 +13,9 @@ import json
 from typing import Any
 
 import httpx
+from mcp.shared.exceptions import McpError
+
+from copilot.errors import CrmUnavailable
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 JSONRPC_TRANSIENT = -32001
@@ -99,3 +102,29 @@ def mcp_http_client_factory(
         auth=auth,
         transport=JsonRpcErrorTransport(),
     )
+
+
+CANDIDATE_ERRORS: tuple[type[BaseException], ...] = (
+    McpError,
+    CrmUnavailable,
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    TimeoutError,
+)
+"""Exception types that may be transient; :func:`is_transient` decides per instance."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying ``exc`` may succeed."""
+    if isinstance(exc, McpError):
+        data = exc.error.data if isinstance(exc.error.data, dict) else {}
+        return exc.error.code == JSONRPC_TRANSIENT or bool(data.get("transient"))
+    return isinstance(exc, CrmUnavailable | httpx.TimeoutException | httpx.NetworkError | TimeoutError)
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The server's ``Retry-After`` for ``exc``, if it sent one."""
+    if isinstance(exc, McpError) and isinstance(exc.error.data, dict):
+        value = exc.error.data.get("retry_after")
+        return float(value) if isinstance(value, int | float) else None
+    return None

@@ -143,3 +143,27 @@ async def test_two_simultaneous_approvals_write_once_and_update_the_card_once(
     assert len(teams.connector.updates()) == 1
     texts = [m.body.get("text") or "" for m in teams.connector.messages()]
     assert sum("already decided" in t for t in texts) == 1
+
+
+async def test_deciding_one_card_does_not_repost_the_others(teams: Teams, copilot_settings: Settings):
+    from tests.support.scripted_model import ScriptedChatModel, call, calls
+
+    assert teams.runtime is not None
+    teams.runtime.service.model = ScriptedChatModel(
+        steps=[
+            calls(
+                call("log_activity", type="call", subject="First", account_id="acc-acme"),
+                call("log_activity", type="call", subject="Second", account_id="acc-acme"),
+            )
+        ],
+        final="Done.",
+    )
+    await teams.say("log two calls")
+    posted = teams.connector.cards()
+    assert len(posted) == 2
+    first = next(c for c in posted if "First" in repr(card_of(c)))
+
+    await teams.submit(first.activity_id or "", _decision(card_of(first), "Approve"))
+
+    assert len(teams.connector.cards()) == 2  # no new card for "Second"
+    assert [u.activity_id for u in teams.connector.updates()] == [first.activity_id]

@@ -131,7 +131,9 @@ async def test_a_pending_proposal_blocks_new_questions_until_decided(copilot_set
         first = await svc.run_turn(rep.identity, rep.broker, None, "log it")
         again = await svc.run_turn(rep.identity, rep.broker, first.thread_id, "anything else?")
     assert again.notice is not None
-    assert "waiting for your decision" in again.notice
+    assert again.notice == "proposals_pending"
+    assert again.answer is not None
+    assert "waiting for your decision" in again.answer
     assert [p.tool_call_id for p in again.proposals] == [first.proposals[0].tool_call_id]
 
 
@@ -609,3 +611,121 @@ async def test_a_rep_without_crm_access_gets_a_clear_answer(copilot_settings):
     assert result.notice == "no_crm_access"
     assert result.answer is not None
     assert "don't have access to the CRM" in result.answer
+
+
+# --- review follow-ups -----------------------------------------------------------------------
+
+
+async def test_an_edit_can_fix_a_proposal_whose_original_arguments_were_invalid(copilot_settings, sandbox):
+    invalid = call("log_activity", type="phone", subject="Pricing", account_id="acc-acme")
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, ScriptedChatModel(steps=[calls(invalid)], final="Logged.")) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
+        done = await svc.resume(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [{"tool_call_id": asked.proposals[0].tool_call_id, "type": "edit", "args": {"type": "call"}}],
+        )
+    assert done.outcomes[0]["result"]["status"] == "done"
+    assert [a["type"] for a in _activities(sandbox, asked.thread_id)] == ["call"]
+    rows = await _audit_rows(copilot_settings)
+    assert rows[0].entry.decision == "edit"
+
+
+async def test_an_edit_that_retargets_another_opportunity_is_a_conflict_not_a_blind_write(
+    copilot_settings, sandbox
+):
+    before = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-renewal")["structuredContent"]
+    model = ScriptedChatModel(
+        steps=[calls(call("update_opportunity", opportunity_id="opp-acme-expansion", next_step="Call CFO"))],
+        final="Done.",
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "update it")
+        done = await svc.resume(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [
+                {
+                    "tool_call_id": asked.proposals[0].tool_call_id,
+                    "type": "edit",
+                    "args": {"opportunity_id": "opp-acme-renewal"},
+                }
+            ],
+        )
+    assert done.outcomes[0]["result"]["status"] == "conflict"
+    after = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-renewal")["structuredContent"]
+    assert after["version"] == before["version"]
+
+
+async def test_an_edit_attaching_an_activity_to_an_account_the_rep_cannot_see_is_refused(
+    copilot_settings, sandbox
+):
+    state = sandbox.admin("GET", "/admin/export")
+    shared = {s["record_id"] for s in state["shares"] if s["user_id"] == "u-alex"}
+    hidden = next(a for a in state["accounts"] if a["territory"] == "East" and a["id"] not in shared)
+    rep = await sign_in(copilot_settings, "alex")
+    model = ScriptedChatModel(
+        steps=[calls(_log("Retarget", opportunity_id="opp-acme-renewal"))], final="Done."
+    )
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
+        done = await svc.resume(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [
+                {
+                    "tool_call_id": asked.proposals[0].tool_call_id,
+                    "type": "edit",
+                    "args": {"account_id": hidden["id"]},
+                }
+            ],
+        )
+    assert done.outcomes[0]["result"]["code"] == "permission_denied"
+    assert _activities(sandbox, asked.thread_id) == []
+
+
+async def test_a_rejection_is_recorded_exactly_when_the_run_took_it(copilot_settings, sandbox):
+    rep = await sign_in(copilot_settings, "alex")
+    model = ScriptedChatModel(steps=[calls(_log("Keep"), _log("Drop"))], final="Done.")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log two")
+        keep, drop = sorted(asked.proposals, key=lambda p: p.args["subject"] != "Keep")
+        sandbox.admin("PUT", "/admin/knobs", {"failure_rate": 1.0, "failure_kinds": ["503"]})
+        down = await svc.resume(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [
+                _approve(keep.tool_call_id),
+                {"tool_call_id": drop.tool_call_id, "type": "reject", "reason": "dup"},
+            ],
+        )
+        sandbox.admin("PUT", "/admin/knobs", {})
+    # The approved write could not run, so it stays pending; the rejection beside it was taken.
+    assert down.notice == "crm_unavailable"
+    assert [p.tool_call_id for p in down.proposals] == [keep.tool_call_id]
+    assert copilot_settings.database_url is not None
+    async with await psycopg.AsyncConnection.connect(
+        copilot_settings.database_url.get_secret_value()
+    ) as conn:
+        cur = await conn.execute("SELECT tool_call_id FROM rejections")
+        assert await cur.fetchall() == [(drop.tool_call_id,)]
+
+
+async def test_approving_a_preference_change_needs_no_crm_write_session(copilot_settings, sandbox):
+    rep = await sign_in(copilot_settings, "alex")
+    model = ScriptedChatModel(steps=[calls(call("update_preferences", email_tone="formal"))], final="Saved.")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "be formal")
+        sandbox.admin("PUT", "/admin/knobs", {"failure_rate": 1.0, "failure_kinds": ["503"]})
+        done = await svc.resume(
+            rep.identity, rep.broker, asked.thread_id, [_approve(asked.proposals[0].tool_call_id)]
+        )
+        sandbox.admin("PUT", "/admin/knobs", {})
+    assert done.outcomes[0]["result"]["status"] == "done"
+    assert done.outcomes[0]["result"]["preferences"]["email_tone"] == "formal"

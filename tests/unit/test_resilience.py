@@ -426,3 +426,20 @@ async def test_a_half_open_breaker_lets_only_one_probe_through_at_a_time():
 
     assert calls == 1
     assert _is_unavailable(results[1], _request())
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("bug"), _mcp_error(-32002, {"status": 401})])
+async def test_a_half_open_probe_that_fails_for_another_reason_does_not_jam_the_breaker(failure):
+    clock = Clock()
+    breaker = CircuitBreaker(failure_threshold=1, reset_seconds=10, clock=clock)
+    breaker.record_failure()
+    clock.now += 11
+    middleware = CircuitBreakerMiddleware(breaker, {"get_account"})
+
+    with pytest.raises(type(failure)):
+        await middleware.awrap_tool_call(_request(), FakeHandler(failure))
+
+    assert breaker.probing is False
+    result = await middleware.awrap_tool_call(_request(), FakeHandler())
+    assert isinstance(result, ToolMessage)
+    assert result.status != "error"
