@@ -36,6 +36,7 @@ import jwt
 from botbuilder.schema import Activity, ActivityTypes
 from botframework.connector.auth import AuthenticateRequestResult
 
+from functions.dedupe import first_delivery
 from functions.envelope import TurnEnvelope
 from functions.host import FunctionsHost, get_host
 
@@ -92,6 +93,9 @@ async def _handle(req: func.HttpRequest) -> func.HttpResponse:
     if _base64_size(message) > MAX_QUEUE_MESSAGE_BYTES:
         logger.warning("refused activity %s: too large to queue", activity.id)
         return _json_response(413, {"error": "too_large", "message": "the activity is too large to process"})
+    if not await first_delivery(host.runtime.service.pool, activity):
+        logger.info("activity %s was already accepted (a webhook retry); not queued again", activity.id)
+        return func.HttpResponse(status_code=202)
     await host.queue.send_message(message)
     logger.info(
         "queued %s activity %s (conversation %s)",

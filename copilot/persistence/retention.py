@@ -114,6 +114,7 @@ class RetentionReport:
     checkpoints_deleted: int = 0
     writes_deleted: int = 0
     blobs_deleted: int = 0
+    inbound_activities_deleted: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -123,6 +124,7 @@ class RetentionReport:
             "checkpoints_deleted": self.checkpoints_deleted,
             "writes_deleted": self.writes_deleted,
             "blobs_deleted": self.blobs_deleted,
+            "inbound_activities_deleted": self.inbound_activities_deleted,
         }
 
 
@@ -139,6 +141,9 @@ async def apply_retention(
         raise ValueError("keep_checkpoints must be at least 1: the newest checkpoint is the thread's state")
     report = RetentionReport()
     report.expired_threads = await threads.expire_threads(conn, older_than=older_than)
+    # Webhook de-duplication only needs to outlive Teams' retries (minutes).
+    cur = await conn.execute("DELETE FROM inbound_activities WHERE received_at < now() - interval '2 days'")
+    report.inbound_activities_deleted = cur.rowcount
     if not await _langgraph_present(conn):
         return report
     candidates = [

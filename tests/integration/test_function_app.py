@@ -234,6 +234,18 @@ async def test_a_signed_activity_is_queued_and_answered_202_without_running_the_
     assert teams.connector.calls == [], "the turn must not run inside the HTTP request"
 
 
+async def test_a_webhook_retry_of_the_same_activity_is_acknowledged_but_queued_once(
+    app_env: QueueClient, teams: Teams
+):
+    activity = teams.activity(text="summarise Acme")
+    first = await teams.post(activity)
+    retry = await teams.post(activity)
+    other = await teams.post(teams.activity(text="summarise Acme"))
+
+    assert (first.status_code, retry.status_code, other.status_code) == (202, 202, 202)
+    assert len(queued(app_env)) == 2
+
+
 @pytest.mark.parametrize(
     "make_header",
     [
