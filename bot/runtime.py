@@ -8,8 +8,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import jwt
 from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFrameworkAuthentication
 from botbuilder.schema import Activity
+from botframework.connector.auth import AuthenticateRequestResult
 
 from bot.credentials import AzureIdentityCredentialsFactory
 from bot.handler import CopilotBot, on_turn_error
@@ -68,6 +70,32 @@ async def open_runtime(settings: Settings, bot_settings: BotSettings) -> AsyncIt
         yield BotRuntime(settings, bot_settings, service, adapter, bot, reps)
 
 
+class Unauthenticated(Exception):
+    """The request's Bot Framework token is missing or not valid for this bot and activity."""
+
+
+async def authenticate_activity(
+    adapter: CloudAdapter, activity: Activity, auth_header: str | None
+) -> AuthenticateRequestResult:
+    """botbuilder's channel-token validation, with every token failure as :class:`Unauthenticated`.
+
+    botbuilder signals bad tokens in several ways: ``PermissionError`` (no token, wrong
+    issuer/audience, serviceurl mismatch), PyJWT errors (expired, bad signature,
+    malformed), ``IndexError``/``KeyError`` (key id not published) and a bare
+    ``Exception`` (key not endorsed for the channel, algorithm not allowed). Anything
+    else (e.g. the metadata endpoint unreachable) is our failure, not the caller's.
+    """
+    auth = adapter.bot_framework_authentication
+    try:
+        return await auth.authenticate_request(activity, auth_header or None)
+    except (PermissionError, jwt.PyJWTError, LookupError) as exc:
+        raise Unauthenticated(f"{type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        if type(exc) is Exception:
+            raise Unauthenticated(f"{exc}") from exc
+        raise
+
+
 async def process_inline(
     runtime: BotRuntime, body: dict[str, Any], auth_header: str | None
 ) -> tuple[int, Any]:
@@ -79,11 +107,8 @@ async def process_inline(
     """
     activity = Activity().deserialize(body)
     try:
-        authenticated = await runtime.adapter.bot_framework_authentication.authenticate_request(
-            activity,
-            auth_header or None,
-        )
-    except PermissionError:
+        authenticated = await authenticate_activity(runtime.adapter, activity, auth_header)
+    except Unauthenticated:
         return 401, {"error": "unauthorized"}
     invoke = await runtime.adapter.process_activity(authenticated, activity, runtime.bot.on_turn)
     if invoke is None:

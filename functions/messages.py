@@ -32,10 +32,10 @@ import uuid
 from typing import Any
 
 import azure.functions as func
-import jwt
 from botbuilder.schema import Activity, ActivityTypes
 from botframework.connector.auth import AuthenticateRequestResult
 
+from bot.runtime import Unauthenticated, authenticate_activity
 from functions.dedupe import first_delivery
 from functions.envelope import TurnEnvelope
 from functions.host import FunctionsHost, get_host
@@ -51,10 +51,6 @@ MAX_QUEUE_MESSAGE_BYTES = 64 * 1024
 
 class BadActivity(ValueError):
     """The request body is not an activity we can accept."""
-
-
-class Unauthenticated(Exception):
-    """The request's Bot Framework token is missing or not valid for this bot and activity."""
 
 
 @bp.function_name("messages")
@@ -77,7 +73,7 @@ async def _handle(req: func.HttpRequest) -> func.HttpResponse:
         return _json_response(400, {"error": "bad_request", "message": str(exc)})
     host = await get_host()
     try:
-        result = await authenticate(host, activity, req.headers.get("Authorization"))
+        result = await authenticate_activity(host.runtime.adapter, activity, req.headers.get("Authorization"))
     except Unauthenticated as exc:
         logger.warning(
             "rejected activity %s from channel %s: %s", activity.id, activity.channel_id, exc.args[0]
@@ -126,28 +122,6 @@ def parse_activity(raw: bytes) -> tuple[dict[str, Any], Activity]:
     except ValueError as exc:  # the serialiser's DeserializationError
         raise BadActivity(f"the activity is malformed: {exc}") from exc
     return body, activity
-
-
-async def authenticate(
-    host: FunctionsHost, activity: Activity, auth_header: str | None
-) -> AuthenticateRequestResult:
-    """botbuilder's channel-token validation, with every token failure as :class:`Unauthenticated`.
-
-    botbuilder signals bad tokens in several ways: ``PermissionError`` (no token, wrong
-    issuer/audience, serviceurl mismatch), PyJWT errors (expired, bad signature,
-    malformed), ``IndexError``/``KeyError`` (key id not published) and a bare
-    ``Exception`` (key not endorsed for the channel, algorithm not allowed). Anything
-    else (e.g. the metadata endpoint unreachable) is our failure, not the caller's.
-    """
-    auth = host.runtime.adapter.bot_framework_authentication
-    try:
-        return await auth.authenticate_request(activity, auth_header or None)
-    except (PermissionError, jwt.PyJWTError, LookupError) as exc:
-        raise Unauthenticated(f"{type(exc).__name__}: {exc}") from exc
-    except Exception as exc:
-        if type(exc) is Exception:
-            raise Unauthenticated(f"{exc}") from exc
-        raise
 
 
 async def _invoke(

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
 from copilot.settings import Settings
@@ -167,3 +168,26 @@ async def test_deciding_one_card_does_not_repost_the_others(teams: Teams, copilo
 
     assert len(teams.connector.cards()) == 2  # no new card for "Second"
     assert [u.activity_id for u in teams.connector.updates()] == [first.activity_id]
+
+
+async def test_with_app_credentials_the_dev_server_refuses_unsigned_or_garbage_tokens(
+    copilot_settings: Settings,
+):
+    from cryptography.fernet import Fernet
+
+    from bot.settings import BotSettings
+
+    deployed = BotSettings(
+        MicrosoftAppId="11111111-2222-4333-8444-555555555555",
+        MicrosoftAppPassword="secret",
+        COPILOT_TOKEN_ENCRYPTION_KEY=Fernet.generate_key().decode(),
+    )
+    async with running_bot(copilot_settings, deployed) as teams:
+        activity = teams.activity(text="summarise Acme")
+        async with httpx.AsyncClient(timeout=30) as client:
+            unsigned = await client.post(teams.bot_url, json=activity)
+            garbage = await client.post(
+                teams.bot_url, json=activity, headers={"Authorization": "Bearer not-a-jwt"}
+            )
+    assert (unsigned.status_code, garbage.status_code) == (401, 401)
+    assert teams.connector.calls == []
