@@ -177,10 +177,12 @@ async def test_with_app_credentials_the_dev_server_refuses_unsigned_or_garbage_t
 
     from bot.settings import BotSettings
 
-    deployed = BotSettings(
-        MicrosoftAppId="11111111-2222-4333-8444-555555555555",
-        MicrosoftAppPassword="secret",
-        COPILOT_TOKEN_ENCRYPTION_KEY=Fernet.generate_key().decode(),
+    deployed = BotSettings.model_validate(
+        {
+            "MicrosoftAppId": "11111111-2222-4333-8444-555555555555",
+            "MicrosoftAppPassword": "secret",
+            "COPILOT_TOKEN_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        }
     )
     async with running_bot(copilot_settings, deployed) as teams:
         activity = teams.activity(text="summarise Acme")
