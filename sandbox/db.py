@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -218,13 +219,23 @@ def transaction(path: Path, write: bool) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-def _enable_wal(path: Path) -> None:
-    # journal_mode is a property of the file and cannot change inside a transaction.
-    conn = connect(path)
-    try:
-        conn.execute("PRAGMA journal_mode = WAL")
-    finally:
-        conn.close()
+def _enable_wal(path: Path, attempts: int = 100) -> None:
+    # journal_mode is a property of the file and cannot change inside a transaction. The
+    # switch needs an exclusive lock and SQLite answers "locked" at once (busy_timeout does
+    # not cover it) while another connection switches or seeds: retry briefly.
+    for attempt in range(attempts):
+        conn = connect(path)
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()["journal_mode"]).lower() == "wal":
+                return
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+        finally:
+            conn.close()
+        time.sleep(0.05)
 
 
 def ensure_schema(path: Path) -> None:
