@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
@@ -34,7 +33,6 @@ class AgentContext:
     pool: AsyncConnectionPool[AsyncConnection[DictRow]] = field(repr=False)
     exit_stack: AsyncExitStack = field(repr=False)
     _writer: CrmGateway | None = field(default=None, init=False, repr=False)
-    extras: dict[str, Any] = field(default_factory=dict, repr=False)
 
     async def open_writer(self) -> None:
         """Open the CRM session with the write scope (only to execute approved writes).

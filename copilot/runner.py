@@ -32,7 +32,7 @@ from copilot.errors import AuthError, CrmUnavailable, InvalidDecision
 from copilot.identity import RepIdentity
 from copilot.middleware.resilience import UNAVAILABLE_MESSAGE, CircuitBreaker, breaker_for
 from copilot.middleware.write_guard import WriteGuardMiddleware
-from copilot.models.factory import build_models
+from copilot.models.factory import build_model
 from copilot.persistence import rejections, threads
 from copilot.persistence.checkpoint import make_saver_and_store
 from copilot.persistence.embedded import resolve_database_url
@@ -424,8 +424,8 @@ async def open_service(
         async with pool.connection() as conn:
             await assert_schema_current(conn)
         saver, store = make_saver_and_store(pool)
-        primary, fallbacks = build_models(settings)
-        model = model or primary
+        fallbacks = [build_model(name) for name in settings.fallback_model_names()]
+        model = model or build_model(settings.copilot_model)
         yield CopilotService(
             settings, pool, saver, store, model, fallbacks, write_guard_factory=write_guard_factory
         )

@@ -173,7 +173,6 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                             proposed_at=proposed_at,
                             decided_at=now,
                             executed_at=now,
-                            trace_url=ctx.extras.get("trace_url"),
                         ),
                     )
                 await claim.complete(result)

@@ -6,7 +6,6 @@ from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 
 from copilot.errors import ConfigurationError
-from copilot.settings import Settings
 
 
 def build_model(name: str) -> BaseChatModel:
@@ -21,8 +20,3 @@ def build_model(name: str) -> BaseChatModel:
         return init_chat_model(name)
     except (ImportError, ValueError) as exc:
         raise ConfigurationError(f"cannot use model {name!r}: {exc}") from exc
-
-
-def build_models(settings: Settings) -> tuple[BaseChatModel, list[BaseChatModel]]:
-    """The primary model and its fallbacks, in order."""
-    return build_model(settings.copilot_model), [build_model(n) for n in settings.fallback_model_names()]
