@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,16 +42,18 @@ class DevRepTokens:
 
     def __init__(self, settings: Settings):
         self._settings = settings
-        self._cache: dict[str, SignedInRep] = {}
+        self._cache: dict[str, tuple[SignedInRep, int]] = {}
 
     async def rep_for(self, tenant_id: str, aad_object_id: str) -> SignedInRep | None:
         cached = self._cache.get(aad_object_id)
-        if cached is not None:
-            return cached
+        # The sign-in token expires (an hour in the sandbox); on-behalf-of needs a live one.
+        if cached is not None and cached[1] - 120 > time.time():
+            return cached[0]
         assertion = await dev_sign_in(self._settings, aad_object_id)
         identity = identity_from_assertion(assertion)
         rep = SignedInRep(identity, OboTokenBroker(self._settings, identity, assertion))
-        self._cache[aad_object_id] = rep
+        expires = int(jwt.decode(assertion, options={"verify_signature": False}).get("exp", 0))
+        self._cache[aad_object_id] = (rep, expires)
         return rep
 
 
