@@ -9,11 +9,17 @@ the rep approved (or edited) it. Before anything is written it
    result: double clicks, concurrent resumes, retries after a crash);
 4. re-reads the (possibly different) target record as the rep: permission to edit,
    and for opportunity updates the version against the one the rep reviewed;
-5. runs the tool with a :class:`WritePlan` (the key goes to the CRM as external id),
+5. records the key as *in flight* (durably, with that version), runs the tool with a
+   :class:`WritePlan` (the key goes to the backend as external id / idempotency key),
    then appends the audit row in the same transaction that marks the key done.
 
-If the CRM is unavailable at any point it raises :class:`CrmUnavailable`, which aborts
-the run with the approval still pending (nothing written, nothing consumed).
+A key found in flight is an earlier attempt that may have reached the backend (the
+process died, or the backend timed out): it is finished under its recorded plan, the
+backend being asked by key before any version check, so a write the CRM applied is
+always completed and audited, never reported as a conflict.
+
+If the backend is unavailable it raises :class:`CrmUnavailable`, which aborts the run
+with the approval still pending (to be finished by key when it is approved again).
 """
 
 from __future__ import annotations
@@ -58,6 +64,11 @@ def _message(request: ToolCallRequest, payload: dict[str, Any], *, error: bool =
         tool_call_id=request.tool_call["id"],
         status="error" if error else "success",
     )
+
+
+def _journal(plan: WritePlan) -> dict[str, Any]:
+    """What an interrupted attempt needs to be finished: the version it was approved over."""
+    return {"tool": plan.tool, "expected_version": plan.expected_version, "target_id": plan.target.get("id")}
 
 
 def _target_id(tool: str, args: BaseModel) -> str | None:
@@ -132,10 +143,18 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
             ) as claim:
                 if claim.stored_result is not None:
                     return _message(request, {**claim.stored_result, "replayed": True})
-                plan_or_refusal = await self._plan(ctx, name, key, args, snapshot)
+                if claim.in_flight_plan is not None:
+                    # An earlier attempt may have reached the backend (crash, kill, outage):
+                    # finish it under the plan it was approved with. The backend is asked by
+                    # key before any version check, so our own applied write is completed
+                    # and audited, never mistaken for someone else's change.
+                    plan_or_refusal = await self._recovery_plan(ctx, name, key, args, claim.in_flight_plan)
+                else:
+                    plan_or_refusal = await self._plan(ctx, name, key, args, snapshot)
                 if isinstance(plan_or_refusal, dict):
                     await claim.complete(plan_or_refusal)
                     return _message(request, plan_or_refusal, error=plan_or_refusal.get("status") == "error")
+                await claim.begin(_journal(plan_or_refusal))
                 token = current_write.set(plan_or_refusal)
                 try:
                     outcome = await handler(request)
@@ -144,45 +163,67 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                 if not isinstance(outcome, ToolMessage):
                     return outcome
                 if outcome.status == "error":
-                    # The CRM stayed unavailable through the retries. Abort the run instead of
-                    # answering the tool call: the key is released and the approval stays
-                    # pending, to execute once when the rep approves again after recovery.
+                    # The backend stayed unavailable through the retries. Abort the run instead
+                    # of answering the tool call: the key stays in flight and the approval
+                    # pending, to be finished (asking the backend by key) on the next approval.
                     raise CrmUnavailable(f"{name} could not reach the CRM; the approval is kept")
                 result = json.loads(str(outcome.content))
                 if self._after_commit_hook is not None:
                     self._after_commit_hook(key)
+                entry: audit.AuditEntry | None = None
                 if result.get("status") == "done":
                     now = dt.datetime.now(dt.UTC)
                     proposed_at = dt.datetime.fromisoformat(snapshot["taken_at"]) if snapshot else None
-                    result["audit_id"] = await audit.append(
-                        claim.conn,
-                        audit.AuditEntry(
-                            tenant_id=ctx.identity.tenant_id,
-                            rep_aad_id=ctx.identity.aad_object_id,
-                            thread_id=ctx.thread_id,
-                            tool_call_id=call_id,
-                            tool=name,
-                            target_record_id=_target_id(name, args),
-                            record_version_read=plan_or_refusal.expected_version
-                            if plan_or_refusal.expected_version is not None
-                            else (snapshot or {}).get("version"),
-                            original_args=original_args,
-                            edited_args=final_args if edited else None,
-                            decision="edit" if edited else "approve",
-                            crm_response=result,
-                            proposed_at=proposed_at,
-                            decided_at=now,
-                            executed_at=now,
-                        ),
+                    entry = audit.AuditEntry(
+                        tenant_id=ctx.identity.tenant_id,
+                        rep_aad_id=ctx.identity.aad_object_id,
+                        thread_id=ctx.thread_id,
+                        tool_call_id=call_id,
+                        tool=name,
+                        target_record_id=_target_id(name, args),
+                        record_version_read=plan_or_refusal.expected_version
+                        if plan_or_refusal.expected_version is not None
+                        else (snapshot or {}).get("version"),
+                        original_args=original_args,
+                        edited_args=final_args if edited else None,
+                        decision="edit" if edited else "approve",
+                        crm_response=result,
+                        proposed_at=proposed_at,
+                        decided_at=now,
+                        executed_at=now,
                     )
-                await claim.complete(result)
-                return _message(request, result, error=result.get("status") == "error")
+                stored = await claim.complete(result, entry)
+                return _message(request, stored, error=stored.get("status") == "error")
         except IdempotencyMismatch as exc:
             return _message(
                 request,
                 {"status": "error", "code": "idempotency_mismatch", "message": exc.message},
                 error=True,
             )
+
+    async def _recovery_plan(
+        self, ctx: AgentContext, tool: str, key: str, args: BaseModel, journal: dict[str, Any]
+    ) -> WritePlan | dict[str, Any]:
+        """The plan of an interrupted attempt, to finish it by key.
+
+        Opportunity updates keep the version they were approved over and skip our own
+        re-read: the CRM replays an update it already applied (by idempotency key) before
+        it compares versions, and a real change by someone else is still its conflict.
+        The other writes are idempotent by key at their backend, so their plan is made
+        again as usual (permission re-checked, contact re-read).
+        """
+        if tool == "update_opportunity":
+            expected = journal.get("expected_version")
+            if isinstance(expected, int):
+                data = args.model_dump()
+                return WritePlan(
+                    tool=tool,
+                    key=key,
+                    args=args,
+                    expected_version=expected,
+                    target={"id": data["opportunity_id"]},
+                )
+        return await self._plan(ctx, tool, key, args, None)
 
     async def _plan(
         self, ctx: AgentContext, tool: str, key: str, args: BaseModel, snapshot: ProposalRecord | None

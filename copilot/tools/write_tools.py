@@ -125,7 +125,13 @@ async def _update_opportunity(**_: Any) -> str:
             )
         return _refused(exc)
     return _result(
-        {"status": "done", "opportunity": result["opportunity"], "previous": result.get("previous")}
+        {
+            "status": "done",
+            "opportunity": result["opportunity"],
+            "previous": result.get("previous"),
+            # The CRM had already applied this key (an attempt interrupted after its commit).
+            "recovered": bool(result.get("replayed")),
+        }
     )
 
 

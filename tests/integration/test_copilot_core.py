@@ -205,6 +205,97 @@ async def test_a_crash_after_the_crm_committed_does_not_duplicate_on_retry(copil
     assert len(await _audit_rows(copilot_settings)) == 1
 
 
+@pytest.mark.parametrize("crashes_before_audit", [1, 2])
+async def test_an_opportunity_update_applied_before_a_crash_is_completed_and_audited_not_a_conflict(
+    copilot_settings, sandbox, crashes_before_audit
+):
+    # The old guard rolled its key back with the crash, re-read the record on retry, saw
+    # the version its own write had bumped and stored "conflict: nothing was written".
+    crashes = {"left": crashes_before_audit}
+
+    def crash(key: str) -> None:
+        if crashes["left"]:
+            crashes["left"] -= 1
+            raise RuntimeError("simulated crash after the CRM committed")
+
+    before = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
+    model = ScriptedChatModel(
+        steps=[calls(call("update_opportunity", opportunity_id="opp-acme-expansion", next_step="Crash test"))]
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "update it")
+    call_id = asked.proposals[0].tool_call_id
+
+    async with service(copilot_settings, ScriptedChatModel(final="Updated."), after_commit_hook=crash) as svc:
+        for _ in range(crashes_before_audit):
+            with pytest.raises(RuntimeError, match="simulated crash"):
+                await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+        retried = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+
+    after = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
+    result = retried.outcomes[0]["result"]
+    assert result["status"] == "done", result
+    assert after["version"] == before["version"] + 1  # written once
+    assert after["next_step"] == "Crash test"
+    rows = await _audit_rows(copilot_settings)
+    assert [(r.entry.tool_call_id, r.entry.record_version_read) for r in rows] == [
+        (call_id, before["version"])
+    ]
+    assert result["audit_id"] == rows[0].id
+
+
+async def test_a_write_left_in_flight_by_a_dead_process_is_finished_by_asking_the_crm_by_key(
+    copilot_settings, sandbox
+):
+    from copilot.persistence import idempotency
+
+    before = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
+    model = ScriptedChatModel(
+        steps=[calls(call("update_opportunity", opportunity_id="opp-acme-expansion", amount=123456))]
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "update it")
+    call_id = asked.proposals[0].tool_call_id
+    key = idempotency.idempotency_key(asked.thread_id, call_id)
+    # What a process killed right after the CRM applied the write leaves behind: the CRM
+    # holds the change under our key, and our key is in flight with no audit row.
+    applied = sandbox.call(
+        "alex",
+        "update_opportunity",
+        opportunity_id="opp-acme-expansion",
+        expected_version=before["version"],
+        changes={"amount": 123456.0},
+        idempotency_key=key,
+    )
+    assert not applied.get("isError"), applied
+    async with connect(copilot_settings) as conn:
+        await conn.execute(
+            "INSERT INTO idempotency_keys (key, tenant_id, rep_aad_id, thread_id, tool_call_id, tool,"
+            " args_hash, status, plan) VALUES (%s, %s, %s, %s, %s, 'update_opportunity', %s, 'in_flight', %s)",
+            (
+                key,
+                rep.identity.tenant_id,
+                rep.identity.aad_object_id,
+                asked.thread_id,
+                call_id,
+                idempotency.args_hash({"opportunity_id": "opp-acme-expansion", "amount": 123456.0}),
+                psycopg.types.json.Jsonb({"expected_version": before["version"]}),
+            ),
+        )
+
+    async with service(copilot_settings, ScriptedChatModel(final="Updated.")) as svc:
+        retried = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+
+    after = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
+    result = retried.outcomes[0]["result"]
+    assert result["status"] == "done", result
+    assert result["recovered"] is True  # the CRM answered by key, before any version check
+    assert after["version"] == before["version"] + 1
+    assert [r.entry.tool_call_id for r in await _audit_rows(copilot_settings)] == [call_id]
+
+
 # --- invariant 5: edits are new input ----------------------------------------------------------
 
 

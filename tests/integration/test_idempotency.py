@@ -68,14 +68,12 @@ async def execute_once(pool: Any, calls: list[int], *, delay: float = 0.0, **kwa
         return result
 
 
-async def crash_inside_claim(
-    pool: Any, *, result: dict[str, Any] | None = None, entry: audit.AuditEntry | None = None
-) -> None:
+async def crash_inside_claim(pool: Any, *, began: bool = False, result: dict[str, Any] | None = None) -> None:
     """A write that fails (CRM timeout, lost connection) after doing some of its work."""
     async with claim_for(pool) as c:
         assert c.stored_result is None
-        if entry is not None:
-            await audit.append(c.conn, entry)
+        if began:
+            await c.begin({"expected_version": 3})
         if result is not None:
             await c.complete(result)
         raise Boom("the write failed before our commit")
@@ -153,10 +151,57 @@ async def test_a_failed_write_rolls_back_so_a_retry_executes(app_pool):
     assert result["status"] == "updated"
 
 
-async def test_a_failure_after_completion_keeps_nothing(app_pool):
+async def test_a_failure_after_completion_keeps_the_completed_result(app_pool):
+    # Completion is the write's own commit: a later failure of the caller cannot undo it.
     with pytest.raises(Boom):
-        await crash_inside_claim(app_pool, result={"id": "opp-001"})
-    assert await _key_rows(app_pool) == []
+        await crash_inside_claim(app_pool, began=True, result={"id": "opp-001"})
+    assert await _key_rows(app_pool) == [
+        {"key": f"{THREAD}:call-1", "status": "done", "result": {"id": "opp-001"}}
+    ]
+    calls: list[int] = []
+    assert await execute_once(app_pool, calls) == {"id": "opp-001"}
+    assert calls == []
+
+
+async def test_a_failure_after_the_backend_call_began_leaves_the_key_in_flight_with_its_plan(app_pool):
+    with pytest.raises(Boom):
+        await crash_inside_claim(app_pool, began=True)
+    assert await _key_rows(app_pool) == [{"key": f"{THREAD}:call-1", "status": "in_flight", "result": None}]
+
+    async with claim_for(app_pool) as c:
+        assert c.stored_result is None
+        assert c.recovering
+        assert c.in_flight_plan == {"expected_version": 3}
+        await c.begin({"ignored": True})  # a retry keeps the first plan
+        stored = await c.complete({"id": "opp-001", "recovered": True})
+    assert stored == {"id": "opp-001", "recovered": True}
+    async with app_pool.connection() as conn:
+        cur = await conn.execute("SELECT status, plan, attempts FROM idempotency_keys")
+        assert await cur.fetchall() == [{"status": "done", "plan": {"expected_version": 3}, "attempts": 2}]
+
+
+async def test_a_holder_whose_connection_dies_releases_the_key_and_leaves_it_in_flight(app_pool, db_conn):
+    began = asyncio.Event()
+    release = asyncio.Event()
+
+    async def holder() -> None:
+        async with claim_for(app_pool) as c:
+            await c.begin({"expected_version": 3})
+            began.set()
+            await release.wait()
+
+    task = asyncio.create_task(holder())
+    await began.wait()
+    # What a kill -9 does to the holder's sessions: the server ends them.
+    await db_conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    async with claim_for(app_pool) as c:
+        assert c.recovering
+        await c.complete({"id": "opp-001"})
+    release.set()
+    await asyncio.gather(task, return_exceptions=True)  # its connections are gone
 
 
 async def test_a_claim_left_without_completing_leaves_no_pending_row(app_pool):
@@ -179,7 +224,7 @@ async def test_a_key_that_does_not_match_its_thread_and_tool_call_is_refused(app
             pass
 
 
-async def test_the_audit_row_commits_and_rolls_back_with_the_key(app_pool):
+async def test_the_audit_row_commits_and_rolls_back_with_the_key(app_pool, monkeypatch):
     now = datetime.now(UTC)
     entry = audit.AuditEntry(
         tenant_id="tenant-a",
@@ -197,16 +242,30 @@ async def test_the_audit_row_commits_and_rolls_back_with_the_key(app_pool):
         decided_at=now,
         executed_at=now,
     )
-    with pytest.raises(Boom):
-        await crash_inside_claim(app_pool, result=entry.crm_response, entry=entry)
+    from copilot.persistence import idempotency
+
+    # The key's 'done' update fails after the audit row was appended: both roll back.
+    monkeypatch.setattr(
+        idempotency,
+        "_DONE_SQL",
+        "UPDATE idempotency_keys SET status = 'nonsense', result = %s WHERE key = %s",
+    )
+    async with claim_for(app_pool) as c:
+        await c.begin({"expected_version": 3})
+        with pytest.raises(psycopg.errors.CheckViolation):
+            await c.complete(entry.crm_response, entry)
     async with app_pool.connection() as conn:
         assert await audit.list_entries(conn) == []
+    assert [r["status"] for r in await _key_rows(app_pool)] == ["in_flight"]
+    monkeypatch.undo()
 
     async with claim_for(app_pool) as c:
-        await audit.append(c.conn, entry)
-        await c.complete(entry.crm_response)
+        assert c.recovering
+        stored = await c.complete(entry.crm_response, entry)
     async with app_pool.connection() as conn:
-        assert [e.entry for e in await audit.list_entries(conn)] == [entry]
+        listed = await audit.list_entries(conn)
+        assert [e.entry for e in listed] == [entry]
+        assert stored == {**entry.crm_response, "audit_id": listed[0].id}
         assert (await audit.verify(conn)).ok
 
 
