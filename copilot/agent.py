@@ -21,6 +21,7 @@ from copilot.middleware.limits import FriendlyModelCallLimit
 from copilot.middleware.pii import pii_middleware
 from copilot.middleware.proposals import ProposalSnapshotMiddleware
 from copilot.middleware.resilience import CircuitBreaker, CircuitBreakerMiddleware, CrmRetryMiddleware
+from copilot.middleware.tool_call_ids import ToolCallIdMiddleware
 from copilot.middleware.write_guard import WriteGuardMiddleware
 from copilot.models.fallback import with_fallbacks
 from copilot.prompts import SYSTEM_PROMPT
@@ -66,6 +67,8 @@ def build_agent(
             run_limit=settings.model_call_run_limit,
             exit_behavior="end",
         ),
+        # Outside the fallback, so whichever model answered, its tool call ids are ours.
+        ToolCallIdMiddleware(),
     ]
     if fallbacks:
         middleware.append(ModelFallbackMiddleware(*fallbacks))

@@ -48,13 +48,21 @@ Handler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 
 
 def _original_call(request: ToolCallRequest) -> dict[str, Any] | None:
+    """The model's call this request executes; None unless exactly one call has its id.
+
+    Ids are re-keyed by the copilot on every model response, so two calls sharing one
+    id (which would let a rep approve one and get the other) mean state was tampered
+    with or written by something else: refuse rather than guess which one was shown.
+    """
     call_id = request.tool_call["id"]
-    for message in reversed(request.state.get("messages", [])):
-        if isinstance(message, AIMessage):
-            for call in message.tool_calls:
-                if call["id"] == call_id:
-                    return dict(call)
-    return None
+    found = [
+        dict(call)
+        for message in request.state.get("messages", [])
+        if isinstance(message, AIMessage)
+        for call in message.tool_calls
+        if call["id"] == call_id
+    ]
+    return found[0] if len(found) == 1 else None
 
 
 def _message(request: ToolCallRequest, payload: dict[str, Any], *, error: bool = False) -> ToolMessage:
@@ -102,7 +110,8 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                 {
                     "status": "error",
                     "code": "validation",
-                    "message": "the tool of a proposal cannot be changed",
+                    "message": "the tool of a proposal cannot be changed (or the proposal is ambiguous); "
+                    "nothing was written",
                 },
                 error=True,
             )

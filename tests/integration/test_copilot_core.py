@@ -296,6 +296,63 @@ async def test_a_write_left_in_flight_by_a_dead_process_is_finished_by_asking_th
     assert [r.entry.tool_call_id for r in await _audit_rows(copilot_settings)] == [call_id]
 
 
+@pytest.mark.parametrize("second_tool", ["log_activity", "update_opportunity"])
+async def test_two_tool_calls_sharing_one_id_become_two_proposals_and_approving_one_writes_only_it(
+    copilot_settings, sandbox, second_tool
+):
+    benign = _log("Benign call")
+    injected = (
+        _log("INJECTED", account_id="acc-acme")
+        if second_tool == "log_activity"
+        else call("update_opportunity", opportunity_id="opp-acme-expansion", stage="Closed Lost")
+    )
+    injected["id"] = benign["id"]  # the model (or an adapter) chose one id for both
+    before = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, ScriptedChatModel(steps=[calls(benign, injected)])) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log a call")
+        shown = {p.tool_call_id: p for p in asked.proposals}
+        assert len(shown) == 2  # both are shown, each under its own id
+        assert benign["id"] not in shown
+        benign_id = next(i for i, p in shown.items() if p.args.get("subject") == "Benign call")
+        resumed = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(benign_id)])
+        assert [p.tool_call_id for p in resumed.proposals] == [i for i in shown if i != benign_id]
+
+    activities = _activities(sandbox, asked.thread_id)
+    assert [a["subject"] for a in activities] == ["Benign call"]
+    after = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
+    assert after["version"] == before["version"]
+    rows = await _audit_rows(copilot_settings)
+    assert [(r.entry.tool_call_id, r.entry.decision, r.entry.original_args["subject"]) for r in rows] == [
+        (benign_id, "approve", "Benign call")
+    ]
+
+
+async def test_a_tool_call_id_reused_from_an_earlier_turn_gets_an_id_of_its_own(copilot_settings, sandbox):
+    first = _log("First turn")
+    again = _log("Second turn")
+    again["id"] = first["id"]
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, ScriptedChatModel(steps=[calls(first)])) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log a call")
+        done = await svc.resume(
+            rep.identity, rep.broker, asked.thread_id, [_approve(asked.proposals[0].tool_call_id)]
+        )
+    async with service(copilot_settings, ScriptedChatModel(steps=[calls(again)])) as svc:
+        second = await svc.run_turn(rep.identity, rep.broker, asked.thread_id, "log another")
+        assert second.proposals[0].tool_call_id != asked.proposals[0].tool_call_id
+        final = await svc.resume(
+            rep.identity, rep.broker, asked.thread_id, [_approve(second.proposals[0].tool_call_id)]
+        )
+    assert done.outcomes[0]["result"]["status"] == "done"
+    assert final.outcomes[0]["result"]["status"] == "done"
+    assert "replayed" not in final.outcomes[0]["result"]  # not the first write's stored result
+    assert sorted(a["subject"] for a in _activities(sandbox, asked.thread_id)) == [
+        "First turn",
+        "Second turn",
+    ]
+
+
 # --- invariant 5: edits are new input ----------------------------------------------------------
 
 
