@@ -9,6 +9,7 @@ person must see comes back in :class:`TurnResult`; nothing here prints.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.errors import GraphRecursionError
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from langgraph.types import Command
 from psycopg import AsyncConnection
@@ -30,6 +32,7 @@ from copilot.context import AgentContext
 from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
 from copilot.errors import AuthError, CrmUnavailable, InvalidDecision
 from copilot.identity import RepIdentity
+from copilot.middleware.limits import LIMIT_MESSAGE
 from copilot.middleware.resilience import UNAVAILABLE_MESSAGE, CircuitBreaker, breaker_for
 from copilot.middleware.write_guard import WriteGuardMiddleware
 from copilot.models.factory import build_model
@@ -44,6 +47,8 @@ from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, load_read_tools, open_crm_session, parse_result_text
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
+
+logger = logging.getLogger(__name__)
 
 # Writes that leave the copilot (CRM, mailbox) and so need the write-scoped session.
 EXTERNAL_WRITE_TOOLS = {"log_activity", "update_opportunity", "draft_followup_email"}
@@ -96,6 +101,18 @@ class TurnResult:
             "outcomes": self.outcomes,
             "notice": self.notice,
         }
+
+
+def recursion_limit(agent: Any, model_call_run_limit: int) -> int:
+    """Graph steps for one run, derived from the model-call limit (invariant 10).
+
+    One model round visits each node of the agent graph at most once (every middleware
+    hook is a node: context, PII, summary, limit, model, snapshot, approval, tools...),
+    so ``limit + 1`` rounds (the last one is the limit's own answer) plus a round of
+    slack always let the model-call limit end the run with its message first.
+    """
+    nodes = max(len(getattr(agent, "nodes", {}) or {}), 1)
+    return (model_call_run_limit + 2) * nodes
 
 
 class CopilotService:
@@ -151,7 +168,8 @@ class CopilotService:
                     proposals=pending,
                     notice="proposals_pending",
                 )
-            await self._stream(agent, {"messages": [HumanMessage(text)]}, config, ctx, on_progress)
+            if not await self._stream(agent, {"messages": [HumanMessage(text)]}, config, ctx, on_progress):
+                return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
             return await self._result(agent, config, thread_id)
 
     async def resume(
@@ -198,7 +216,7 @@ class CopilotService:
                         thread_id, answer=exc.message, proposals=list(pending.values()), notice="auth"
                     )
             try:
-                await self._stream(agent, Command(resume=answers), config, ctx, on_progress)
+                finished = await self._stream(agent, Command(resume=answers), config, ctx, on_progress)
             except CrmUnavailable:
                 # Already counted by the breaker where the CRM call failed. Decisions whose
                 # tool calls completed (e.g. a rejection beside the failed write) still count.
@@ -211,6 +229,8 @@ class CopilotService:
                     notice="crm_unavailable",
                 )
             result = await self._result(agent, config, thread_id)
+            if not finished:
+                result.answer, result.notice = LIMIT_MESSAGE, "limit_reached"
             decided = {d.tool_call_id for d in decisions}
             result.outcomes = await self._outcomes(agent, config, decided)
             await self._record_rejections(identity, thread_id, pending, decisions, result.proposals)
@@ -272,8 +292,11 @@ class CopilotService:
             await threads.touch(conn, thread_id)
             return thread_id
 
-    def _config(self, thread_id: str) -> dict[str, Any]:
-        return {"configurable": {"thread_id": thread_id}, "recursion_limit": 60}
+    def _config(self, thread_id: str, agent: Any = None) -> dict[str, Any]:
+        config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
+        if agent is not None:
+            config["recursion_limit"] = recursion_limit(agent, self.settings.model_call_run_limit)
+        return config
 
     @asynccontextmanager
     async def _turn(
@@ -317,7 +340,7 @@ class CopilotService:
                 breaker=self.breaker,
                 write_guard=self._write_guard_factory(),
             )
-            yield agent, ctx, self._config(thread_id)
+            yield agent, ctx, self._config(thread_id, agent)
 
     async def _stream(
         self,
@@ -326,23 +349,32 @@ class CopilotService:
         config: dict[str, Any],
         ctx: AgentContext,
         on_progress: ProgressCallback | None,
-    ) -> None:
+    ) -> bool:
+        """Run the agent to its next stop; False if it ran out of graph steps instead."""
         names: dict[str, str] = {}
         # durability="sync": each step's checkpoint is written before the next step runs,
         # so an approved write never executes ahead of the state that led to it.
-        async for update in agent.astream(
-            payload, config, context=ctx, stream_mode="updates", durability="sync"
-        ):
-            if not isinstance(update, dict):
-                continue
-            for node_update in update.values():
-                messages = node_update.get("messages", []) if isinstance(node_update, dict) else []
-                for message in messages if isinstance(messages, list) else [messages]:
-                    if isinstance(message, ToolMessage):
-                        names_in(parse_result_text(message_text(message)), names)
-                    elif isinstance(message, AIMessage) and on_progress is not None:
-                        for call in message.tool_calls:
-                            await on_progress(describe_tool_call(call["name"], call["args"], names))
+        try:
+            async for update in agent.astream(
+                payload, config, context=ctx, stream_mode="updates", durability="sync"
+            ):
+                if not isinstance(update, dict):
+                    continue
+                for node_update in update.values():
+                    messages = node_update.get("messages", []) if isinstance(node_update, dict) else []
+                    for message in messages if isinstance(messages, list) else [messages]:
+                        if isinstance(message, ToolMessage):
+                            names_in(parse_result_text(message_text(message)), names)
+                        elif isinstance(message, AIMessage) and on_progress is not None:
+                            for call in message.tool_calls:
+                                await on_progress(describe_tool_call(call["name"], call["args"], names))
+        except GraphRecursionError:
+            # The recursion limit is derived from the model-call limit, so the limit's own
+            # answer normally ends the run first; should the graph still run out of steps,
+            # the rep gets that same answer, never a recursion error.
+            logger.warning("thread %s ran out of graph steps before its model-call limit", ctx.thread_id)
+            return False
+        return True
 
     async def _pending(self, agent: Any, config: dict[str, Any]) -> list[Proposal]:
         state = await agent.aget_state(config)

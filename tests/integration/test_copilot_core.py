@@ -877,3 +877,47 @@ async def test_approving_a_preference_change_needs_no_crm_write_session(copilot_
         sandbox.admin("PUT", "/admin/knobs", {})
     assert done.outcomes[0]["result"]["status"] == "done"
     assert done.outcomes[0]["result"]["preferences"]["email_tone"] == "formal"
+
+
+async def test_the_default_model_call_limit_ends_the_run_before_the_graph_runs_out_of_steps(
+    copilot_settings, sandbox
+):
+    # recursion_limit was a fixed 60 (about 12 graph steps per model round), so the fifth
+    # model call raised GraphRecursionError and the 12-call limit never applied.
+    limit = copilot_settings.model_call_run_limit
+    looping = [calls(call("search_accounts", query=f"a{i}")) for i in range(limit + 2)]
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, ScriptedChatModel(steps=looping)) as svc:
+        result = await svc.run_turn(rep.identity, rep.broker, None, "loop")
+    assert result.answer == LIMIT_MESSAGE
+    assert result.notice == "limit_reached"
+    assert result.proposals == []
+
+
+async def test_a_run_that_still_runs_out_of_graph_steps_ends_with_the_limit_message(
+    copilot_settings, sandbox, monkeypatch
+):
+    from copilot import runner
+
+    monkeypatch.setattr(runner, "recursion_limit", lambda agent, limit: 8)
+    looping = [calls(call("search_accounts", query=f"a{i}")) for i in range(4)]
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, ScriptedChatModel(steps=looping)) as svc:
+        result = await svc.run_turn(rep.identity, rep.broker, None, "loop")
+        assert result.answer == LIMIT_MESSAGE
+        assert result.notice == "limit_reached"
+        monkeypatch.undo()
+        # The thread stays usable: the next question gets an answer.
+        later = await svc.run_turn(rep.identity, rep.broker, result.thread_id, "and now?")
+    assert later.notice is None
+    assert later.answer
+
+
+async def test_the_offline_model_answers_how_to_reach_a_contact_without_crashing(copilot_settings, sandbox):
+    from copilot.models.offline import OfflineChatModel
+
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, OfflineChatModel()) as svc:
+        result = await svc.run_turn(rep.identity, rep.broker, None, "how do I reach Sarah Chen at Acme?")
+    assert result.answer
+    assert result.notice in (None, "limit_reached")
