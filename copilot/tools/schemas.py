@@ -18,6 +18,10 @@ STAGES: tuple[str, ...] = get_args(Stage)
 ActivityType = Literal["call", "meeting", "email", "task"]
 EmailTone = Literal["friendly", "formal", "concise"]
 
+MAX_AMOUNT = 1e12
+"""The largest amount the CRM stores; bounded here so a bad edit is refused while the
+proposal is still open, not by the CRM after the approval was used up."""
+
 
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
@@ -46,7 +50,13 @@ class UpdateOpportunityArgs(_Args):
     opportunity_id: str = Field(min_length=1, description="Opportunity record id")
     stage: Stage | None = Field(default=None, description="New stage")
     close_date: dt.date | None = Field(default=None, description="New close date (ISO date)")
-    amount: float | None = Field(default=None, ge=0, description="New amount in the opportunity's currency")
+    amount: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_AMOUNT,
+        allow_inf_nan=False,
+        description="New amount in the opportunity's currency",
+    )
     next_step: str | None = Field(default=None, max_length=500, description="New next step")
 
     @model_validator(mode="after")

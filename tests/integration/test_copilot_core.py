@@ -361,6 +361,9 @@ async def test_a_tool_call_id_reused_from_an_earlier_turn_gets_an_id_of_its_own(
     [
         ({"stage": "Daydreaming"}, "stage"),
         ({"amount": -10}, "amount"),
+        ({"amount": float("inf")}, "amount|finite"),  # what JSON's 1e400 parses to
+        ({"amount": float("nan")}, "amount|finite"),
+        ({"amount": 1e13}, "amount"),
         ({"colour": "red"}, "colour"),
     ],
 )
@@ -384,6 +387,34 @@ async def test_invalid_edits_are_refused_clearly_and_write_nothing(copilot_setti
     assert [p.tool_call_id for p in still.proposals] == [call_id]
     after = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
     assert after["version"] == before["version"]
+
+
+async def test_an_out_of_range_amount_edit_leaves_the_proposal_open_for_a_corrected_edit(
+    copilot_settings, sandbox
+):
+    model = ScriptedChatModel(
+        steps=[calls(call("update_opportunity", opportunity_id="opp-acme-expansion", next_step="Call CFO"))]
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "update it")
+        call_id = asked.proposals[0].tool_call_id
+        with pytest.raises(InvalidDecision, match="amount|finite"):
+            await svc.resume(
+                rep.identity,
+                rep.broker,
+                asked.thread_id,
+                json.loads('[{"tool_call_id": "%s", "type": "edit", "args": {"amount": 1e400}}]' % call_id),
+            )
+        fixed = await svc.resume(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [{"tool_call_id": call_id, "type": "edit", "args": {"amount": 140000}}],
+        )
+    assert fixed.outcomes[0]["result"]["status"] == "done"
+    after = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
+    assert after["amount"] == 140000
 
 
 async def test_an_edit_that_changes_the_tool_is_refused(copilot_settings):
