@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     model_call_thread_limit: int = Field(default=200, ge=1, alias="COPILOT_MODEL_CALL_THREAD_LIMIT")
     summarization_trigger_tokens: int = Field(default=4000, ge=500, alias="COPILOT_SUMMARY_TRIGGER_TOKENS")
     summarization_keep_messages: int = Field(default=20, ge=2, alias="COPILOT_SUMMARY_KEEP_MESSAGES")
+    phone_region: str = Field(default="US", alias="COPILOT_PHONE_REGION")
+    """Default region for national phone formats (ISO 3166 alpha-2), the tenant's home country."""
 
     # --- CRM (MCP) ------------------------------------------------------------------------
     crm_mcp_url: str = Field(default="http://127.0.0.1:8765/mcp", alias="CRM_MCP_URL")

@@ -84,6 +84,125 @@ def test_a_phone_number_right_after_another_number_is_still_found(text: str, pho
     assert [m["value"] for m in detect_phone_numbers(text)] == [phone]
 
 
+@pytest.mark.parametrize(
+    "phone",
+    [
+        # national formats of the home region (US) and of other common regions
+        "2065550123",
+        "(206) 555-0199",
+        "206 555 0123",
+        "1-206-555-0123",
+        "020 7946 0958",
+        "(020) 7946 0958",
+        "030 1234567",
+        "030/1234567",
+        "01 23 45 67 89",
+        "01.23.45.67.89",
+        "(02) 9876 5432",
+        "0412 345 678",
+        "098765 43210",
+        # international, with + or an international dialling prefix
+        "+442079460958",
+        "+44 (0)20 7946 0958",
+        "+44 207 946 0958",
+        "+49 30 1234567",
+        "0049 30 1234567",
+        "0044 20 7946 0958",
+        "011 44 20 7946 0958",
+        "+91 98765 43210",
+        "+61 2 9876 5432",
+        # extensions
+        "+1 206 555 0123 ext. 42",
+        "206-555-0123 x123",
+        "(206) 555-0199 extension 7",
+        "+44 20 7946 0958 ext 12",
+        # vanity and toll-free
+        "1-800-FLOWERS",
+        "1-800-Flowers",
+        "+1 800 356 9377",
+        "1-888-GET-HELP",
+        "1 (800) CONTACTS",
+        # 7-digit local NANP, and NANP shapes with fictional area codes
+        "555-0144",
+        "867-5309",
+        "(555) 555-0100",
+    ],
+)
+def test_national_international_extension_and_vanity_formats_are_found_exactly(phone: str):
+    text = f"Maria's number is {phone}, call after 10."
+
+    assert [m["value"] for m in detect_phone_numbers(text)] == [phone]
+
+
+@pytest.mark.parametrize("region", ["US", "GB", "DE", "FR", "IN", "AU", "JP", "BR"])
+@pytest.mark.parametrize("phone", ["+44 20 7946 0958", "0049 30 1234567", "+1 206 555 0123", "020 7946 0958"])
+def test_international_and_common_national_numbers_are_found_whatever_the_home_region(
+    region: str, phone: str
+):
+    assert [m["value"] for m in detect_phone_numbers(f"tel {phone}.", region)] == [phone]
+
+
+@pytest.mark.parametrize(
+    ("region", "phone"), [("GB", "07700 900123"), ("DE", "089 1234567"), ("FR", "06 12 34 56 78")]
+)
+def test_the_home_region_reads_its_own_national_formats(region: str, phone: str):
+    assert [m["value"] for m in detect_phone_numbers(f"mobile {phone}", region)] == [phone]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "meeting at 10:30",
+        "meeting at 10:30:00 on 2026-12-15",
+        "15/12/2026 10:30",
+        "deal worth $120,000",
+        "amount 120000.50",
+        '{"amount": 2345678.50, "discount": 0.125}',
+        "€1.250.000 pipeline",
+        "audit #1048576",
+        '{"audit_id": 1048576, "status": "executed"}',
+        "in 2026 150000 was booked",
+        "FY2026 and FY 2027",
+        "3 open opportunities",
+        "12 contacts, 4 accounts, 250 activities",
+        "up 12.5% to 48%",
+        "1 Microsoft Way, Redmond, WA 98052",
+        "1 Microsoft Way, Redmond, WA 98052-6399",
+        "10 Downing Street, London SW1A 2AA",
+        "invoice 0012345 and order 01234567",
+        "records opp-acme-renewal acc-acme con-0001 opp-1234567",
+        "build 10.0.19045.3930",
+        "toll-free 800 numbers and the 800-pound gorilla",
+        "1855 Microsoft Way, 1855 MICROSOFT WAY",
+        "800 BROADWAY, 1 800 Broadway",
+        "won 250 2025 deals",
+    ],
+)
+def test_times_amounts_audit_numbers_years_counts_and_addresses_are_not_phone_numbers(text: str):
+    assert detect_phone_numbers(text) == []
+
+
+def test_numbers_in_crm_json_of_several_regions_are_all_found_and_the_rest_stays():
+    text = (
+        '[{"id": "con-1", "phone": "020 7946 0958", "updated": "2026-12-15T10:30:00Z"},'
+        ' {"id": "con-2", "phone": "+49 30 1234567", "amount": 120000},'
+        ' {"id": "con-3", "phone": "2065550123", "close_date": "2026-12-15"}]'
+    )
+
+    found = detect_phone_numbers(text)
+
+    assert [m["value"] for m in found] == ["020 7946 0958", "+49 30 1234567", "2065550123"]
+    assert all(text[m["start"] : m["end"]] == m["value"] for m in found)
+
+
+def test_the_configured_region_is_used_and_an_unknown_one_is_refused():
+    [_, phone] = pii_middleware("gb")
+
+    assert [m["value"] for m in phone.detector("ring 07700 900123")] == ["07700 900123"]
+    with pytest.raises(ValueError, match="phone region"):
+        pii_middleware("XX")
+
+
 # --- the middleware ---------------------------------------------------------------------------
 
 
@@ -157,6 +276,18 @@ async def test_a_phone_number_in_a_string_tool_result_is_redacted_but_dates_and_
     assert "[REDACTED_PHONE_NUMBER]" in text
     assert "2026-12-15" in text
     assert "150000" in text
+
+
+async def test_a_national_number_of_another_region_in_a_tool_result_is_redacted():
+    content = '{"id": "con-1", "name": "Oliver Smith", "phone": "020 7946 0958", "close_date": "2026-12-15"}'
+    [_, phone] = pii_middleware("US")
+
+    messages = _redacted(await phone.abefore_model(_state(content), NO_RUNTIME))
+
+    text = message_text(messages[2])
+    assert "7946" not in text
+    assert '"phone": "[REDACTED_PHONE_NUMBER]"' in text
+    assert "2026-12-15" in text
 
 
 async def test_the_reps_own_input_is_redacted_too():
