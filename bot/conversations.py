@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -77,34 +80,55 @@ async def card_activity(pool: Pool, thread_id: str, tool_call_id: str) -> str | 
     return None if row is None else str(row["activity_id"])
 
 
-async def claim_card(pool: Pool, thread_id: str, tool_call_id: str) -> bool:
-    """Mark a proposal's card as being decided; False if another submission got there first.
+@dataclass
+class CardHold:
+    """The right to decide one proposal's card, for the length of a :func:`deciding` block."""
 
-    Cards the bot did not record (e.g. posted by an older version) cannot be claimed and
-    are left to the runner's own exactly-once guarantees.
+    granted: bool
+    """False if another submission is deciding this card right now, or already decided it."""
+    _conn: AsyncConnection[Any] | None = field(default=None, repr=False)
+    _key: tuple[str, str] | None = field(default=None, repr=False)
+
+    async def mark_decided(self) -> None:
+        """The decision went through: later submissions of the card are told so.
+
+        Committed when the hold ends, together with the lock's release, so no submission
+        can slip in between (and a crash before the end leaves the card undecided).
+        """
+        if self._conn is None or self._key is None:
+            return
+        await self._conn.execute(
+            "UPDATE approval_cards SET decided_at = now() WHERE thread_id = %s AND tool_call_id = %s",
+            self._key,
+        )
+
+
+@asynccontextmanager
+async def deciding(pool: Pool, thread_id: str, tool_call_id: str) -> AsyncIterator[CardHold]:
+    """Hold one proposal's card while a submission decides it (double clicks decide once).
+
+    The hold is a transaction-scoped advisory lock on a connection of its own, so it
+    ends with the block, or with the process if that dies mid-approval: a crash never
+    leaves a card stuck as "already decided" while its proposal is still pending.
+    Cards the bot did not record (e.g. posted by an older version) can be held too;
+    the runner's own exactly-once guarantees cover them.
     """
-    async with pool.connection() as conn:
+    async with pool.connection() as conn, conn.transaction():
+        cur = await conn.execute(_TRY_HOLD_SQL, (f"{thread_id}:{tool_call_id}",))
+        held = await cur.fetchone()
+        if held is None or not held["held"]:
+            yield CardHold(granted=False)
+            return
         cur = await conn.execute(
-            """
-            UPDATE approval_cards SET decided_at = now()
-             WHERE thread_id = %s AND tool_call_id = %s AND decided_at IS NULL
-            RETURNING 1 AS claimed
-            """,
+            "SELECT decided_at FROM approval_cards WHERE thread_id = %s AND tool_call_id = %s",
             (thread_id, tool_call_id),
         )
-        if await cur.fetchone() is not None:
-            return True
-        cur = await conn.execute(
-            "SELECT 1 FROM approval_cards WHERE thread_id = %s AND tool_call_id = %s",
-            (thread_id, tool_call_id),
-        )
-        return await cur.fetchone() is None
+        card = await cur.fetchone()
+        if card is not None and card["decided_at"] is not None:
+            yield CardHold(granted=False)
+            return
+        yield CardHold(granted=True, _conn=conn, _key=(thread_id, tool_call_id))
 
 
-async def release_card(pool: Pool, thread_id: str, tool_call_id: str) -> None:
-    """The decision did not go through (invalid, or the CRM was down): the card is open again."""
-    async with pool.connection() as conn:
-        await conn.execute(
-            "UPDATE approval_cards SET decided_at = NULL WHERE thread_id = %s AND tool_call_id = %s",
-            (thread_id, tool_call_id),
-        )
+# Transaction-scoped, so it also works behind PgBouncer in transaction mode.
+_TRY_HOLD_SQL = "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 20261202)) AS held"

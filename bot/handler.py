@@ -240,32 +240,25 @@ class CopilotBot(TeamsActivityHandler):
         except InvalidSubmission as exc:
             await turn_context.send_activity(exc.message)
             return
-        pool = self.service.pool
-        if not await conversations.claim_card(pool, submission.thread_id, proposal.tool_call_id):
-            await turn_context.send_activity(ALREADY_DECIDED)
-            return
-        progress = TurnProgress(turn_context)
-        try:
-            result = await self.service.resume(
-                rep.identity, rep.broker, submission.thread_id, [decision], progress.update
-            )
-        except InvalidDecision as exc:
-            await conversations.release_card(pool, submission.thread_id, proposal.tool_call_id)
-            await turn_context.send_activity(exc.message)
-            return
-        except BaseException:
-            # Whatever failed, the proposal may still be pending: keep its card usable.
-            await self._release_if_pending(rep, submission.thread_id, proposal.tool_call_id)
-            raise
-        if any(p.tool_call_id == proposal.tool_call_id for p in result.proposals):
-            await conversations.release_card(pool, submission.thread_id, proposal.tool_call_id)
+        async with conversations.deciding(
+            self.service.pool, submission.thread_id, proposal.tool_call_id
+        ) as hold:
+            if not hold.granted:
+                await turn_context.send_activity(ALREADY_DECIDED)
+                return
+            progress = TurnProgress(turn_context)
+            try:
+                result = await self.service.resume(
+                    rep.identity, rep.broker, submission.thread_id, [decision], progress.update
+                )
+            except InvalidDecision as exc:
+                await turn_context.send_activity(exc.message)
+                return
+            # Still pending (e.g. the CRM was unavailable): the card stays open for another try.
+            if not any(p.tool_call_id == proposal.tool_call_id for p in result.proposals):
+                await hold.mark_decided()
         await self._update_card(turn_context, submission.thread_id, proposal, decision, result)
         await self._send_result(turn_context, result, progress)
-
-    async def _release_if_pending(self, rep: SignedInRep, thread_id: str, tool_call_id: str) -> None:
-        pending = await self.service.pending(rep.identity, rep.broker, thread_id)
-        if any(p.tool_call_id == tool_call_id for p in pending.proposals):
-            await conversations.release_card(self.service.pool, thread_id, tool_call_id)
 
     async def _update_card(
         self,

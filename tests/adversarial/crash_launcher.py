@@ -1,0 +1,90 @@
+"""Run a real copilot entry point that kills itself (SIGKILL) at a chosen point of a write.
+
+``python -m tests.adversarial.crash_launcher cli resume ...`` runs ``python -m copilot``;
+``... bot serve --port P`` runs the bot dev server. ``CRASH_AT`` names the point:
+
+``after_begin``    the key is committed in flight, the backend not yet called;
+``after_backend``  the backend (CRM, mailbox, store) applied the write, nothing of ours committed;
+``in_audit``       the audit row is inserted, its transaction not yet committed;
+``after_done``     the key and audit row are committed, the checkpoint not yet written;
+``random``         a timer fires after ``CRASH_AFTER_MS`` milliseconds, wherever the process is.
+
+A kill is SIGKILL to the process itself: no ``finally``, no ``except``, no flush, no
+connection closed politely. That is what a host crash or an OOM kill does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _install(point: str) -> None:
+    from copilot.persistence import audit, idempotency
+
+    if point == "after_begin":
+        begin = idempotency.Claim.begin
+
+        async def begin_then_die(self: idempotency.Claim, plan: dict[str, Any]) -> None:
+            await begin(self, plan)
+            _die()
+
+        idempotency.Claim.begin = begin_then_die  # type: ignore[method-assign]
+    elif point == "after_backend":
+        from copilot.middleware import write_guard
+
+        init = write_guard.WriteGuardMiddleware.__init__
+
+        def init_with_kill(self: Any, after_commit_hook: Any = None) -> None:
+            init(self, after_commit_hook=lambda key: _die())
+
+        write_guard.WriteGuardMiddleware.__init__ = init_with_kill  # type: ignore[method-assign]
+    elif point == "in_audit":
+        append = audit.append
+
+        async def append_then_die(conn: Any, entry: Any) -> int:
+            await append(conn, entry)
+            _die()
+            raise AssertionError("unreachable")
+
+        audit.append = append_then_die  # type: ignore[assignment]
+    elif point == "after_done":
+        complete = idempotency.Claim.complete
+
+        async def complete_then_die(self: idempotency.Claim, result: Any, entry: Any = None) -> Any:
+            await complete(self, result, entry)
+            _die()
+
+        idempotency.Claim.complete = complete_then_die  # type: ignore[method-assign,assignment]
+    elif point == "random":
+        delay = int(os.environ.get("CRASH_AFTER_MS", "1000")) / 1000
+        timer = threading.Timer(delay, _die)
+        timer.daemon = True
+        timer.start()
+    elif point:
+        raise SystemExit(f"unknown CRASH_AT {point!r}")
+
+
+def main(argv: list[str]) -> int:
+    _install(os.environ.get("CRASH_AT", ""))
+    target, rest = argv[0], argv[1:]
+    if target == "cli":
+        from copilot.cli import main as cli
+
+        return cli(rest)
+    if target == "bot":
+        from bot.__main__ import main as bot
+
+        return bot(rest)
+    raise SystemExit(f"unknown target {target!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,282 @@
+"""Kill -9 between proposal and audit commit: no duplicate, no lost approval, no unaudited change.
+
+Each trial proposes one write (every write tool in turn), then approves or edits it
+through a real ``python -m copilot resume`` (or the bot dev server) that SIGKILLs itself
+at a named point of the write, or at a random moment, and then approves again. After
+the retry the write must be done exactly once at its backend, audited exactly once, and
+nothing may stay pending. CI runs a few trials per path; ``make soak`` runs 1,000.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from copilot.persistence import audit
+from copilot.persistence.database import connect
+from copilot.persistence.idempotency import idempotency_key
+from copilot.settings import Settings
+from tests.adversarial.counts import Tally, count, soak
+from tests.support.copilot_env import service, sign_in
+from tests.support.fake_connector import FakeConnector, card_of, find_actions
+from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess
+from tests.support.scripted_model import ScriptedChatModel, call, calls
+from tests.support.teams_client import Teams
+
+pytestmark = pytest.mark.integration
+
+POINTS = ("after_begin", "after_backend", "in_audit", "after_done", "random")
+TOOLS = ("log_activity", "update_opportunity", "draft_followup_email", "update_preferences")
+OPPORTUNITY = "opp-acme-expansion"
+
+
+def _env(settings: Settings, **extra: str) -> dict[str, str]:
+    assert settings.database_url is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRASH_")}
+    env.update(
+        {
+            "DATABASE_URL": settings.database_url.get_secret_value(),
+            "CRM_MCP_URL": settings.crm_mcp_url,
+            "GRAPH_BASE_URL": settings.graph_base_url,
+            "ENTRA_AUTHORITY": settings.entra_authority,
+            "ENTRA_CA_BUNDLE": str(settings.entra_ca_bundle),
+            "COPILOT_TOOL_RETRY_INITIAL_DELAY": "0.01",
+            "COPILOT_TOOL_RETRY_MAX_DELAY": "0.05",
+            **extra,
+        }
+    )
+    return env
+
+
+def _launch(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tests.adversarial.crash_launcher", *args]
+
+
+def _proposal_call(tool: str, trial: int) -> dict[str, Any]:
+    if tool == "log_activity":
+        return call("log_activity", type="call", subject=f"Kill trial {trial}", account_id="acc-acme")
+    if tool == "update_opportunity":
+        return call("update_opportunity", opportunity_id=OPPORTUNITY, next_step=f"Kill trial {trial}")
+    if tool == "draft_followup_email":
+        return call(
+            "draft_followup_email", contact_id="con-0001", subject=f"Kill trial {trial}", body="Hello"
+        )
+    return call("update_preferences", signature=f"Kill trial {trial}")
+
+
+def _backend_changes(sandbox: SandboxProcess, tool: str, key: str, trial: int, before_version: int) -> int:
+    """How many times the trial's write reached its backend."""
+    state = sandbox.admin("GET", "/admin/export")
+    if tool == "log_activity":
+        return sum(1 for a in state["activities"] if a["external_id"] == key)
+    if tool == "update_opportunity":
+        opportunity = next(o for o in state["opportunities"] if o["id"] == OPPORTUNITY)
+        return int(opportunity["version"]) - before_version
+    if tool == "draft_followup_email":
+        return sum(1 for d in state["drafts"] if d.get("subject") == f"Kill trial {trial}")
+    return 1  # preferences live in our own store: idempotent by nature; audited below
+
+
+def _opportunity_version(sandbox: SandboxProcess) -> int:
+    state = sandbox.admin("GET", "/admin/export")
+    return int(next(o for o in state["opportunities"] if o["id"] == OPPORTUNITY)["version"])
+
+
+async def _audited(settings: Settings, thread_id: str, tool_call_id: str) -> int:
+    async with connect(settings) as conn:
+        rows = await audit.list_entries(conn, thread_id=thread_id, limit=100)
+    return sum(1 for r in rows if r.entry.tool_call_id == tool_call_id)
+
+
+def _decision(tool_call_id: str, tool: str, rng: random.Random, trial: int) -> dict[str, Any]:
+    if rng.random() < 0.5 or tool == "update_preferences":
+        return {"tool_call_id": tool_call_id, "type": "approve"}
+    field = {"log_activity": "notes", "update_opportunity": "next_step", "draft_followup_email": "body"}[tool]
+    return {"tool_call_id": tool_call_id, "type": "edit", "args": {field: f"Edited in trial {trial}"}}
+
+
+async def test_killing_the_cli_at_any_point_of_a_write_loses_nothing_and_duplicates_nothing(
+    copilot_settings: Settings, sandbox: SandboxProcess
+):
+    rng = random.Random(20261201)
+    tally = Tally("kill9-cli")
+    rep = await sign_in(copilot_settings, "alex")
+    # Tools and points cycle independently (4 and 5 are coprime): CI's 10 trials hit every
+    # point twice and every tool at least twice; the soak covers every pair many times.
+    for trial in range(count(10, 800)):
+        tool, point = TOOLS[trial % len(TOOLS)], POINTS[trial % len(POINTS)]
+        before_version = _opportunity_version(sandbox)
+        async with service(
+            copilot_settings, ScriptedChatModel(steps=[calls(_proposal_call(tool, trial))])
+        ) as svc:
+            asked = await svc.run_turn(rep.identity, rep.broker, None, "propose")
+        proposal = asked.proposals[0]
+        decision = _decision(proposal.tool_call_id, tool, rng, trial)
+        killed = await asyncio.to_thread(
+            subprocess.run,
+            _launch(
+                "cli",
+                "resume",
+                "--rep",
+                "alex",
+                f"--thread={asked.thread_id}",
+                "--json",
+                "--decisions",
+                json.dumps([decision]),
+            ),
+            env=_env(copilot_settings, CRASH_AT=point, CRASH_AFTER_MS=str(rng.randint(300, 2500))),
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        what = f"trial {trial} {tool} killed at {point} (rc {killed.returncode})"
+        if killed.returncode not in (0, -9):
+            tally.fail(f"{what}: {killed.stderr[-500:]}")
+            continue
+        async with service(copilot_settings, ScriptedChatModel(final="Done.")) as svc:
+            pending = await svc.pending(rep.identity, rep.broker, asked.thread_id)
+            outcome: dict[str, Any]
+            if pending.proposals:
+                retried = await svc.resume(rep.identity, rep.broker, asked.thread_id, [decision])
+                outcome = next(
+                    (o["result"] for o in retried.outcomes if o["tool_call_id"] == proposal.tool_call_id), {}
+                )
+                left = retried.proposals
+            else:
+                outcome, left = {"status": "done"}, []  # the killed process got as far as the answer
+        key = idempotency_key(asked.thread_id, proposal.tool_call_id)
+        changes = _backend_changes(sandbox, tool, key, trial, before_version)
+        audited = await _audited(copilot_settings, asked.thread_id, proposal.tool_call_id)
+        problems = []
+        if outcome.get("status") != "done":
+            problems.append(f"lost approval: {outcome}")
+        if changes != 1:
+            problems.append(f"backend changed {changes} times")
+        if audited != 1:
+            problems.append(f"{audited} audit rows")
+        if left:
+            problems.append("still pending")
+        tally.record(not problems, f"{what}: {'; '.join(problems)}")
+    tally.assert_clean()
+
+
+# --- the bot dev server -------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _bot(settings: Settings, port: int, crash_at: str = "") -> Iterator[subprocess.Popen[str]]:
+    process = subprocess.Popen(
+        _launch("bot", "serve", "--port", str(port)),
+        env=_env(settings, CRASH_AT=crash_at, MicrosoftAppId=""),
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise AssertionError(
+                    f"bot exited at start: {process.stderr.read() if process.stderr else ''}"
+                )
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+
+
+def _texts(value: Any) -> list[str]:
+    """Every text a rep would read in these activities (message text, card text blocks)."""
+    if isinstance(value, dict):
+        own = [str(value[k]) for k in ("text", "title", "value") if isinstance(value.get(k), str)]
+        return own + [t for k, v in value.items() if k not in ("data",) for t in _texts(v)]
+    if isinstance(value, list):
+        return [t for item in value for t in _texts(item)]
+    return []
+
+
+async def _post(teams: Teams, activity: dict[str, Any]) -> int | None:
+    try:
+        return await teams.send(activity)
+    except httpx.HTTPError:
+        return None  # the server died mid-request
+
+
+async def test_a_bot_killed_mid_approval_finishes_the_write_when_approve_is_pressed_again(
+    copilot_settings: Settings, sandbox: SandboxProcess
+):
+    # Before: the card's claim outlived the process ("already decided" while still
+    # pending), and the retry re-read the bumped version and said "not written".
+    tally = Tally("kill9-bot")
+    connector = FakeConnector()
+    await connector.start()
+    try:
+        points = POINTS * 40 if soak() else ("after_backend", "in_audit")
+        for trial, point in enumerate(points):
+            port = _free_port()
+            teams = Teams(f"http://127.0.0.1:{port}/api/messages", connector)
+            before = len(connector.cards())
+            subject = uuid.uuid4().hex[:8]
+            with _bot(copilot_settings, port, crash_at=point):
+                await teams.say(f"log a call with Acme — kill trial {subject}")
+                cards = connector.cards()[before:]
+                assert cards, "the proposal's card must arrive"
+                card_activity = cards[-1]
+                data = {**find_actions(card_of(card_activity), "Approve")[0]["data"]}
+                activity = teams.activity(value=data, replyToId=card_activity.activity_id)
+                await _post(teams, activity)
+            with _bot(copilot_settings, port):
+                messages_before = len(connector.calls)
+                status = await _post(teams, teams.activity(value=data, replyToId=card_activity.activity_id))
+                replies = connector.calls[messages_before:]
+            thread_id = data["thread_id"]
+            activities = [
+                a
+                for a in sandbox.admin("GET", "/admin/export")["activities"]
+                if str(a["external_id"]).startswith(f"{thread_id}:")
+            ]
+            audited = await _audited(copilot_settings, thread_id, data["tool_call_id"])
+            shown = " | ".join(_texts([r.body for r in replies]))
+            problems = []
+            if status not in (200, 201, 202):
+                problems.append(f"HTTP {status}")
+            if len(activities) != 1:
+                problems.append(f"{len(activities)} activities")
+            if audited != 1:
+                problems.append(f"{audited} audit rows")
+            if "already decided" in shown or "Not written" in shown:
+                problems.append(f"the rep was told: {shown}")
+            if "Approved" not in shown and "✓" not in shown:
+                problems.append(f"no approved outcome shown: {shown[:300]}")
+            tally.record(not problems, f"trial {trial} at {point}: {'; '.join(problems)}")
+            await asyncio.sleep(0)
+    finally:
+        await connector.stop()
+    tally.assert_clean()
