@@ -7,12 +7,14 @@ activity's ``serviceUrl``.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 
 from aiohttp import web
 
-from bot.runtime import BotRuntime, open_runtime, process_inline
+from bot.activity_input import MAX_ACTIVITY_BYTES, ActivityTooLarge
+from bot.runtime import Answer, BotRuntime, open_runtime, process_request, refusal
 from bot.settings import BotSettings
 from copilot.settings import Settings
 
@@ -22,7 +24,8 @@ RUNTIME = web.AppKey("runtime", BotRuntime)
 
 def build_app(settings: Settings, bot_settings: BotSettings) -> web.Application:
     """The aiohttp app: ``POST /api/messages`` and ``GET /api/health``."""
-    app = web.Application()
+    # aiohttp refuses larger bodies itself (413) before reading them.
+    app = web.Application(client_max_size=MAX_ACTIVITY_BYTES)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
@@ -32,13 +35,19 @@ def build_app(settings: Settings, bot_settings: BotSettings) -> web.Application:
     async def messages(request: web.Request) -> web.StreamResponse:
         runtime = app[RUNTIME]
         try:
-            body = await request.json()
-        except ValueError:
-            return web.json_response({"error": "the body is not a JSON activity"}, status=400)
-        status, payload = await process_inline(runtime, body, request.headers.get("Authorization"))
-        return (
-            web.json_response(payload, status=status) if payload is not None else web.Response(status=status)
-        )
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _respond(
+                refusal(ActivityTooLarge(f"the body is larger than {MAX_ACTIVITY_BYTES // 1024} KiB"))
+            )
+        try:
+            answer = await process_request(runtime, raw, request.headers.getall("Authorization", []))
+        except Exception:
+            # The HTTP edge: never a stack trace to the caller, always a reference in the log.
+            ref = uuid.uuid4().hex[:8]
+            logger.exception("POST /api/messages failed (ref %s)", ref)
+            answer = Answer(500, {"error": "internal_error", "ref": ref})
+        return _respond(answer)
 
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -47,6 +56,12 @@ def build_app(settings: Settings, bot_settings: BotSettings) -> web.Application:
     app.router.add_post("/api/messages", messages)
     app.router.add_get("/api/health", health)
     return app
+
+
+def _respond(answer: Answer) -> web.Response:
+    if answer.body is None:
+        return web.Response(status=answer.status, headers=answer.headers)
+    return web.json_response(answer.body, status=answer.status, headers=answer.headers)
 
 
 def serve(port: int) -> None:

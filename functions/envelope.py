@@ -12,10 +12,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from botbuilder.schema import Activity
-from botframework.connector.auth import AuthenticateRequestResult, BotFrameworkAuthentication, ClaimsIdentity
+from bot.activity_input import InvalidActivity, validate_activity
+from bot.runtime import activity_from_json, authenticated_request, claims_identity
+
+if TYPE_CHECKING:  # botbuilder's types; bot/ builds the objects
+    from botbuilder.schema import Activity
+    from botframework.connector.auth import (
+        AuthenticateRequestResult,
+        BotFrameworkAuthentication,
+        ClaimsIdentity,
+    )
 
 
 class InvalidEnvelope(ValueError):
@@ -86,26 +94,29 @@ class TurnEnvelope:
         )
 
     def to_activity(self) -> Activity:
+        """The queued activity, checked exactly as the HTTP trigger checked it.
+
+        A queue message is input too (anyone holding the storage key can write one): its
+        activity must have the same shape, and its ``serviceUrl`` must be the one the
+        recorded channel token was issued for, since replies go there with the bot's token.
+        """
         try:
-            activity = Activity().deserialize(self.activity)
-        except ValueError as exc:  # the serialiser's DeserializationError
-            raise InvalidEnvelope(f"not an activity: {exc}") from exc
-        if not isinstance(activity.type, str) or not activity.service_url or activity.conversation is None:
-            raise InvalidEnvelope("the activity lacks type, serviceUrl or conversation")
+            shape = validate_activity(self.activity)
+            activity = activity_from_json(self.activity, shape)
+        except InvalidActivity as exc:
+            raise InvalidEnvelope(f"not an activity: {exc.reason}") from exc
+        claimed = self.claims.get("serviceurl")
+        if claimed is not None and claimed != shape.service_url:
+            raise InvalidEnvelope("the activity's serviceUrl is not the one its token was issued for")
         return activity
 
     def claims_identity(self) -> ClaimsIdentity:
-        return ClaimsIdentity(dict(self.claims), self.is_authenticated, self.authentication_type)
+        """The identity the HTTP trigger validated (claims, never the token)."""
+        return claims_identity(self.claims, self.is_authenticated, self.authentication_type)
 
     def authenticate_result(self, auth: BotFrameworkAuthentication) -> AuthenticateRequestResult:
         """botbuilder's view of the request the HTTP trigger authenticated."""
-        identity = self.claims_identity()
-        result = AuthenticateRequestResult()
-        result.claims_identity = identity
-        result.audience = self.audience
-        result.caller_id = self.caller_id
-        result.connector_factory = auth.create_connector_factory(identity)
-        return result
+        return authenticated_request(auth, self.claims_identity(), self.audience, self.caller_id)
 
 
 def _optional_str(value: Any) -> str | None:

@@ -4,24 +4,30 @@ The function key is off (``AuthLevel.ANONYMOUS``): the Bot Framework JWT in the
 ``Authorization`` header *is* the authentication, validated with botbuilder against the
 channel's published signing keys (issuer, audience = our app id, expiry, signature,
 the key's channel endorsement, and the ``serviceurl`` claim against the activity's
-``serviceUrl``).
+``serviceUrl``). The token is checked **before** the body is read as an activity
+(``bot.runtime.accept_activity``, shared with the dev server); the body's shape is then
+checked by ``bot.activity_input``.
 
 Responses:
 
-* ``400`` + JSON error: the body is not a Bot Framework activity.
 * ``401`` + ``WWW-Authenticate: Bearer error="invalid_token"``: any token problem —
   missing, malformed, expired, wrong issuer, wrong audience, bad signature, unknown key,
   key not endorsed for the channel, or ``serviceurl`` claim not matching the activity.
   They are one class of failure (RFC 6750 ``invalid_token``); a 403 would suggest a
-  valid caller lacking a permission, which none of these is. Nothing is enqueued.
+  valid caller lacking a permission, which none of these is. Whatever the body was:
+  an unauthenticated caller learns nothing about it. Nothing is enqueued.
+* ``400`` + JSON ``{"error": "bad_request", "message": ...}``: a valid token, but the
+  body is not a Bot Framework activity this bot can handle (not JSON, not an object,
+  missing or mistyped fields, a ``serviceUrl`` that is not an http(s) URL, ...).
+* ``413``: a body over 256 KiB, or an activity too large for one queue message (64 KiB
+  base64; Teams' own are far smaller).
 * ``invoke`` activities (``signin/tokenExchange``, ``adaptiveCard/action``, ...) are
   answered synchronously: the channel waits for their response body.
-* ``413``: an activity too large for one queue message (64 KiB base64; Teams' own are
-  far smaller).
 * Everything else (messages, card submissions, conversationUpdate) is enqueued as one
   message on the turn queue and answered ``202`` at once. Turns can take many seconds
   (model + CRM calls) and Teams retries webhooks that answer slowly, so the turn never
   runs inside this request.
+* ``500`` + a reference: our own failure (e.g. the signing keys unreachable), logged.
 """
 
 from __future__ import annotations
@@ -32,13 +38,19 @@ import uuid
 from typing import Any
 
 import azure.functions as func
-from botbuilder.schema import Activity, ActivityTypes
-from botframework.connector.auth import AuthenticateRequestResult
 
-from bot.runtime import Unauthenticated, authenticate_activity
+from bot.activity_input import InvalidActivity
+from bot.runtime import (
+    Answer,
+    Unauthenticated,
+    accept_activity,
+    log_refusal,
+    refusal,
+    run_inline,
+)
 from functions.dedupe import first_delivery
 from functions.envelope import TurnEnvelope
-from functions.host import FunctionsHost, get_host
+from functions.host import get_host
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +59,6 @@ bp = func.Blueprint()
 _JSON = "application/json"
 MAX_QUEUE_MESSAGE_BYTES = 64 * 1024
 """Azure Storage queues take messages up to 64 KiB (here: after base64 encoding)."""
-
-
-class BadActivity(ValueError):
-    """The request body is not an activity we can accept."""
 
 
 @bp.function_name("messages")
@@ -67,78 +75,36 @@ async def messages(req: func.HttpRequest) -> func.HttpResponse:
 
 
 async def _handle(req: func.HttpRequest) -> func.HttpResponse:
-    try:
-        body, activity = parse_activity(req.get_body())
-    except BadActivity as exc:
-        return _json_response(400, {"error": "bad_request", "message": str(exc)})
     host = await get_host()
+    runtime = host.runtime
+    # The Functions host joins repeated headers into one value; botbuilder refuses that.
+    authorization = [value] if (value := req.headers.get("Authorization")) is not None else []
     try:
-        result = await authenticate_activity(host.runtime.adapter, activity, req.headers.get("Authorization"))
-    except Unauthenticated as exc:
-        logger.warning(
-            "rejected activity %s from channel %s: %s", activity.id, activity.channel_id, exc.args[0]
-        )
-        return _json_response(
-            401,
-            {"error": "unauthorized", "message": "missing or invalid Bot Framework token"},
-            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
-        )
-    if activity.type == ActivityTypes.invoke:
-        return await _invoke(host, result, activity)
-    message = TurnEnvelope.accepted(body, result).to_json()
+        inbound = await accept_activity(runtime.adapter, runtime.bot_settings, req.get_body(), authorization)
+    except (Unauthenticated, InvalidActivity) as exc:
+        log_refusal(exc)
+        return _answer(refusal(exc))
+    activity = inbound.activity
+    if inbound.shape.type == "invoke":
+        return _answer(await run_inline(runtime, inbound))
+    message = TurnEnvelope.accepted(inbound.body, inbound.auth).to_json()
     if _base64_size(message) > MAX_QUEUE_MESSAGE_BYTES:
         logger.warning("refused activity %s: too large to queue", activity.id)
         return _json_response(413, {"error": "too_large", "message": "the activity is too large to process"})
-    if not await first_delivery(host.runtime.service.pool, activity):
+    if not await first_delivery(runtime.service.pool, activity):
         logger.info("activity %s was already accepted (a webhook retry); not queued again", activity.id)
         return func.HttpResponse(status_code=202)
     await host.queue.send_message(message)
     logger.info(
-        "queued %s activity %s (conversation %s)",
-        activity.type,
-        activity.id,
-        activity.conversation.id if activity.conversation else None,
+        "queued %s activity %s (conversation %s)", activity.type, activity.id, inbound.shape.conversation.id
     )
     return func.HttpResponse(status_code=202)
 
 
-def parse_activity(raw: bytes) -> tuple[dict[str, Any], Activity]:
-    """The posted JSON and its activity; :class:`BadActivity` with a readable reason."""
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadActivity("the body must be a JSON Bot Framework activity") from exc
-    if not isinstance(body, dict):
-        raise BadActivity("the body must be a JSON object (a Bot Framework activity)")
-    if not isinstance(body.get("type"), str) or not body["type"]:
-        raise BadActivity("the activity has no 'type'")
-    if not isinstance(body.get("serviceUrl"), str) or not body["serviceUrl"]:
-        raise BadActivity("the activity has no 'serviceUrl'")
-    conversation = body.get("conversation")
-    if not isinstance(conversation, dict) or not conversation.get("id"):
-        raise BadActivity("the activity has no 'conversation.id'")
-    try:
-        activity = Activity().deserialize(body)
-    except ValueError as exc:  # the serialiser's DeserializationError
-        raise BadActivity(f"the activity is malformed: {exc}") from exc
-    return body, activity
-
-
-async def _invoke(
-    host: FunctionsHost, result: AuthenticateRequestResult, activity: Activity
-) -> func.HttpResponse:
-    runtime = host.runtime
-    invoke = await runtime.adapter.process_activity(result, activity, runtime.bot.on_turn)
-    if invoke is None:
-        return func.HttpResponse(status_code=200)
-    payload = invoke.body
-    if hasattr(payload, "serialize"):
-        # botbuilder's msrest serialiser rejects plain dicts; models serialise themselves.
-        payload = payload.serialize()
-    status = int(invoke.status or 200)
-    if payload is None:
-        return func.HttpResponse(status_code=status)
-    return _json_response(status, payload)
+def _answer(answer: Answer) -> func.HttpResponse:
+    if answer.body is None:
+        return func.HttpResponse(status_code=answer.status, headers=answer.headers)
+    return _json_response(answer.status, answer.body, answer.headers)
 
 
 def _base64_size(text: str) -> int:

@@ -54,7 +54,7 @@ def _install(point: str) -> None:
             _die()
             raise AssertionError("unreachable")
 
-        audit.append = append_then_die  # type: ignore[assignment]
+        audit.append = append_then_die
     elif point == "after_done":
         complete = idempotency.Claim.complete
 

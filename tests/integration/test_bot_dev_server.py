@@ -2,23 +2,36 @@
 
 The activities are shaped like the Agents Playground's (Teams channel, personal chat,
 "Alex Wilber"); the bot runs against real PostgreSQL, the sandbox CRM over MCP and the
-sandbox identity provider (local development mode: no app credentials).
+sandbox identity provider (local development mode: no app credentials). The HTTP edge is
+also tested deployed (app credentials, channel tokens signed by the test's own published
+key): authentication first, malformed bodies 400, never 500, nothing contacted.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import Any
+import ipaddress
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 
+from bot.settings import BotSettings
 from copilot.settings import Settings
 from sandbox.directory import find_user
+from tests.support.channel_tokens import ChannelTokens, channel_tokens
 from tests.support.fake_connector import card_of, find_actions
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.teams_client import Teams, running_bot
+from tests.unit.test_activity_input import malformed_params
 
 pytestmark = pytest.mark.integration
 
@@ -173,10 +186,6 @@ async def test_deciding_one_card_does_not_repost_the_others(teams: Teams, copilo
 async def test_with_app_credentials_the_dev_server_refuses_unsigned_or_garbage_tokens(
     copilot_settings: Settings,
 ):
-    from cryptography.fernet import Fernet
-
-    from bot.settings import BotSettings
-
     deployed = BotSettings.model_validate(
         {
             "MicrosoftAppId": "11111111-2222-4333-8444-555555555555",
@@ -193,3 +202,347 @@ async def test_with_app_credentials_the_dev_server_refuses_unsigned_or_garbage_t
             )
     assert (unsigned.status_code, garbage.status_code) == (401, 401)
     assert teams.connector.calls == []
+
+
+# --- the HTTP edge -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class OutboundWatch:
+    """Every DNS lookup and socket connect this process makes while the watch is on.
+
+    Audit hooks see all of them (asyncio, aiohttp's resolver threads, ``requests``), so
+    "nothing was contacted" is an observation, not an assumption about code paths.
+    """
+
+    events: list[tuple[str, str, int | None]] = field(default_factory=list)
+    _watching: ClassVar[list[OutboundWatch]] = []
+    _installed: ClassVar[bool] = False
+
+    @classmethod
+    def _hook(cls, event: str, args: tuple[Any, ...]) -> None:
+        if not cls._watching or event not in ("socket.getaddrinfo", "socket.connect"):
+            return
+        if event == "socket.getaddrinfo":
+            host, port = args[0], args[1]
+        elif isinstance(args[1], tuple):
+            host, port = args[1][0], args[1][1]
+        else:
+            return  # a Unix socket
+        host = host.decode() if isinstance(host, bytes) else str(host)
+        port = int(port) if isinstance(port, int) or (isinstance(port, str) and port.isdigit()) else None
+        for watch in cls._watching:
+            watch.events.append((event, host, port))
+
+    def __enter__(self) -> OutboundWatch:
+        if not OutboundWatch._installed:
+            sys.addaudithook(OutboundWatch._hook)  # audit hooks cannot be removed: one, for good
+            OutboundWatch._installed = True
+        OutboundWatch._watching.append(self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        OutboundWatch._watching.remove(self)
+
+    def beyond_loopback(self) -> list[tuple[str, str, int | None]]:
+        """Lookups or connections to anything but this machine (a public host, a typo'd name)."""
+        return [event for event in self.events if not _loopback(event[1])]
+
+    def to_port(self, port: int) -> list[tuple[str, str, int | None]]:
+        return [event for event in self.events if event[2] == port]
+
+
+def _loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def deployed_bot_settings(sandbox: SandboxProcess, channel: ChannelTokens) -> BotSettings:
+    """The dev server with app credentials, trusting the test's channel signing key."""
+    return BotSettings.model_validate(
+        {
+            "MicrosoftAppId": sandbox.settings.bot_app_id,
+            "MicrosoftAppPassword": sandbox.settings.bot_client_secret,
+            "BOT_CONNECTOR_AUTHORITY": sandbox.settings.idp_base_url,
+            "BOT_CONNECTOR_CA_BUNDLE": str(sandbox.settings.ca_cert_path),
+            "COPILOT_TOKEN_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+            "TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL": channel.metadata_url,
+        }
+    )
+
+
+@dataclass
+class Posted:
+    status: int
+    body: bytes
+    headers: dict[str, str]
+    """Lower-case names."""
+    seconds: float
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+async def raw_post(url: str, body: bytes, headers: list[tuple[str, str]]) -> Posted:
+    """One HTTP/1.1 POST written by hand: any header, repeated or malformed, as given.
+
+    (HTTP clients refuse e.g. ``Authorization: Bearer `` with its trailing space, which is
+    exactly what an attacker sends.)
+    """
+    split = urlsplit(url)
+    assert split.hostname is not None
+    assert split.port is not None
+    started = time.monotonic()
+    reader, writer = await asyncio.open_connection(split.hostname, split.port)
+    try:
+        head = [f"POST {split.path} HTTP/1.1", f"Host: {split.netloc}", f"Content-Length: {len(body)}"]
+        head += [f"{name}: {value}" for name, value in headers] + ["Connection: close", "", ""]
+        writer.write("\r\n".join(head).encode("latin-1") + body)
+        await writer.drain()
+        response = await asyncio.wait_for(reader.read(), timeout=60)
+    finally:
+        writer.close()
+    status_line, _, rest = response.partition(b"\r\n")
+    header_block, _, content = rest.partition(b"\r\n\r\n")
+    parsed: dict[str, str] = {}
+    for line in header_block.decode("latin-1").split("\r\n"):
+        name, _, value = line.partition(":")
+        parsed[name.strip().lower()] = value.strip()
+    return Posted(int(status_line.split()[1]), content, parsed, time.monotonic() - started)
+
+
+@dataclass
+class DevServerHost:
+    """The dev server as an HTTP host under test: raw bodies in, status and effects out."""
+
+    teams: Teams
+    channel: ChannelTokens | None
+    turns: list[Any] = field(default_factory=list)
+    name: str = "dev-server"
+
+    @property
+    def tokens(self) -> ChannelTokens:
+        assert self.channel is not None, "a deployed host"
+        return self.channel
+
+    def sign(self, raw: bytes, **claims: Any) -> str:
+        """A valid channel token for this body (its serviceUrl claim as botbuilder compares it)."""
+        return self.tokens.header(service_url_of(raw, self.teams.connector.url), **claims)
+
+    async def post(self, raw: bytes, authorization: list[str] | None = None) -> Posted:
+        headers = [("Content-Type", "application/json")]
+        headers += [("Authorization", value) for value in authorization or []]
+        return await raw_post(self.teams.bot_url, raw, headers)
+
+    def record_turns(self, *, run: bool = True) -> None:
+        """Count the turns botbuilder starts (and run them, unless ``run`` is False)."""
+        runtime = self.teams.runtime
+        assert runtime is not None
+        real = runtime.bot.on_turn
+
+        async def on_turn(turn_context: Any) -> None:
+            self.turns.append(turn_context.activity)
+            if run:
+                await real(turn_context)
+
+        runtime.bot.on_turn = on_turn
+
+    def effects(self) -> list[str]:
+        """What the requests so far changed or contacted: turns run, activities sent."""
+        return [f"turn {a.type}" for a in self.turns] + [
+            f"{c.method} {c.conversation_id}" for c in self.teams.connector.calls
+        ]
+
+
+def service_url_of(raw: bytes, default: str) -> str:
+    """The body's serviceUrl if it is a JSON object with a string one, else ``default``."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return default
+    value = body.get("serviceUrl") if isinstance(body, dict) else None
+    return value if isinstance(value, str) else default
+
+
+@asynccontextmanager
+async def dev_server(
+    copilot_settings: Settings, bot_settings: BotSettings | None = None, channel: ChannelTokens | None = None
+) -> AsyncIterator[DevServerHost]:
+    """The dev server (local development mode, or deployed with ``bot_settings``) on a free port."""
+    async with running_bot(copilot_settings, bot_settings) as teams:
+        host = DevServerHost(teams, channel)
+        host.record_turns()
+        yield host
+
+
+@pytest.fixture(scope="module")
+def channel(sandbox: SandboxProcess) -> Iterator[ChannelTokens]:
+    with channel_tokens(sandbox.settings.bot_app_id) as tokens:
+        yield tokens
+
+
+@pytest.fixture
+async def deployed(
+    copilot_settings: Settings, sandbox: SandboxProcess, channel: ChannelTokens
+) -> AsyncIterator[DevServerHost]:
+    async with dev_server(copilot_settings, deployed_bot_settings(sandbox, channel), channel) as host:
+        yield host
+
+
+@pytest.fixture
+async def local(copilot_settings: Settings) -> AsyncIterator[DevServerHost]:
+    async with dev_server(copilot_settings) as host:
+        yield host
+
+
+async def test_deployed_a_signed_activity_runs_its_turn(deployed: DevServerHost):
+    raw = json.dumps(deployed.teams.activity(text="help")).encode()
+    posted = await deployed.post(raw, [deployed.sign(raw)])
+    assert posted.status == 200
+    assert [a.type for a in deployed.turns] == ["message"]
+    assert deployed.teams.connector.cards(), "the welcome card was sent to the signed serviceUrl"
+
+
+@pytest.mark.parametrize(("make", "reason"), malformed_params())
+async def test_deployed_each_malformed_body_is_400_after_authentication_and_contacts_nothing(
+    deployed: DevServerHost, make: Callable[[dict[str, Any]], bytes], reason: str
+):
+    raw = make(deployed.teams.activity())
+    with OutboundWatch() as watch:
+        signed = await deployed.post(raw, [deployed.sign(raw)])
+        unsigned = await deployed.post(raw)
+        forged = await deployed.post(raw, ["Bearer not-a-jwt"])
+
+    assert signed.status == 400, signed.body
+    assert signed.json()["error"] == "bad_request"
+    assert reason in signed.json()["message"]
+    assert signed.seconds < 5
+    # Authentication comes first: without a valid token the body is never judged.
+    assert (unsigned.status, forged.status) == (401, 401)
+    assert deployed.effects() == []
+    assert watch.beyond_loopback() == []
+    assert watch.to_port(int(deployed.teams.connector.url.rsplit(":", 1)[1].strip("/"))) == []
+
+
+@pytest.mark.parametrize("header", ["Bearer ", "Bearer", "Bearer  ", "bearer", "Basic ", "Bearer ."])
+async def test_deployed_an_authorization_header_without_a_token_is_401(deployed: DevServerHost, header: str):
+    raw = json.dumps(deployed.teams.activity(text="summarise Acme")).encode()
+    posted = await deployed.post(raw, [header])
+    assert posted.status == 401
+    assert posted.json()["error"] == "unauthorized"
+    assert "invalid_token" in posted.headers.get("www-authenticate", "")
+    assert deployed.effects() == []
+
+
+async def test_deployed_garbage_with_no_or_a_bad_token_is_401_not_400(deployed: DevServerHost):
+    for raw in (b"\x00\xff garbage", b"[1, 2]", b"null", b'{"type": "message"}'):
+        for authorization in ([], ["Bearer not-a-jwt"], [deployed.tokens.expired("https://x/")]):
+            posted = await deployed.post(raw, authorization)
+            assert posted.status == 401, (raw, authorization, posted.body)
+    assert deployed.effects() == []
+
+
+async def test_deployed_two_authorization_headers_are_401_even_if_one_is_valid(deployed: DevServerHost):
+    raw = json.dumps(deployed.teams.activity(text="summarise Acme")).encode()
+    posted = await deployed.post(raw, [deployed.sign(raw), "Bearer not-a-jwt"])
+    assert posted.status == 401
+    posted = await deployed.post(raw, [deployed.sign(raw), deployed.sign(raw)])
+    assert posted.status == 401
+    assert deployed.effects() == []
+
+
+async def test_deployed_the_activity_must_carry_the_serviceurl_its_token_was_issued_for(
+    deployed: DevServerHost,
+):
+    raw = json.dumps(deployed.teams.activity(text="summarise Acme")).encode()
+    elsewhere = await deployed.post(raw, [deployed.tokens.header("https://smba.evil.example/")])
+    unclaimed = await deployed.post(raw, [deployed.tokens.header(None)])  # type: ignore[arg-type]
+    assert (elsewhere.status, unclaimed.status) == (401, 401)
+    assert deployed.effects() == []
+
+
+async def test_a_body_over_the_limit_is_413_on_the_dev_server(local: DevServerHost):
+    activity = local.teams.activity(text="x" * (300 * 1024))
+    posted = await local.post(json.dumps(activity).encode())
+    assert posted.status == 413
+    assert posted.json()["error"] == "too_large"
+    assert local.effects() == []
+
+
+async def test_an_adaptive_card_action_botbuilder_refuses_is_its_400_not_a_500(local: DevServerHost):
+    # botbuilder answers these with an error body it cannot serialise (an Exception inside).
+    handled: list[tuple[dict[str, Any], str]] = [
+        ({"action": {"type": "Action.Submit"}}, "NotSupported"),
+        ({"action": {}}, "NotSupported"),
+        ({"action": {"type": 5}}, "NotSupported"),
+        ({}, "BadRequest"),
+    ]
+    for value, code in handled:
+        activity = local.teams.activity(type="invoke", name="adaptiveCard/action", value=value)
+        posted = await local.post(json.dumps(activity).encode())
+        assert posted.status == 400, posted.body
+        body = posted.json()
+        assert body["statusCode"] == 400
+        assert body["type"] == "application/vnd.microsoft.error"
+        assert body["value"]["code"] == code
+    # These botbuilder would not even get that far with: refused at the edge.
+    refused: list[Any] = [{"action": "x"}, {"action": [1]}, "x", None]
+    for value in refused:
+        activity = local.teams.activity(type="invoke", name="adaptiveCard/action", value=value)
+        posted = await local.post(json.dumps(activity).encode())
+        assert posted.status == 400, posted.body
+        assert posted.json()["error"] == "bad_request"
+    assert local.effects() == ["turn invoke"] * len(handled), "only what botbuilder answered ran a turn"
+
+
+@pytest.mark.parametrize(
+    "service_url",
+    [
+        pytest.param(None, id="missing"),
+        pytest.param("not a url", id="not-a-url"),
+        pytest.param(42, id="a-number"),
+        pytest.param("ftp://{connector}", id="ftp"),
+        pytest.param(" {connector_url}", id="leading-space"),
+        pytest.param("{connector_url}\n", id="trailing-newline"),
+        pytest.param("{connector_url}?x=1", id="query"),
+        pytest.param("http://user:pw@{connector}/", id="credentials"),
+        pytest.param("javascript:alert(1)", id="javascript"),
+        pytest.param("http://", id="no-host"),
+    ],
+)
+async def test_local_mode_never_contacts_a_missing_or_invalid_service_url(
+    local: DevServerHost, service_url: Any
+):
+    connector_url = local.teams.connector.url
+    activity = local.teams.activity(text="help")
+    activity.pop("serviceUrl")
+    if service_url is not None:
+        activity["serviceUrl"] = (
+            service_url.format(
+                connector_url=connector_url, connector=connector_url.split("//", 1)[1].rstrip("/")
+            )
+            if isinstance(service_url, str)
+            else service_url
+        )
+    with OutboundWatch() as watch:
+        posted = await local.post(json.dumps(activity).encode())
+    assert posted.status == 400, posted.body
+    assert "serviceUrl" in posted.json()["message"]
+    assert posted.seconds < 5, "no public host was tried first"
+    assert local.effects() == []
+    assert watch.beyond_loopback() == []
+    bot_port = int(local.teams.bot_url.split(":")[2].split("/")[0])
+    assert {port for _, _, port in watch.events} <= {bot_port}, watch.events
+
+
+async def test_local_mode_takes_no_tokens(local: DevServerHost, channel: ChannelTokens):
+    raw = json.dumps(local.teams.activity(text="help")).encode()
+    with OutboundWatch() as watch:
+        posted = await local.post(raw, [channel.header(local.teams.connector.url)])
+    assert posted.status == 401
+    assert watch.beyond_loopback() == [], "no public signing keys fetched for a token we cannot accept"
+    assert local.effects() == []

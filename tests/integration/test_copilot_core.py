@@ -399,12 +399,16 @@ async def test_an_out_of_range_amount_edit_leaves_the_proposal_open_for_a_correc
     async with service(copilot_settings, model) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "update it")
         call_id = asked.proposals[0].tool_call_id
-        with pytest.raises(InvalidDecision, match="amount|finite"):
+        with pytest.raises(InvalidDecision, match=r"amount|finite"):
             await svc.resume(
                 rep.identity,
                 rep.broker,
                 asked.thread_id,
-                json.loads('[{"tool_call_id": "%s", "type": "edit", "args": {"amount": 1e400}}]' % call_id),
+                json.loads(
+                    '[{"tool_call_id": "CALL", "type": "edit", "args": {"amount": 1e400}}]'.replace(
+                        "CALL", call_id
+                    )
+                ),
             )
         fixed = await svc.resume(
             rep.identity,

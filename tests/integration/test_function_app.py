@@ -11,10 +11,14 @@ sandbox CRM over MCP, and a Bot-Connector-shaped endpoint receiving the replies.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import azure.functions as func
 import jwt
@@ -33,12 +37,14 @@ from copilot.persistence.retention import apply_retention
 from copilot.settings import Settings
 from functions.host import get_host, reset_host
 from sandbox.directory import PLAYGROUND_AAD_OBJECT_ID
+from tests.integration.test_bot_dev_server import OutboundWatch, Posted, service_url_of
 from tests.support.azurite import Azurite, run_azurite
 from tests.support.channel_tokens import ChannelTokens, channel_tokens
 from tests.support.copilot_env import service, sign_in
 from tests.support.fake_connector import FakeConnector, card_of
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.scripted_model import ScriptedChatModel, call, calls
+from tests.unit.test_activity_input import malformed_params
 
 pytestmark = pytest.mark.integration
 
@@ -84,8 +90,8 @@ async def connector() -> AsyncIterator[FakeConnector]:
         await fake.stop()
 
 
-@pytest.fixture
-async def app_env(
+@asynccontextmanager
+async def deployed_function_app(
     monkeypatch: pytest.MonkeyPatch,
     copilot_settings: Settings,
     sandbox: SandboxProcess,
@@ -132,6 +138,19 @@ async def app_env(
         queue.close()
 
 
+@pytest.fixture
+async def app_env(
+    monkeypatch: pytest.MonkeyPatch,
+    copilot_settings: Settings,
+    sandbox: SandboxProcess,
+    azurite: Azurite,
+    channel: ChannelTokens,
+) -> AsyncIterator[QueueClient]:
+    """The Function App's settings (deployed mode: app id + secret); yields the turn queue."""
+    async with deployed_function_app(monkeypatch, copilot_settings, sandbox, azurite, channel) as queue:
+        yield queue
+
+
 class Teams:
     """Posts Teams-shaped, channel-signed activities to the ``messages`` function."""
 
@@ -159,14 +178,17 @@ class Teams:
             **fields,
         }
 
+    def sign(self, raw: bytes, **claims: Any) -> str:
+        """A valid channel token for this body (its serviceUrl claim as botbuilder compares it)."""
+        return self.channel.header(service_url_of(raw, self.connector.url), **claims)
+
     async def post(
         self, body: dict[str, Any] | bytes, authorization: str | None = "signed"
     ) -> func.HttpResponse:
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if authorization == "signed":
-            assert isinstance(body, dict)
-            authorization = self.channel.header(body["serviceUrl"])
+            authorization = self.sign(raw)
         if authorization is not None:
             headers["Authorization"] = authorization
         request = func.HttpRequest(method="POST", url="/api/messages", headers=headers, body=raw)
@@ -177,6 +199,55 @@ class Teams:
 @pytest.fixture
 def teams(connector: FakeConnector, channel: ChannelTokens) -> Teams:
     return Teams(connector, channel)
+
+
+@dataclass
+class FunctionAppHost:
+    """The Function App's HTTP trigger as a host under test: raw bodies in, status and effects out."""
+
+    teams: Teams
+    queue: QueueClient
+    turns: list[Any] = field(default_factory=list)
+    name: str = "function-app"
+
+    @property
+    def tokens(self) -> ChannelTokens:
+        return self.teams.channel
+
+    def sign(self, raw: bytes, **claims: Any) -> str:
+        return self.teams.sign(raw, **claims)
+
+    async def post(self, raw: bytes, authorization: list[str] | None = None) -> Posted:
+        headers = {"Content-Type": "application/json"}
+        if authorization:
+            # What the Functions host hands the worker for repeated headers: one, joined.
+            headers["Authorization"] = ", ".join(authorization)
+        request = func.HttpRequest(method="POST", url="/api/messages", headers=headers, body=raw)
+        started = time.monotonic()
+        response: func.HttpResponse = await user_function("messages")(request)
+        seconds = time.monotonic() - started
+        lowered = {name.lower(): value for name, value in response.headers.items()}
+        return Posted(response.status_code, response.get_body(), lowered, seconds)
+
+    async def record_turns(self, *, run: bool = True) -> None:
+        """Count the turns botbuilder starts inline (invokes), and run them unless ``run`` is False."""
+        runtime = (await get_host()).runtime
+        real = runtime.bot.on_turn
+
+        async def on_turn(turn_context: Any) -> None:
+            self.turns.append(turn_context.activity)
+            if run:
+                await real(turn_context)
+
+        runtime.bot.on_turn = on_turn
+
+    def effects(self) -> list[str]:
+        """What the requests so far changed or contacted: queue messages, inline turns, replies."""
+        return (
+            [f"queued {len(m)} characters" for m in queued(self.queue)]
+            + [f"turn {a.type}" for a in self.turns]
+            + [f"{c.method} {c.conversation_id}" for c in self.teams.connector.calls]
+        )
 
 
 def queued(queue: QueueClient) -> list[str]:
@@ -294,12 +365,14 @@ async def test_a_key_not_endorsed_for_the_activitys_channel_is_refused(app_env: 
 async def test_a_body_that_is_not_an_activity_is_a_400_with_a_clear_error(
     app_env: QueueClient, teams: Teams, body: bytes, reason: str
 ):
-    response = await teams.post(body, authorization=None)
+    response = await teams.post(body)  # with a valid channel token: authenticated, then judged
     assert response.status_code == 400
     error = json.loads(response.get_body())
     assert error["error"] == "bad_request"
     assert reason in error["message"]
     assert queued(app_env) == []
+    # Without one, the caller learns nothing about its body: authentication comes first.
+    assert (await teams.post(body, authorization=None)).status_code == 401
 
 
 async def test_an_activity_too_large_for_the_queue_is_refused_413(app_env: QueueClient, teams: Teams):
@@ -321,6 +394,101 @@ async def test_an_invoke_is_answered_synchronously_and_not_queued(app_env: Queue
     # its adaptive-card error body) — either way never queued and never a 202.
     assert response.status_code not in (202, 401, 500)
     assert queued(app_env) == []
+
+
+@pytest.mark.parametrize(("make", "reason"), malformed_params())
+async def test_each_malformed_body_is_400_after_authentication_and_nothing_is_queued_or_contacted(
+    app_env: QueueClient, teams: Teams, make: Callable[[dict[str, Any]], bytes], reason: str
+):
+    raw = make(teams.activity())
+    with OutboundWatch() as watch:
+        started = time.monotonic()
+        signed = await teams.post(raw)
+        seconds = time.monotonic() - started
+        unsigned = await teams.post(raw, authorization=None)
+        forged = await teams.post(raw, authorization="Bearer not-a-jwt")
+
+    assert signed.status_code == 400, signed.get_body()
+    error = json.loads(signed.get_body())
+    assert error["error"] == "bad_request"
+    assert reason in error["message"]
+    assert seconds < 5
+    # Authentication comes first: without a valid token the body is never judged.
+    assert (unsigned.status_code, forged.status_code) == (401, 401)
+    assert queued(app_env) == []
+    assert teams.connector.calls == []
+    assert watch.beyond_loopback() == []
+    assert watch.to_port(connector_port(teams.connector)) == []
+
+
+def connector_port(connector: FakeConnector) -> int:
+    port = urlsplit(connector.url).port
+    assert port is not None
+    return port
+
+
+@pytest.mark.parametrize("header", ["Bearer ", "Bearer", "Bearer  ", "bearer ", "Bearer .", "Bearer a.b."])
+async def test_an_authorization_header_without_a_token_is_401(
+    app_env: QueueClient, teams: Teams, header: str
+):
+    response = await teams.post(teams.activity(text="summarise Acme"), authorization=header)
+    assert response.status_code == 401
+    assert json.loads(response.get_body())["error"] == "unauthorized"
+    assert "invalid_token" in response.headers.get("WWW-Authenticate", "")
+    assert queued(app_env) == []
+
+
+async def test_garbage_with_no_or_a_bad_token_is_401_not_400(app_env: QueueClient, teams: Teams):
+    for raw in (b"\x00\xff garbage", b"[1, 2]", b"null", b'{"type": "message"}'):
+        for authorization in (None, "Bearer not-a-jwt", teams.channel.expired("https://x/")):
+            response = await teams.post(raw, authorization=authorization)
+            assert response.status_code == 401, (raw, authorization, response.get_body())
+    assert queued(app_env) == []
+
+
+async def test_repeated_authorization_headers_joined_by_the_host_are_401(app_env: QueueClient, teams: Teams):
+    # The Functions host joins repeated headers with ", " before the worker sees them.
+    activity = teams.activity(text="summarise Acme")
+    raw = json.dumps(activity).encode()
+    response = await teams.post(activity, authorization=f"{teams.sign(raw)}, {teams.sign(raw)}")
+    assert response.status_code == 401
+    assert queued(app_env) == []
+
+
+async def test_a_body_over_256_kib_is_413_and_nothing_is_queued(app_env: QueueClient, teams: Teams):
+    activity = teams.activity(text="x" * (300 * 1024))
+    response = await teams.post(activity)
+    assert response.status_code == 413
+    assert json.loads(response.get_body())["error"] == "too_large"
+    assert queued(app_env) == []
+
+
+async def test_an_adaptive_card_action_botbuilder_refuses_is_its_400_not_a_500(
+    app_env: QueueClient, teams: Teams
+):
+    # botbuilder answers this with an error body it cannot serialise (an Exception inside).
+    activity = teams.activity(
+        type="invoke", name="adaptiveCard/action", value={"action": {"type": "Action.Submit"}}
+    )
+    response = await teams.post(activity)
+    assert response.status_code == 400, response.get_body()
+    body = json.loads(response.get_body())
+    assert body["type"] == "application/vnd.microsoft.error"
+    assert body["value"]["code"] == "NotSupported"
+    assert queued(app_env) == []
+
+
+async def test_a_forged_queue_message_whose_service_url_is_not_the_tokens_is_dropped(
+    app_env: QueueClient, teams: Teams
+):
+    assert (await teams.post(teams.activity(text="help"))).status_code == 202
+    message = dequeue(app_env)
+    envelope = json.loads(message.get_body())
+    envelope["activity"]["serviceUrl"] = "https://smba.evil.example/"
+    with OutboundWatch() as watch:
+        await user_function("turns")(func.QueueMessage(id="forged", body=json.dumps(envelope)))
+    assert teams.connector.calls == []
+    assert watch.beyond_loopback() == []
 
 
 # --- the queue trigger -----------------------------------------------------------------------------------

@@ -99,3 +99,51 @@ def test_host_json_matches_the_triggers():
     assert queues["messageEncoding"] == "base64"
     assert queues["maxDequeueCount"] == 5
     assert "functionTimeout" in host
+
+
+def _runtime_imports(path: str) -> set[str]:
+    """Modules a file imports at run time (``if TYPE_CHECKING:`` blocks are for the type checker)."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse((Path(__file__).resolve().parents[2] / path).read_text(encoding="utf-8"))
+    type_only = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+        for node in ast.walk(block)
+    }
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_the_http_trigger_leaves_botbuilder_to_bot():
+    # botbuilder is bot/'s business: the trigger and its queue message only call bot/ (the
+    # edge checks in bot.activity_input and bot.runtime are shared with the dev server).
+    for path in ("functions/messages.py", "functions/envelope.py"):
+        imports = _runtime_imports(path)
+        assert not {name for name in imports if name.startswith(("botbuilder", "botframework"))}, path
+    assert "bot.activity_input" in _runtime_imports("functions/messages.py")
+
+
+def test_the_edge_check_is_pure():
+    # No I/O and no botbuilder: both hosts and the queue consumer can run it anywhere.
+    imports = _runtime_imports("bot/activity_input.py")
+    assert imports <= {
+        "__future__",
+        "ipaddress",
+        "json",
+        "math",
+        "re",
+        "dataclasses",
+        "typing",
+        "urllib.parse",
+        "pydantic",
+    }
