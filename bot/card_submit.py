@@ -239,12 +239,15 @@ def to_decision(sub: CardSubmission, proposal: Proposal) -> dict[str, Any]:
         or sub.args_digest != args_digest(proposal.args)
     ):
         raise InvalidSubmission(STALE_MESSAGE)
+    # The digest travels on to the runner, which checks it against the proposal it
+    # resumes: the card's binding to the exact arguments holds end to end.
+    bound = {"tool_call_id": proposal.tool_call_id, "digest": sub.args_digest}
     if sub.action == "reject":
         if not sub.reason:
             raise InvalidSubmission(REASON_REQUIRED)
-        return {"tool_call_id": proposal.tool_call_id, "type": "reject", "reason": sub.reason}
+        return {**bound, "type": "reject", "reason": sub.reason}
     if sub.action == "edit":
         changes = changed_args(sub, proposal)
         if changes:
-            return {"tool_call_id": proposal.tool_call_id, "type": "edit", "args": changes}
-    return {"tool_call_id": proposal.tool_call_id, "type": "approve"}
+            return {**bound, "type": "edit", "args": changes}
+    return {**bound, "type": "approve"}

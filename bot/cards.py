@@ -19,17 +19,18 @@ sends back (that data merged with the card's input values).
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import types
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 from urllib.parse import quote
 
 from annotated_types import Ge, Le, MaxLen
 
-from copilot.proposals import TOOL_TITLES
-from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
+from copilot.proposals import args_digest
+from copilot.writes import WRITE_TOOL_SCHEMAS, write_tool, write_tools
+from copilot.writes import title as write_title
 
 if TYPE_CHECKING:
     from copilot.runner import Proposal
@@ -111,28 +112,49 @@ FIELD_LABELS: dict[str, str] = {
     "version": "Version",
 }
 
-EDITABLE_FIELDS: dict[str, tuple[str, ...]] = {
-    "log_activity": ("type", "subject", "notes", "account_id", "opportunity_id"),
-    "update_opportunity": ("stage", "close_date", "amount", "next_step"),
-    "draft_followup_email": ("subject", "body"),
-    "update_preferences": ("email_tone", "signature", "followup_cadence_days", "reset"),
-}
-"""Fields of each write tool's schema a rep may change in the Edit… card.
 
-The record a change is about (the opportunity to update, the contact to write to) and
-the activity's timestamp are not editable here: a different target is a new proposal.
-"""
+class _EditableView(Mapping[str, tuple[str, ...]]):
+    """Fields of each write tool's schema a rep may change in the Edit… card (from the registry).
 
-MULTILINE_FIELDS = frozenset({"notes", "body", "signature"})
+    The record a change is about (the opportunity to update, the contact to write to) and
+    the activity's timestamp are not editable here: a different target is a new proposal.
+    """
 
-_HEADER_FIELDS: dict[str, frozenset[str]] = {
-    "update_opportunity": frozenset({"opportunity_id"}),
-    "draft_followup_email": frozenset({"contact_id"}),
-}
-"""Fields already shown in the card's header (the target record)."""
+    def __getitem__(self, tool: str) -> tuple[str, ...]:
+        entry = write_tool(tool)
+        if entry is None:
+            raise KeyError(tool)
+        return entry.editable
 
-_CHANGE_TOOLS = frozenset({"update_opportunity", "update_preferences"})
-"""Tools that change an existing record: their cards show current next to proposed."""
+    def __iter__(self) -> Iterator[str]:
+        return (t.name for t in write_tools())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in write_tools())
+
+
+EDITABLE_FIELDS: Mapping[str, tuple[str, ...]] = _EditableView()
+
+
+def _multiline(tool: str) -> frozenset[str]:
+    entry = write_tool(tool)
+    return entry.multiline if entry is not None else frozenset()
+
+
+def _header_fields(tool: str) -> frozenset[str]:
+    entry = write_tool(tool)
+    return entry.header_fields if entry is not None else frozenset()
+
+
+def _changes_record(tool: str) -> bool:
+    entry = write_tool(tool)
+    return entry is not None and entry.changes_record
+
+
+def _shows_draft(tool: str) -> bool:
+    entry = write_tool(tool)
+    return entry is not None and entry.shows_draft
+
 
 FieldKind = Literal["choice", "date", "number", "integer", "toggle", "text"]
 
@@ -205,7 +227,7 @@ def field_spec(tool: str, name: str) -> FieldSpec:
         minimum=minimum,
         maximum=maximum,
         max_length=max_length,
-        multiline=name in MULTILINE_FIELDS,
+        multiline=name in _multiline(tool),
     )
 
 
@@ -215,16 +237,6 @@ def editable_fields(tool: str) -> list[FieldSpec]:
 
 
 # --- small helpers --------------------------------------------------------------------------
-
-
-def args_digest(args: dict[str, Any]) -> str:
-    """SHA-256 (hex) of the canonical JSON of a proposal's arguments.
-
-    Sorted keys, no whitespace, UTF-8: the same arguments always give the same digest,
-    so a card whose arguments changed (or were tampered with) is detected on submit.
-    """
-    canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def submit_data(proposal: Proposal, *, thread_id: str, action: DecisionAction) -> dict[str, Any]:
@@ -315,7 +327,7 @@ def _target_line(proposal: Proposal) -> str | None:
         return name
     version = record.get("version")
     line = f"{name} [{target['id']}]" + (f" · version {version}" if version is not None else "")
-    if proposal.tool == "draft_followup_email":
+    if _shows_draft(proposal.tool):
         title = (record.get("current") or {}).get("title")
         line = f"To: {name}" + (f" ({title})" if title else "") + f" [{target['id']}]"
     return line
@@ -324,7 +336,7 @@ def _target_line(proposal: Proposal) -> str | None:
 def _shown_fields(tool: str, args: dict[str, Any]) -> list[str]:
     schema = WRITE_TOOL_SCHEMAS.get(tool)
     names = list(schema.model_fields) if schema is not None else list(args)
-    skip = _HEADER_FIELDS.get(tool, frozenset())
+    skip = _header_fields(tool)
     return [n for n in names if n in args and args[n] is not None and n not in skip]
 
 
@@ -336,10 +348,12 @@ def _field_blocks(proposal: Proposal) -> list[Card]:
     current = record.get("current") or {}
     currency = current.get("currency")
     names = _shown_fields(proposal.tool, proposal.args)
-    if proposal.tool == "draft_followup_email" and record.get("preview"):
-        names = [n for n in names if n != "body"]  # the preview shows the whole message
+    if _shows_draft(proposal.tool) and record.get("preview"):
+        names = [
+            n for n in names if n not in _multiline(proposal.tool)
+        ]  # the preview shows the whole message
     blocks: list[Card] = []
-    if proposal.tool in _CHANGE_TOOLS or any(n in current for n in names):
+    if _changes_record(proposal.tool) or any(n in current for n in names):
         for name in names:
             facts = [
                 ("Current", format_value(current.get(name), field=name, currency=currency)),
@@ -354,12 +368,12 @@ def _field_blocks(proposal: Proposal) -> list[Card]:
                 }
             )
         return blocks
-    short = [n for n in names if n not in MULTILINE_FIELDS]
+    short = [n for n in names if n not in _multiline(proposal.tool)]
     if short:
         pairs = [(_label(n), format_value(proposal.args[n], field=n, currency=currency)) for n in short]
         blocks.append({"type": "Container", "separator": True, "items": [_facts(pairs)]})
     for name in names:
-        if name in MULTILINE_FIELDS:
+        if name in _multiline(proposal.tool):
             items = [_text(_label(name), weight="Bolder"), *_lines(format_value(proposal.args[name]))]
             blocks.append({"type": "Container", "separator": True, "items": items})
     return blocks
@@ -458,7 +472,7 @@ def approval_card(proposal: Proposal, *, thread_id: str) -> Card:
     main button is "Save to Outlook drafts".
     """
     record = proposal.record
-    title = TOOL_TITLES.get(proposal.tool, proposal.tool)
+    title = write_title(proposal.tool)
     body: list[Card] = [_header("Your approval is needed", title, _target_line(proposal))]
     if record is None:
         body.append(_warning("The record this change is about could not be read."))
@@ -466,7 +480,7 @@ def approval_card(proposal: Proposal, *, thread_id: str) -> Card:
         message = (record.get("error") or {}).get("message") or "the record could not be read"
         body.append(_warning(f"Warning: {message}"))
     body.extend(_field_blocks(proposal))
-    is_draft = proposal.tool == "draft_followup_email"
+    is_draft = _shows_draft(proposal.tool)
     if is_draft:
         preview = (record or {}).get("preview")
         if preview:
@@ -550,19 +564,19 @@ def outcome_card(proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any]
     ``already_decided`` → optional ``message``.
     """
     kicker, style = _OUTCOME_HEADERS[outcome]
-    title = TOOL_TITLES.get(proposal.tool, proposal.tool)
+    title = write_title(proposal.tool)
     body: list[Card] = [_header(kicker, title, _target_line(proposal), style=style)]
     currency = ((proposal.record or {}).get("current") or {}).get("currency")
     if outcome == "approved":
         final = _final_values(proposal, detail)
-        if proposal.tool == "draft_followup_email":
+        if _shows_draft(proposal.tool):
             body.append(_text("Saved to your Outlook drafts. It has not been sent."))
         else:
             body.append(_text("Done: the change was written once and recorded in the audit log."))
         pairs = [
             (_label(n), format_value(final[n], field=n, currency=currency))
             for n in _shown_fields(proposal.tool, final)
-            if n not in MULTILINE_FIELDS or proposal.tool != "draft_followup_email"
+            if n not in _multiline(proposal.tool) or not _shows_draft(proposal.tool)
         ]
         if pairs:
             body.append({"type": "Container", "separator": True, "items": [_facts(pairs)]})

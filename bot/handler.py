@@ -233,7 +233,7 @@ class CopilotBot(TeamsActivityHandler):
             return
         proposal = next((p for p in pending.proposals if p.tool_call_id == submission.tool_call_id), None)
         if proposal is None:
-            await turn_context.send_activity(ALREADY_DECIDED)
+            await self._show_decided(turn_context, rep, submission.thread_id, submission.tool_call_id)
             return
         try:
             decision = to_decision(submission, proposal)
@@ -254,11 +254,39 @@ class CopilotBot(TeamsActivityHandler):
             except InvalidDecision as exc:
                 await turn_context.send_activity(exc.message)
                 return
-            # Still pending (e.g. the CRM was unavailable): the card stays open for another try.
+            await self._update_card(turn_context, submission.thread_id, proposal, decision, result)
+            # Marked only once the card shows the outcome (both commit when the hold ends):
+            # if the process dies before, the next click shows the outcome instead of
+            # "already decided". Still pending (e.g. the CRM was unavailable): the card
+            # stays open for another try.
             if not any(p.tool_call_id == proposal.tool_call_id for p in result.proposals):
                 await hold.mark_decided()
-        await self._update_card(turn_context, submission.thread_id, proposal, decision, result)
         await self._send_result(turn_context, result, progress)
+
+    async def _show_decided(
+        self, turn_context: TurnContext, rep: SignedInRep, thread_id: str, tool_call_id: str
+    ) -> None:
+        """A click on a card whose proposal is no longer pending.
+
+        Usually a repeat (the card already shows its outcome). But if the process died
+        after the write and its checkpoint and before the card was updated, the rep never
+        saw the outcome: show it now, on the card, instead of "already decided".
+        """
+        decided = await self.service.decided(rep.identity, thread_id, tool_call_id)
+        async with conversations.deciding(self.service.pool, thread_id, tool_call_id) as hold:
+            if decided is None or not hold.granted:
+                await turn_context.send_activity(ALREADY_DECIDED)
+                return
+            proposal, outcome = decided
+            decision = {"tool_call_id": tool_call_id, "type": "approve"}
+            await self._update_card(
+                turn_context,
+                thread_id,
+                proposal,
+                decision,
+                TurnResult(thread_id, writes={tool_call_id: outcome}),
+            )
+            await hold.mark_decided()
 
     async def _update_card(
         self,
@@ -270,14 +298,14 @@ class CopilotBot(TeamsActivityHandler):
     ) -> None:
         if any(p.tool_call_id == proposal.tool_call_id for p in result.proposals):
             return  # still pending (e.g. the CRM was unavailable): the card stays as it is
-        outcome = next((o for o in result.outcomes if o["tool_call_id"] == proposal.tool_call_id), None)
-        detail: dict[str, Any] = dict((outcome or {}).get("result") or {})
+        outcome = result.writes.get(proposal.tool_call_id)
+        detail: dict[str, Any] = outcome.to_json() if outcome is not None else {}
         kind: str
         if decision["type"] == "reject":
             kind, detail = "rejected", {"reason": decision.get("reason", "")}
-        elif detail.get("status") == "done":
+        elif outcome is not None and outcome.status == "done":
             kind = "approved"
-        elif detail.get("status") == "conflict":
+        elif outcome is not None and outcome.status == "conflict":
             kind = "conflict"
         else:
             kind = "failed"

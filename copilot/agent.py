@@ -26,11 +26,8 @@ from copilot.middleware.write_guard import WriteGuardMiddleware
 from copilot.models.fallback import with_fallbacks
 from copilot.prompts import SYSTEM_PROMPT
 from copilot.settings import Settings
-from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
 from copilot.tools.write_tools import local_read_tools, write_tools
-
-# Writes that leave the copilot through the CRM session (and so share its breaker).
-CRM_WRITE_TOOLS = {"log_activity", "update_opportunity"}
+from copilot.writes import REGISTRY
 
 
 def build_agent(
@@ -76,7 +73,12 @@ def build_agent(
         ProposalSnapshotMiddleware(),
         hitl,
         write_guard or WriteGuardMiddleware(),
-        CircuitBreakerMiddleware(breaker, crm_tools={t.name for t in crm_read_tools} | CRM_WRITE_TOOLS),
+        # Writes whose backend is the CRM share its breaker with the reads.
+        CircuitBreakerMiddleware(
+            breaker,
+            crm_tools={t.name for t in crm_read_tools}
+            | {n for n, t in REGISTRY.items() if t.backend == "crm"},
+        ),
         CrmRetryMiddleware(
             max_retries=settings.tool_max_retries,
             initial_delay=settings.tool_retry_initial_delay,
@@ -84,7 +86,7 @@ def build_agent(
         ),
         CitationCheckMiddleware(),
     ]
-    assert set(WRITE_TOOL_SCHEMAS) <= {t.name for t in tools}
+    assert set(REGISTRY) <= {t.name for t in tools}
     return create_agent(
         model,
         tools,

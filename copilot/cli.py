@@ -8,14 +8,35 @@ import json
 import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from copilot import cli_conversation as conversation
-from copilot.errors import CopilotError, InvalidDecision
+from copilot.errors import (
+    CopilotError,
+    InvalidDecision,
+    InvalidInput,
+    ThreadAccessDenied,
+    ThreadNotFound,
+)
 from copilot.persistence import audit
 from copilot.persistence.checkpoint import setup_langgraph
 from copilot.persistence.database import connect
 from copilot.persistence.embedded import resolve_database_url
 from copilot.persistence.migrations import load_migrations, migrate
 from copilot.settings import Settings
+
+# Errors that mean the command's input is wrong (exit 2, like argparse's own), not that
+# something it talks to failed (exit 1). A thread that does not exist or is not the
+# rep's is bad input too: the id given names nothing this rep can open.
+_BAD_INPUT: tuple[type[CopilotError], ...] = (
+    InvalidInput,
+    InvalidDecision,
+    ThreadNotFound,
+    ThreadAccessDenied,
+)
+
+MAX_ERROR_CHARS = 500
+"""Longest error line printed (messages can quote what was given, which may be huge)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,9 +49,18 @@ def _parser() -> argparse.ArgumentParser:
     audit_cmd = commands.add_parser("audit", help="the audit log of executed writes")
     audit_commands = audit_cmd.add_subparsers(dest="audit_command", required=True)
     audit_verify = audit_commands.add_parser(
-        "verify", help="check the audit log's hash chain (exit 1 if tampered)"
+        "verify",
+        help="check the audit log's HMAC chain against its anchors (exit 1 if tampered); "
+        "then anchor the verified head",
     )
     audit_verify.add_argument("--json", action="store_true", help="machine-readable output")
+    audit_verify.add_argument(
+        "--no-anchor", action="store_true", help="only check: do not anchor the verified head"
+    )
+    audit_anchor = audit_commands.add_parser(
+        "anchor", help="verify, then append a signed checkpoint of the head to the anchor store"
+    )
+    audit_anchor.add_argument("--json", action="store_true", help="machine-readable output")
 
     ask = commands.add_parser("ask", help="one turn: answer a question or stop at proposals")
     ask.add_argument("--rep", required=True, help="the rep's handle or AAD object id")
@@ -75,37 +105,95 @@ async def _db_migrate(settings: Settings, as_json: bool) -> int:
     return 0
 
 
-async def _audit_verify(settings: Settings, as_json: bool) -> int:
+async def _audit_verify(
+    settings: Settings, as_json: bool, *, command: str = "verify", anchor: bool = True
+) -> int:
+    """``audit verify`` (check; anchor the head if it verifies and moved) or ``audit anchor``
+    (check; always anchor). Exit 1 when the log does not verify."""
+    config = audit.audit_config(settings)
+    written: audit.Anchor | None = None
     async with connect(settings) as conn:
-        report = await audit.verify(conn)
+        report = await audit.verify(conn, config=config)
+        if report.ok and (anchor or command == "anchor"):
+            written = await audit.seal(conn, report, config=config, only_if_advanced=command == "verify")
+    last = written or report.last_anchor
     if as_json:
         print(
             json.dumps(
                 {
                     "ok": report.ok,
                     "rows_checked": report.rows_checked,
+                    "last_id": report.last_id,
+                    "head_hash": report.head_hash,
                     "first_bad_id": report.first_bad_id,
                     "problem": report.problem,
-                    "head_hash": report.head_hash,
+                    "truncated": report.truncated,
+                    "anchors_checked": report.anchors_checked,
+                    "anchor_store": report.anchor_store,
+                    "last_anchor": None
+                    if last is None
+                    else {
+                        "last_id": last.last_id,
+                        "head_hash": last.head_hash,
+                        "rows": last.rows,
+                        "time": last.time.isoformat(),
+                        "key_id": last.key_id,
+                    },
+                    "anchored_now": written is not None,
                 }
             )
         )
     elif report.ok:
         print(f"audit log intact: {report.rows_checked} rows")
+        print(f"head: {report.head_hash} (row {report.last_id})")
+        if last is None:
+            print("anchor: none yet (a removed tail cannot be detected until one is written)")
+        else:
+            print(
+                f"anchor: row {last.last_id} ({last.rows} rows) at {last.time.isoformat()}"
+                f"{' (written now)' if written is not None else ''} in {report.anchor_store}"
+            )
     else:
-        print(f"audit log TAMPERED at row {report.first_bad_id}: {report.problem}")
+        where = f"at row {report.first_bad_id}" if report.first_bad_id is not None else "(anchor store)"
+        print(f"audit log TAMPERED {where}: {report.problem}")
     return 0 if report.ok else 1
 
 
+def _error(message: str) -> None:
+    """One line on stderr, whatever the message quotes (newlines, a megabyte of input)."""
+    line = " ".join(message.splitlines()).strip() or "unknown error"
+    if len(line) > MAX_ERROR_CHARS:
+        line = line[: MAX_ERROR_CHARS - 1] + "…"
+    print(f"error: {line}", file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the process exit code."""
+    """Run one command; returns the process exit code.
+
+    Bad input (see ``_BAD_INPUT``) is one ``error:`` line and exit code 2, before anything
+    is changed (``ask`` / ``resume`` / ``chat`` check their arguments before signing in);
+    a failure of a service is one line and exit code 1; never a traceback.
+    """
     args = _parser().parse_args(argv)
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        _error(f"invalid configuration ({where}): {first['msg']}")
+        return 1
     try:
         if args.command == "db" and args.db_command == "migrate":
             return asyncio.run(_db_migrate(settings, args.json))
-        if args.command == "audit" and args.audit_command == "verify":
-            return asyncio.run(_audit_verify(settings, args.json))
+        if args.command == "audit":
+            return asyncio.run(
+                _audit_verify(
+                    settings,
+                    args.json,
+                    command=args.audit_command,
+                    anchor=not getattr(args, "no_anchor", False),
+                )
+            )
         if args.command == "ask":
             return asyncio.run(conversation.ask(settings, args.rep, args.thread, args.question, args.json))
         if args.command == "resume":
@@ -114,12 +202,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.command == "chat":
             return asyncio.run(conversation.chat(settings, args.rep, args.thread, args.json))
-    except InvalidDecision as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except _BAD_INPUT as exc:
+        _error(str(exc))
         return 2
     except KeyboardInterrupt:
         return 130
     except CopilotError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(str(exc))
+        return 1
+    except Exception as exc:  # noqa: BLE001 - the outermost edge: a one-line error, never a traceback
+        _error(f"unexpected internal error ({type(exc).__name__}): {exc}")
         return 1
     raise AssertionError(f"unhandled command {args}")

@@ -4,23 +4,81 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from copilot.auth.tokens import OboTokenBroker, dev_sign_in, identity_from_assertion
-from copilot.errors import InvalidDecision
+from copilot.decisions import parse_decisions
+from copilot.errors import AuthError, InvalidDecision, InvalidInput
 from copilot.progress import ProgressEvent
+from copilot.proposals import args_digest
 from copilot.render import render_proposal, render_result
 from copilot.runner import CopilotService, Proposal, TurnResult, dumps, open_service
 from copilot.settings import Settings
 
 HELP = "approve | edit field=value [field=value ...] | reject <reason>   (or: a / e / r)"
 
+MAX_DECISIONS_BYTES = 1_000_000
+"""Largest ``--decisions`` accepted (inline or file): a few proposals' decisions are a few KB."""
+
+# Every id ``new_thread_id`` ever made (``secrets.token_urlsafe``): anything else names no
+# thread, and is refused before it reaches the database (NUL, for one, cannot be stored).
+_THREAD_ID = re.compile(r"[A-Za-z0-9_-]{22,200}")
+
+# Entra's "the user account does not exist in the directory": the rep named is unknown.
+_UNKNOWN_USER = "AADSTS50034"
+
+
+def _check_text(what: str, text: str) -> None:
+    """Refuse text the database, the identity provider and the terminal cannot all carry."""
+    if "\x00" in text:
+        raise InvalidInput(f"{what} contains a NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # Unpaired surrogates: how Python hands over command-line bytes that are not UTF-8.
+        raise InvalidInput(f"{what} is not valid UTF-8 text") from exc
+
+
+def check_rep(rep: str) -> None:
+    """``--rep``: a non-empty handle or AAD object id (whether it exists, only sign-in knows)."""
+    _check_text("--rep", rep)
+    if not rep.strip():
+        raise InvalidInput("--rep is empty: give a rep's handle (e.g. alex) or AAD object id")
+
+
+def check_thread(thread: str | None) -> None:
+    """``--thread``: the shape of an id the copilot made (``--thread=-abc…`` for one starting with -)."""
+    if thread is None:
+        return
+    _check_text("--thread", thread)
+    if not _THREAD_ID.fullmatch(thread):
+        raise InvalidInput(
+            f"--thread {thread[:60]!r} is not a conversation thread id "
+            "(ids are 32 letters, digits, - and _, as printed by `ask`)"
+        )
+
+
+def check_question(question: str) -> None:
+    """The question of ``ask``: non-empty text."""
+    _check_text("the question", question)
+    if not question.strip():
+        raise InvalidInput('the question is empty: ask something, e.g. "what\'s going on with Acme?"')
+
 
 async def _sign_in(settings: Settings, rep: str) -> tuple[Any, OboTokenBroker]:
-    assertion = await dev_sign_in(settings, rep)
+    try:
+        assertion = await dev_sign_in(settings, rep)
+    except AuthError as exc:
+        if _UNKNOWN_USER in exc.message:
+            raise InvalidInput(
+                f"unknown rep {rep[:60]!r}: no such user in the directory "
+                "(see `python -m sandbox users` for the handles)"
+            ) from exc
+        raise
     identity = identity_from_assertion(assertion)
     return identity, OboTokenBroker(settings, identity, assertion)
 
@@ -39,6 +97,9 @@ def _print(result: TurnResult, as_json: bool) -> None:
 
 async def ask(settings: Settings, rep: str, thread: str | None, question: str, as_json: bool) -> int:
     """One turn; stops at pending proposals and prints them with the thread id."""
+    check_rep(rep)
+    check_thread(thread)
+    check_question(question)
     identity, tokens = await _sign_in(settings, rep)
     async with open_service(settings) as service:
         result = await service.run_turn(identity, tokens, thread, question, _progress(as_json))
@@ -46,18 +107,70 @@ async def ask(settings: Settings, rep: str, thread: str | None, question: str, a
     return 0
 
 
-def load_decisions(raw: str) -> Any:
-    """``--decisions``: a JSON list, or ``@path`` to a file holding one."""
-    text = Path(raw[1:]).read_text(encoding="utf-8") if raw.startswith("@") else raw
+def _read_decisions_file(name: str) -> str:
+    """The text of ``--decisions @name``, read with a size bound (``@/dev/zero`` ends too)."""
+    where = f"--decisions @{name[:200]}"
+    if not name:
+        raise InvalidDecision("--decisions @ needs a file name after the @")
     try:
-        return json.loads(text)
-    except ValueError as exc:
+        with Path(name).open("rb") as file:
+            data = file.read(MAX_DECISIONS_BYTES + 1)
+    except IsADirectoryError as exc:
+        raise InvalidDecision(f"{where}: is a directory, not a file") from exc
+    except FileNotFoundError as exc:
+        raise InvalidDecision(f"{where}: no such file") from exc
+    except (OSError, ValueError) as exc:
+        # OSError: permissions, a name too long, ...; ValueError: a NUL in the name.
+        raise InvalidDecision(f"{where}: cannot be read ({_reason(exc)})") from exc
+    if len(data) > MAX_DECISIONS_BYTES:
+        raise InvalidDecision(f"{where}: larger than {MAX_DECISIONS_BYTES} bytes")
+    try:
+        # utf-8-sig: a byte-order mark (as some Windows editors write) is not an error.
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidDecision(
+            f"{where}: not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})"
+        ) from exc
+
+
+def _reason(exc: Exception) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
+def _no_constants(name: str) -> NoReturn:
+    # Python's json accepts NaN and Infinity; JSON (and so the CRM) does not.
+    raise InvalidDecision(f"--decisions is not valid JSON: {name} is not a JSON number")
+
+
+def load_decisions(raw: str) -> Any:
+    """``--decisions``: a JSON list, or ``@path`` to a file holding one.
+
+    Every way it can be unreadable (no file, a directory, not UTF-8, too large, not JSON,
+    nested too deeply to parse) is an ``InvalidDecision`` naming the problem.
+    """
+    text = _read_decisions_file(raw[1:]) if raw.startswith("@") else raw
+    if len(text) > MAX_DECISIONS_BYTES:
+        raise InvalidDecision(f"--decisions is larger than {MAX_DECISIONS_BYTES} characters")
+    try:
+        return json.loads(text, parse_constant=_no_constants)
+    except RecursionError as exc:
+        # The C decoder stops at the interpreter's recursion limit and raises cleanly.
+        raise InvalidDecision("--decisions is nested too deeply to be decisions") from exc
+    except json.JSONDecodeError as exc:
         raise InvalidDecision(f"--decisions is not valid JSON: {exc}") from exc
+    except ValueError as exc:
+        # An integer longer than Python's digit limit (4300): no field takes one.
+        raise InvalidDecision("--decisions holds a number with too many digits") from exc
 
 
 async def resume(settings: Settings, rep: str, thread: str, decisions: str, as_json: bool) -> int:
     """Apply decisions to pending proposals (any process, any time after ``ask``)."""
+    check_rep(rep)
+    check_thread(thread)
     parsed = load_decisions(decisions)
+    # Checked here too, so that malformed decisions fail before anything signs in or opens
+    # the database (the service checks them again: it has other callers).
+    parse_decisions(parsed)
     identity, tokens = await _sign_in(settings, rep)
     async with open_service(settings) as service:
         result = await service.resume(identity, tokens, thread, parsed, _progress(as_json))
@@ -73,21 +186,40 @@ def parse_reply(reply: str, proposal: Proposal) -> dict[str, Any] | None:
     verb, _, rest = words.partition(" ")
     verb = verb.lower()
     if verb in ("a", "approve", "y", "yes"):
-        return {"tool_call_id": proposal.tool_call_id, "type": "approve"}
+        return {
+            "tool_call_id": proposal.tool_call_id,
+            "digest": args_digest(proposal.args),
+            "type": "approve",
+        }
     if verb in ("r", "reject", "n", "no"):
         if not rest.strip():
             raise InvalidDecision("a rejection needs a reason, e.g. `reject wrong account`")
-        return {"tool_call_id": proposal.tool_call_id, "type": "reject", "reason": rest.strip()}
+        return {
+            "tool_call_id": proposal.tool_call_id,
+            "digest": args_digest(proposal.args),
+            "type": "reject",
+            "reason": rest.strip(),
+        }
     if verb in ("e", "edit"):
         changes: dict[str, Any] = {}
-        for pair in shlex.split(rest):
+        try:
+            pairs = shlex.split(rest)
+        except ValueError as exc:
+            # e.g. an unclosed quote: `edit stage="Negotiation`
+            raise InvalidDecision(f"cannot read that edit: {exc}") from exc
+        for pair in pairs:
             field, sep, value = pair.partition("=")
             if not sep or not field:
                 raise InvalidDecision(f"edits look like field=value, got {pair!r}")
             changes[field.strip()] = None if value == "" else value
         if not changes:
             raise InvalidDecision("say which fields to change, e.g. `edit stage=Negotiation`")
-        return {"tool_call_id": proposal.tool_call_id, "type": "edit", "args": changes}
+        return {
+            "tool_call_id": proposal.tool_call_id,
+            "digest": args_digest(proposal.args),
+            "type": "edit",
+            "args": changes,
+        }
     raise InvalidDecision(f"unknown reply {verb!r}: {HELP}")
 
 
@@ -99,7 +231,7 @@ async def _decide_one_by_one(
         print(render_proposal(proposal, 1, len(result.proposals)), flush=True)
         while True:
             try:
-                reply = await asyncio.to_thread(input, f"  {HELP}\n  decision> ")
+                reply = await _read_line(f"  {HELP}\n  decision> ")
             except EOFError:
                 print("\nLeaving the proposal pending; resume later with `python -m copilot resume`.")
                 return result
@@ -118,14 +250,24 @@ async def _decide_one_by_one(
     return result
 
 
+async def _read_line(prompt: str) -> str:
+    """One line typed at the terminal; input that is not UTF-8 text is bad input."""
+    try:
+        return await asyncio.to_thread(input, prompt)
+    except UnicodeDecodeError as exc:
+        raise InvalidInput("the terminal sent text that is not UTF-8") from exc
+
+
 async def chat(settings: Settings, rep: str, thread: str | None, as_json: bool) -> int:
     """Interactive chat; each proposal is decided on its own, in turn."""
+    check_rep(rep)
+    check_thread(thread)
     identity, tokens = await _sign_in(settings, rep)
     print(f"Signed in as {identity.name or rep}. Ask about your accounts and deals; Ctrl-D to quit.")
     async with open_service(settings) as service:
         while True:
             try:
-                question = await asyncio.to_thread(input, "\nyou> ")
+                question = await _read_line("\nyou> ")
             except EOFError:
                 print()
                 return 0
@@ -134,8 +276,9 @@ async def chat(settings: Settings, rep: str, thread: str | None, as_json: bool) 
             if question.strip().lower() in ("quit", "exit"):
                 return 0
             try:
+                check_question(question)
                 result = await service.run_turn(identity, tokens, thread, question, _progress(as_json))
-            except InvalidDecision as exc:
+            except (InvalidDecision, InvalidInput) as exc:
                 print(f"  ! {exc.message}")
                 continue
             thread = result.thread_id

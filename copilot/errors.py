@@ -53,6 +53,12 @@ class CrmUnavailable(CopilotError):
     code = "crm_unavailable"
 
 
+class MailboxUnavailable(CopilotError):
+    """The rep's mailbox (Microsoft Graph) cannot be reached; a draft waits, nothing is lost."""
+
+    code = "mailbox_unavailable"
+
+
 class InvalidDecision(CopilotError):
     """A decision on a proposal is malformed, stale or not the caller's to make; nothing ran."""
 
@@ -81,3 +87,10 @@ class AuditTamperDetected(CopilotError):
     """The audit log's hash chain does not verify: a row was altered, removed or inserted."""
 
     code = "audit_tampered"
+
+
+class InvalidInput(CopilotError):
+    """The caller's input (a command-line argument, a question, a file) is malformed or names
+    no one that exists; nothing ran."""
+
+    code = "invalid_input"

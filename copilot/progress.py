@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from copilot.proposals import TOOL_TITLES
+from copilot.writes import write_tool
 
 
 @dataclass(frozen=True)
@@ -26,10 +26,9 @@ def describe_tool_call(name: str, args: Mapping[str, Any], names: Mapping[str, s
     """What the copilot is doing when it calls ``name`` with ``args`` (record names if known)."""
     account = _name(names, args.get("account_id"))
     owner = f"{account}'s" if account else "the"
-    if name in TOOL_TITLES:
-        return ProgressEvent(
-            "proposal", f"Preparing a proposal for your approval: {TOOL_TITLES[name].lower()}…", name
-        )
+    entry = write_tool(name)
+    if entry is not None:
+        return ProgressEvent("proposal", entry.progress(), name)
     messages = {
         "search_accounts": f"Searching accounts for “{args.get('query', '')}”…"
         if args.get("query")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from copilot.proposals import TOOL_TITLES
 from copilot.runner import Proposal, TurnResult
-from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
+from copilot.writes import WRITE_TOOL_SCHEMAS
+from copilot.writes import title as write_title
 
 
 def _fmt(value: Any) -> str:
@@ -29,7 +29,7 @@ def proposal_table(proposal: Proposal) -> list[tuple[str, str, str]]:
 def render_proposal(proposal: Proposal, index: int, total: int) -> str:
     """One proposal as a small table: the target record, then current vs proposed values."""
     record = proposal.record or {}
-    title = TOOL_TITLES.get(proposal.tool, proposal.tool)
+    title = write_title(proposal.tool)
     lines = [f"Proposal {index} of {total}: {title}  (id {proposal.tool_call_id})"]
     target = record.get("target")
     if target and target.get("id"):

@@ -30,28 +30,33 @@ from copilot.auth.tokens import TokenBroker
 from copilot.citations import message_text
 from copilot.context import AgentContext
 from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
-from copilot.errors import AuthError, CrmUnavailable, InvalidDecision
+from copilot.errors import AuthError, CrmUnavailable, InvalidDecision, MailboxUnavailable
 from copilot.identity import RepIdentity
 from copilot.middleware.limits import LIMIT_MESSAGE
 from copilot.middleware.resilience import UNAVAILABLE_MESSAGE, CircuitBreaker, breaker_for
 from copilot.middleware.write_guard import WriteGuardMiddleware
 from copilot.models.factory import build_model
-from copilot.persistence import rejections, threads
+from copilot.persistence import idempotency, rejections, threads
 from copilot.persistence.checkpoint import make_saver_and_store
 from copilot.persistence.embedded import resolve_database_url
 from copilot.persistence.migrations import assert_schema_current
 from copilot.persistence.pool import open_pool
 from copilot.progress import ProgressEvent, describe_tool_call, names_in
-from copilot.proposals import ProposalRecord
+from copilot.proposals import ProposalRecord, args_digest
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, load_read_tools, open_crm_session, parse_result_text
+from copilot.writes import WriteOutcome, backends
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
 
 logger = logging.getLogger(__name__)
 
-# Writes that leave the copilot (CRM, mailbox) and so need the write-scoped session.
-EXTERNAL_WRITE_TOOLS = {"log_activity", "update_opportunity", "draft_followup_email"}
+_DECIDING_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 20261203))"
+
+MAILBOX_UNAVAILABLE_MESSAGE = (
+    "Your mailbox (Outlook) is unavailable right now, so the draft was not saved yet. "
+    "Your pending approvals are kept: approve again in a moment."
+)
 
 PENDING_NOTICE = "You have {n} proposal(s) waiting for your decision. Approve, edit or reject them first."
 
@@ -79,7 +84,9 @@ class TurnResult:
     proposals: list[Proposal] = field(default_factory=list)
     notice: str | None = None
     outcomes: list[dict[str, Any]] = field(default_factory=list)
-    """Results of the writes executed by this turn (audit ids, conflicts, refusals)."""
+    """Results of the writes decided in this call, as JSON (``--json``'s ``outcomes``)."""
+    writes: dict[str, WriteOutcome] = field(default_factory=dict)
+    """The same results, typed, by tool call id (rejections have none)."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` shape documented in the README."""
@@ -95,6 +102,7 @@ class TurnResult:
                     "args": p.args,
                     "record": p.record,
                     "description": p.description,
+                    "digest": args_digest(p.args),
                 }
                 for p in self.proposals
             ],
@@ -183,7 +191,7 @@ class CopilotService:
         """Apply the rep's decisions to pending proposals and continue the run."""
         decisions = parse_decisions(raw_decisions)
         await self._own_thread(identity, thread_id)
-        async with self._turn(identity, tokens, thread_id) as turn:
+        async with self._deciding(thread_id), self._turn(identity, tokens, thread_id) as turn:
             if isinstance(turn, TurnResult):
                 return turn
             agent, ctx, config = turn
@@ -196,10 +204,15 @@ class CopilotService:
                         f"proposal {decision.tool_call_id} is not waiting for a decision "
                         "(already decided, or not part of this conversation)"
                     )
+                if decision.digest is not None and decision.digest != args_digest(proposal.args):
+                    raise InvalidDecision(
+                        f"proposal {decision.tool_call_id} is not the one you were shown "
+                        "(its arguments differ); nothing was changed"
+                    )
                 answers[proposal.interrupt_id] = self._answer(proposal, decision)
             executing = {pending[d.tool_call_id].tool for d in decisions if not isinstance(d, Reject)}
-            # Only writes that leave the copilot need the write-scoped CRM session.
-            if executing & EXTERNAL_WRITE_TOOLS:
+            # Only writes whose backend is the CRM need its write-scoped session.
+            if "crm" in backends(executing):
                 try:
                     await ctx.open_writer()
                 except CrmUnavailable:
@@ -217,24 +230,41 @@ class CopilotService:
                     )
             try:
                 finished = await self._stream(agent, Command(resume=answers), config, ctx, on_progress)
-            except CrmUnavailable:
-                # Already counted by the breaker where the CRM call failed. Decisions whose
+            except (CrmUnavailable, MailboxUnavailable) as exc:
+                # Already counted by the breaker where a CRM call failed. Decisions whose
                 # tool calls completed (e.g. a rejection beside the failed write) still count.
                 kept = await self._pending(agent, config)
                 await self._record_rejections(identity, thread_id, pending, decisions, kept)
+                mailbox = isinstance(exc, MailboxUnavailable)
                 return TurnResult(
                     thread_id,
-                    answer=UNAVAILABLE_MESSAGE + " Your pending approvals are kept.",
+                    answer=MAILBOX_UNAVAILABLE_MESSAGE
+                    if mailbox
+                    else UNAVAILABLE_MESSAGE + " Your pending approvals are kept.",
                     proposals=kept,
-                    notice="crm_unavailable",
+                    notice="mailbox_unavailable" if mailbox else "crm_unavailable",
                 )
             result = await self._result(agent, config, thread_id)
             if not finished:
                 result.answer, result.notice = LIMIT_MESSAGE, "limit_reached"
             decided = {d.tool_call_id for d in decisions}
-            result.outcomes = await self._outcomes(agent, config, decided)
+            result.outcomes, result.writes = await self._outcomes(agent, config, decided)
             await self._record_rejections(identity, thread_id, pending, decisions, result.proposals)
             return result
+
+    @asynccontextmanager
+    async def _deciding(self, thread_id: str) -> AsyncIterator[None]:
+        """One decision round on a thread at a time, across processes.
+
+        Two resumes restoring the same checkpoint would both run: an approve and a reject
+        of one proposal could then both take effect (the write made, and a rejection
+        recorded for it). A transaction-scoped advisory lock, held on a connection of its
+        own, makes the second wait and then find the proposal decided; it is released
+        with the block, or with the process if that dies.
+        """
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(_DECIDING_LOCK_SQL, (thread_id,))
+            yield
 
     async def _record_rejections(
         self,
@@ -276,6 +306,56 @@ class CopilotService:
         )
         proposals = await self._pending(agent, self._config(thread_id))
         return TurnResult(thread_id, proposals=proposals)
+
+    async def decided(
+        self, identity: RepIdentity, thread_id: str, tool_call_id: str
+    ) -> tuple[Proposal, WriteOutcome] | None:
+        """A write of this thread that was carried out, with the proposal it came from.
+
+        For a decision whose outcome the rep never saw (the process died after the write
+        and its checkpoint, before the card was updated): a repeated click shows it.
+        """
+        await self._own_thread(identity, thread_id)
+        async with self.pool.connection() as conn:
+            stored = await idempotency.stored_result(
+                conn, idempotency.idempotency_key(thread_id, tool_call_id)
+            )
+        if stored is None:
+            return None
+        agent = build_agent(
+            settings=self.settings,
+            model=self.model,
+            fallbacks=self.fallbacks,
+            crm_read_tools=[],
+            checkpointer=self.saver,
+            store=self.store,
+            breaker=self.breaker,
+        )
+        config: Any = self._config(thread_id)
+        state = await agent.aget_state(config)
+        values = state.values or {}
+        record: ProposalRecord | None = (values.get("proposals") or {}).get(tool_call_id)
+        call = next(
+            (
+                c
+                for m in values.get("messages", [])
+                if isinstance(m, AIMessage)
+                for c in m.tool_calls
+                if c["id"] == tool_call_id
+            ),
+            None,
+        )
+        if call is None:
+            return None
+        proposal = Proposal(
+            tool_call_id=tool_call_id,
+            tool=call["name"],
+            args=dict(call["args"]),
+            record=record,
+            description="",
+            interrupt_id="",
+        )
+        return proposal, WriteOutcome.from_stored(stored)
 
     # --- steps -----------------------------------------------------------------------------
 
@@ -414,20 +494,27 @@ class CopilotService:
             notice="limit_reached" if last.response_metadata.get("limit_reached") else None,
         )
 
-    async def _outcomes(self, agent: Any, config: dict[str, Any], decided: set[str]) -> list[dict[str, Any]]:
-        """Results of the decided writes, found by tool call id (summarisation may rewrite
-        the message list, so positions are not reliable)."""
+    async def _outcomes(
+        self, agent: Any, config: dict[str, Any], decided: set[str]
+    ) -> tuple[list[dict[str, Any]], dict[str, WriteOutcome]]:
+        """What the decided writes came to, found by tool call id (summarisation may rewrite
+        the message list, so positions are not reliable): read from each tool message's
+        typed artifact, never from its text. A rejection has no artifact."""
         state = await agent.aget_state(config)
         messages = state.values.get("messages", []) if state.values else []
-        outcomes = []
+        outcomes: list[dict[str, Any]] = []
+        typed: dict[str, WriteOutcome] = {}
         for message in messages:
-            if isinstance(message, ToolMessage) and message.tool_call_id in decided:
-                parsed = parse_result_text(message_text(message))
-                result = parsed if isinstance(parsed, dict) else {"message": parsed}
-                outcomes.append(
-                    {"tool_call_id": message.tool_call_id, "tool": message.name, "result": result}
-                )
-        return outcomes
+            if not (isinstance(message, ToolMessage) and message.tool_call_id in decided):
+                continue
+            if isinstance(message.artifact, dict):
+                outcome = WriteOutcome.from_stored(message.artifact)
+                typed[message.tool_call_id] = outcome
+                result: dict[str, Any] = outcome.to_json()
+            else:
+                result = {"message": message_text(message)}
+            outcomes.append({"tool_call_id": message.tool_call_id, "tool": message.name, "result": result})
+        return outcomes, typed
 
     @staticmethod
     def _answer(proposal: Proposal, decision: Approve | Edit | Reject) -> dict[str, Any]:

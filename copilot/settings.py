@@ -28,6 +28,20 @@ class Settings(BaseSettings):
     db_app_role: str = Field(default="copilot_app", alias="COPILOT_DB_APP_ROLE")
     """Role each pooled connection switches to (``SET ROLE``); empty = stay the login user."""
 
+    # --- audit log (invariant 6) --------------------------------------------------------
+    environment: str = Field(default="local", pattern="^(local|deployed)$", alias="COPILOT_ENVIRONMENT")
+    """``deployed`` refuses local-development fallbacks (a generated audit key, a default anchor file)."""
+    db_app_login: str = Field(default="copilot_app_login", alias="COPILOT_DB_APP_LOGIN")
+    """Login the pool switches to when ``DATABASE_URL`` is a superuser or the audit log's owner."""
+    db_app_password: SecretStr | None = Field(default=None, alias="COPILOT_DB_APP_PASSWORD")
+    """Password of ``db_app_login``; unset = none (servers that trust local logins, e.g. embedded)."""
+    audit_hmac_keys: SecretStr | None = Field(default=None, alias="COPILOT_AUDIT_HMAC_KEYS")
+    """``kid:base64key`` list, newest first; unset (local only) = a key generated under ``data_dir``."""
+    audit_anchor_file: Path | None = Field(default=None, alias="COPILOT_AUDIT_ANCHOR_FILE")
+    """Append-only JSONL of signed chain-head anchors; unset (local only) = ``data_dir/audit/anchors.jsonl``."""
+    audit_anchor_every: int = Field(default=1, ge=0, alias="COPILOT_AUDIT_ANCHOR_EVERY")
+    """Anchor the committed head every N appends (per process); 0 = only ``audit verify``/``anchor``."""
+
     # --- model -------------------------------------------------------------------------
     copilot_model: str = Field(default="offline", alias="COPILOT_MODEL")
     """``provider:model`` for ``init_chat_model`` (e.g. ``azure_openai:gpt-4.1``) or ``offline``."""

@@ -13,7 +13,8 @@ from langgraph.runtime import Runtime
 
 from copilot.errors import ConfigurationError
 from copilot.proposals import describe_proposal
-from copilot.tools.schemas import LOCAL_READ_TOOLS, WRITE_TOOL_SCHEMAS
+from copilot.tools.schemas import LOCAL_READ_TOOLS
+from copilot.writes import write_tools
 
 REQUIRED_DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
 
@@ -27,7 +28,7 @@ def approval_middleware() -> HumanInTheLoopMiddleware[Any, Any, Any]:
     """HITL on every write tool: approve / edit / reject, one interrupt per tool call."""
     interrupt_on: dict[str, bool | InterruptOnConfig] = {
         name: InterruptOnConfig(allowed_decisions=list(REQUIRED_DECISIONS), description=_describe)
-        for name in WRITE_TOOL_SCHEMAS
+        for name in (tool.name for tool in write_tools())
     }
     return HumanInTheLoopMiddleware(interrupt_on=interrupt_on, interrupt_mode="per_call")
 

@@ -14,8 +14,7 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from copilot.context import AgentContext
-from copilot.proposals import ProposalRecord, take_snapshot
-from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
+from copilot.writes import ProposalRecord, write_tool
 
 
 def _merge(
@@ -44,8 +43,7 @@ class ProposalSnapshotMiddleware(AgentMiddleware[ProposalState, AgentContext, An
         ctx = runtime.context
         new: dict[str, ProposalRecord] = {}
         for call in last.tool_calls:
-            if call["name"] in WRITE_TOOL_SCHEMAS and call["id"] and call["id"] not in known:
-                new[call["id"]] = await take_snapshot(
-                    call["name"], dict(call["args"]), crm=ctx.crm, store=runtime.store, identity=ctx.identity
-                )
+            entry = write_tool(call["name"])
+            if entry is not None and call["id"] and call["id"] not in known:
+                new[call["id"]] = await entry.snapshot(ctx, runtime.store, dict(call["args"]))
         return {"proposals": new} if new else None

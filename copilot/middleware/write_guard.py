@@ -9,17 +9,20 @@ the rep approved (or edited) it. Before anything is written it
    result: double clicks, concurrent resumes, retries after a crash);
 4. re-reads the (possibly different) target record as the rep: permission to edit,
    and for opportunity updates the version against the one the rep reviewed;
-5. records the key as *in flight* (durably, with that version), runs the tool with a
-   :class:`WritePlan` (the key goes to the backend as external id / idempotency key),
-   then appends the audit row in the same transaction that marks the key done.
+5. records the key as *in flight* (durably, with that version), runs the registry
+   entry's executor with the :class:`WritePlan` it validated (handed over explicitly, as
+   the tool the approved call runs), then appends the audit row in the same transaction
+   that marks the key done. The typed :class:`WriteOutcome` is the tool message's
+   artifact; its JSON is what the model reads.
 
 A key found in flight is an earlier attempt that may have reached the backend (the
 process died, or the backend timed out): it is finished under its recorded plan, the
 backend being asked by key before any version check, so a write the CRM applied is
 always completed and audited, never reported as a conflict.
 
-If the backend is unavailable it raises :class:`CrmUnavailable`, which aborts the run
-with the approval still pending (to be finished by key when it is approved again).
+If the backend is unavailable it raises :class:`CrmUnavailable` or
+:class:`MailboxUnavailable`, which aborts the run with the approval still pending (to
+be finished by key when it is approved again).
 """
 
 from __future__ import annotations
@@ -33,16 +36,13 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from copilot.context import AgentContext
 from copilot.decisions import validation_problems
-from copilot.errors import CrmUnavailable, IdempotencyMismatch
+from copilot.errors import CrmUnavailable, IdempotencyMismatch, MailboxUnavailable
 from copilot.persistence import audit, idempotency
-from copilot.proposals import ProposalRecord
-from copilot.tools.crm_client import CrmCallError
-from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
-from copilot.tools.write_tools import WritePlan, current_write
+from copilot.writes import ProposalRecord, WriteOutcome, WritePlan, WriteTool, write_tool
 
 Handler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 
@@ -65,12 +65,13 @@ def _original_call(request: ToolCallRequest) -> dict[str, Any] | None:
     return found[0] if len(found) == 1 else None
 
 
-def _message(request: ToolCallRequest, payload: dict[str, Any], *, error: bool = False) -> ToolMessage:
+def _message(request: ToolCallRequest, outcome: WriteOutcome) -> ToolMessage:
     return ToolMessage(
-        content=json.dumps(payload, default=str),
+        content=json.dumps(outcome.to_json(), default=str),
+        artifact=outcome.model_dump(mode="json"),
         name=request.tool_call["name"],
         tool_call_id=request.tool_call["id"],
-        status="error" if error else "success",
+        status="error" if outcome.is_error else "success",
     )
 
 
@@ -79,15 +80,10 @@ def _journal(plan: WritePlan) -> dict[str, Any]:
     return {"tool": plan.tool, "expected_version": plan.expected_version, "target_id": plan.target.get("id")}
 
 
-def _target_id(tool: str, args: BaseModel) -> str | None:
-    data = args.model_dump()
-    if tool == "update_opportunity":
-        return str(data["opportunity_id"])
-    if tool == "log_activity":
-        return data.get("opportunity_id") or data.get("account_id")
-    if tool == "draft_followup_email":
-        return str(data["contact_id"])
-    return None
+def _unavailable(entry: WriteTool) -> Exception:
+    if entry.backend == "mailbox":
+        return MailboxUnavailable(f"{entry.name} could not reach the mailbox; the approval is kept")
+    return CrmUnavailable(f"{entry.name} could not reach the CRM; the approval is kept")
 
 
 class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
@@ -95,37 +91,31 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
 
     def __init__(self, after_commit_hook: Callable[[str], None] | None = None):
         super().__init__()
-        # Tests use the hook to simulate a crash after the CRM committed.
+        # Tests use the hook to simulate a crash after the backend committed.
         self._after_commit_hook = after_commit_hook
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: Handler) -> ToolMessage | Command[Any]:
         name = request.tool_call["name"]
-        schema = WRITE_TOOL_SCHEMAS.get(name)
-        if schema is None:
+        entry = write_tool(name)
+        if entry is None:
             return await handler(request)
         original = _original_call(request)
         if original is None or original["name"] != name:
             return _message(
                 request,
-                {
-                    "status": "error",
-                    "code": "validation",
-                    "message": "the tool of a proposal cannot be changed (or the proposal is ambiguous); "
-                    "nothing was written",
-                },
-                error=True,
+                WriteOutcome.refused(
+                    "validation",
+                    "the tool of a proposal cannot be changed (or the proposal is ambiguous); nothing was written",
+                ),
             )
         try:
-            args = schema.model_validate(request.tool_call["args"])
+            args = entry.args_schema.model_validate(request.tool_call["args"])
         except ValidationError as exc:
             return _message(
                 request,
-                {
-                    "status": "error",
-                    "code": "validation",
-                    "message": f"invalid values, nothing was written: {validation_problems(exc)}",
-                },
-                error=True,
+                WriteOutcome.refused(
+                    "validation", f"invalid values, nothing was written: {validation_problems(exc)}"
+                ),
             )
         ctx = request.runtime.context
         assert isinstance(ctx, AgentContext)
@@ -134,7 +124,9 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
         final_args = args.model_dump(mode="json", exclude_none=True)
         original_args = dict(original["args"])
         try:
-            proposed = schema.model_validate(original_args).model_dump(mode="json", exclude_none=True)
+            proposed = entry.args_schema.model_validate(original_args).model_dump(
+                mode="json", exclude_none=True
+            )
         except ValidationError:
             proposed = None  # the model's own call was invalid; the rep's edit fixed it
         edited = final_args != proposed
@@ -151,142 +143,58 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                 args_hash=idempotency.args_hash(final_args),
             ) as claim:
                 if claim.stored_result is not None:
-                    return _message(request, {**claim.stored_result, "replayed": True})
-                if claim.in_flight_plan is not None:
+                    stored = WriteOutcome.from_stored(claim.stored_result)
+                    return _message(request, stored.model_copy(update={"replayed": True}))
+                draft = WritePlan(tool=name, key=key, args=args)
+                planned: WritePlan | WriteOutcome | None = None
+                if claim.in_flight_plan is not None and entry.recover is not None:
                     # An earlier attempt may have reached the backend (crash, kill, outage):
                     # finish it under the plan it was approved with. The backend is asked by
                     # key before any version check, so our own applied write is completed
                     # and audited, never mistaken for someone else's change.
-                    plan_or_refusal = await self._recovery_plan(ctx, name, key, args, claim.in_flight_plan)
-                else:
-                    plan_or_refusal = await self._plan(ctx, name, key, args, snapshot)
-                if isinstance(plan_or_refusal, dict):
-                    await claim.complete(plan_or_refusal)
-                    return _message(request, plan_or_refusal, error=plan_or_refusal.get("status") == "error")
-                await claim.begin(_journal(plan_or_refusal))
-                token = current_write.set(plan_or_refusal)
-                try:
-                    outcome = await handler(request)
-                finally:
-                    current_write.reset(token)
-                if not isinstance(outcome, ToolMessage):
-                    return outcome
-                if outcome.status == "error":
+                    planned = entry.recover(draft, claim.in_flight_plan)
+                if planned is None:
+                    planned = await entry.check(ctx, draft, snapshot)
+                if isinstance(planned, WriteOutcome):
+                    await claim.complete(planned.model_dump(mode="json"))
+                    return _message(request, planned)
+                await claim.begin(_journal(planned))
+                result = await handler(
+                    request.override(tool=entry.planned_tool(ctx, request.runtime.store, planned))
+                )
+                if not isinstance(result, ToolMessage):
+                    return result
+                if result.artifact is None:
                     # The backend stayed unavailable through the retries. Abort the run instead
                     # of answering the tool call: the key stays in flight and the approval
                     # pending, to be finished (asking the backend by key) on the next approval.
-                    raise CrmUnavailable(f"{name} could not reach the CRM; the approval is kept")
-                result = json.loads(str(outcome.content))
+                    raise _unavailable(entry)
+                outcome = WriteOutcome.model_validate(result.artifact)
                 if self._after_commit_hook is not None:
                     self._after_commit_hook(key)
-                entry: audit.AuditEntry | None = None
-                if result.get("status") == "done":
+                audit_entry: audit.AuditEntry | None = None
+                if outcome.status == "done":
                     now = dt.datetime.now(dt.UTC)
                     proposed_at = dt.datetime.fromisoformat(snapshot["taken_at"]) if snapshot else None
-                    entry = audit.AuditEntry(
+                    audit_entry = audit.AuditEntry(
                         tenant_id=ctx.identity.tenant_id,
                         rep_aad_id=ctx.identity.aad_object_id,
                         thread_id=ctx.thread_id,
                         tool_call_id=call_id,
                         tool=name,
-                        target_record_id=_target_id(name, args),
-                        record_version_read=plan_or_refusal.expected_version
-                        if plan_or_refusal.expected_version is not None
+                        target_record_id=entry.target_id(args),
+                        record_version_read=planned.expected_version
+                        if planned.expected_version is not None
                         else (snapshot or {}).get("version"),
                         original_args=original_args,
                         edited_args=final_args if edited else None,
                         decision="edit" if edited else "approve",
-                        crm_response=result,
+                        crm_response=outcome.to_json(),
                         proposed_at=proposed_at,
                         decided_at=now,
                         executed_at=now,
                     )
-                stored = await claim.complete(result, entry)
-                return _message(request, stored, error=stored.get("status") == "error")
+                stored_json = await claim.complete(outcome.model_dump(mode="json"), audit_entry)
+                return _message(request, WriteOutcome.model_validate(stored_json))
         except IdempotencyMismatch as exc:
-            return _message(
-                request,
-                {"status": "error", "code": "idempotency_mismatch", "message": exc.message},
-                error=True,
-            )
-
-    async def _recovery_plan(
-        self, ctx: AgentContext, tool: str, key: str, args: BaseModel, journal: dict[str, Any]
-    ) -> WritePlan | dict[str, Any]:
-        """The plan of an interrupted attempt, to finish it by key.
-
-        Opportunity updates keep the version they were approved over and skip our own
-        re-read: the CRM replays an update it already applied (by idempotency key) before
-        it compares versions, and a real change by someone else is still its conflict.
-        The other writes are idempotent by key at their backend, so their plan is made
-        again as usual (permission re-checked, contact re-read).
-        """
-        if tool == "update_opportunity":
-            expected = journal.get("expected_version")
-            if isinstance(expected, int):
-                data = args.model_dump()
-                return WritePlan(
-                    tool=tool,
-                    key=key,
-                    args=args,
-                    expected_version=expected,
-                    target={"id": data["opportunity_id"]},
-                )
-        return await self._plan(ctx, tool, key, args, None)
-
-    async def _plan(
-        self, ctx: AgentContext, tool: str, key: str, args: BaseModel, snapshot: ProposalRecord | None
-    ) -> WritePlan | dict[str, Any]:
-        """Re-check the target as the rep; a dict is a final refusal/conflict (nothing written)."""
-        if tool == "update_preferences":
-            return WritePlan(tool=tool, key=key, args=args)
-        writer = await ctx.crm_writer()
-        data = args.model_dump()
-        try:
-            if tool == "log_activity":
-                # Every record the activity will be attached to, as the rep may have edited either.
-                targets = []
-                if data.get("opportunity_id"):
-                    targets.append(
-                        await writer.call("get_opportunity", {"opportunity_id": data["opportunity_id"]})
-                    )
-                if data.get("account_id"):
-                    targets.append(await writer.call("get_account", {"account_id": data["account_id"]}))
-                for record in targets:
-                    if not (record.get("access") or {}).get("log_activity", True):
-                        return {
-                            "status": "error",
-                            "code": "permission_denied",
-                            "message": f"you cannot log activities on {record.get('id')}; nothing was written",
-                        }
-                return WritePlan(tool=tool, key=key, args=args, target=targets[0])
-            if tool == "update_opportunity":
-                target = await writer.call("get_opportunity", {"opportunity_id": data["opportunity_id"]})
-            else:
-                target = await writer.call("get_contact", {"contact_id": data["contact_id"]})
-        except CrmCallError as exc:
-            return {"status": "error", "code": exc.crm_code, "message": f"nothing was written: {exc.message}"}
-        if tool == "update_opportunity":
-            access = target.get("access") or {}
-            if not access.get("edit", False):
-                return {
-                    "status": "error",
-                    "code": "permission_denied",
-                    "message": f"you cannot edit opportunity {target.get('id')}; nothing was written",
-                }
-            snapshot_target: dict[str, Any] = dict(snapshot.get("target") or {}) if snapshot else {}
-            same_target = snapshot_target.get("id") == data["opportunity_id"]
-            reviewed = snapshot.get("version") if same_target and snapshot is not None else None
-            # Invariant 4: write only over the version the rep saw. No reviewed version (the
-            # snapshot failed, or the edit points at another record) counts as a conflict too:
-            # the agent proposes again, showing the record's current values.
-            if reviewed is None or int(reviewed) != int(target["version"]):
-                return {
-                    "status": "conflict",
-                    "message": "The opportunity changed (or was not shown) before your approval; nothing was written.",
-                    "current": {k: v for k, v in target.items() if k != "access"},
-                }
-            return WritePlan(
-                tool=tool, key=key, args=args, expected_version=int(target["version"]), target=target
-            )
-        return WritePlan(tool=tool, key=key, args=args, target=target)
+            return _message(request, WriteOutcome.refused("idempotency_mismatch", exc.message))

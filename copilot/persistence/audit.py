@@ -1,35 +1,68 @@
-"""The append-only, hash-chained audit log of executed writes (invariant 6).
+"""The append-only, HMAC-chained and anchored audit log of executed writes (invariant 6).
 
-Each row's ``row_hash`` is ``sha256(prev_hash + canonical JSON of the row's fields)``
-and its ``prev_hash`` is the previous row's ``row_hash`` (``GENESIS`` for the first), in
-id order. :func:`verify` recomputes the chain, so a changed field, a removed row or a
-row slipped in between is found even if someone with the owner's rights got past the
-grants and triggers (see migration 0002).
+Each row records the id of the key it was chained with (``key_id``), and its
+``row_hash`` is ``HMAC-SHA256(key, id, key_id, prev_hash, canonical JSON of the row)``,
+where ``prev_hash`` is the previous row's ``row_hash`` (``GENESIS`` for the first), in id
+order. The key lives outside the database (:mod:`copilot.persistence.audit_keys`), so
+nobody with only database rights (the app login, the owner, a superuser past the grants
+and triggers of migration 0002) can write a row that verifies: a changed field, a row
+removed, reordered, renumbered or slipped in, or a forged row with a correctly computed
+plain hash, is found by :func:`verify`.
+
+The newest rows are protected by anchors (:mod:`copilot.persistence.audit_anchor`):
+signed checkpoints of the head in append-only storage outside the database. :func:`append`
+anchors the committed head every ``COPILOT_AUDIT_ANCHOR_EVERY`` appends (the row it is
+about to chain onto: its own row commits later, with the caller's transaction);
+``python -m copilot audit verify`` anchors the head it verified, and ``audit anchor``
+writes one on demand (e.g. from a timer). :func:`verify` refuses a log that no longer
+has an anchored row: it was truncated back to that anchor.
+
+Rows written before migration ``audit_hmac`` have no key id and the old unkeyed
+``sha256(prev_hash + row)`` hash. They are accepted only as the chain's prefix: before the
+first keyed row and, once an anchor exists, not past the newest anchored row (the first
+append after that migration anchors them), so an unkeyed row cannot be forged after that.
 
 The hash is computed from the values exactly as PostgreSQL stores and returns them:
 before inserting, the JSON fields make one round trip through ``jsonb`` (which reorders
 keys and rewrites numbers, e.g. ``1e+20`` becomes ``100000000000000000000``), so what
 :func:`append` hashes is what :func:`verify` reads back.
 
-Known limit: a chain cannot tell that its *newest* rows were removed. Anchor the head
-elsewhere (``VerifyReport.head_hash``, e.g. in a daily log line) to detect that.
+Which keys and anchor store a connection uses is an :class:`AuditConfig`: pass it
+explicitly, or :func:`bind` it to the connection (the app pool binds every connection it
+opens, so the write guard's ``append(conn, entry)`` needs nothing more).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from psycopg import AsyncConnection
-from psycopg.errors import UndefinedTable
-from psycopg.rows import dict_row
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg.errors import UndefinedColumn, UndefinedTable
+from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
 
-from copilot.errors import AuditTamperDetected, MigrationError
+from copilot.errors import AuditTamperDetected, ConfigurationError, MigrationError
+from copilot.persistence.audit_anchor import (
+    Anchor,
+    AnchorCheck,
+    AnchorStore,
+    AnchorStoreError,
+    chain_id,
+    check_anchors,
+    default_anchor_store,
+    sign_anchor,
+)
+from copilot.persistence.audit_keys import AuditKey, AuditKeyring, load_keyring
+from copilot.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 GENESIS = "GENESIS"
 
@@ -39,11 +72,12 @@ _APPEND_LOCK_KEY = 0x0C0_0A0D_0001
 _JSON_FIELDS = ("original_args", "edited_args", "crm_response")
 _TIME_FIELDS = ("proposed_at", "decided_at", "executed_at")
 _VERIFY_BATCH = 1000
+_ROW_PREFIX = "copilot-audit-row/v1"
 
 
 @dataclass(frozen=True)
 class AuditEntry:
-    """One executed write, as recorded (all the audit columns but id and the hashes)."""
+    """One executed write, as recorded (all the audit columns but id and the chain columns)."""
 
     tenant_id: str
     rep_aad_id: str
@@ -64,14 +98,77 @@ class AuditEntry:
 
 
 _COLUMNS = tuple(f.name for f in fields(AuditEntry))
+_SELECT_ROWS = (
+    f"SELECT id, {', '.join(_COLUMNS)}, key_id, prev_hash, row_hash FROM audit_log"
+    " WHERE id > %s ORDER BY id LIMIT %s"
+)
+_SELECT_HEAD = (
+    "SELECT id, row_hash, pg_current_xact_id_if_assigned()::text AS xact"
+    " FROM audit_log ORDER BY id DESC LIMIT 1"
+)
+_COUNT_UP_TO = "SELECT count(*) AS rows FROM audit_log WHERE id <= %s"
+_NEXT_ID = "SELECT nextval(pg_get_serial_sequence('audit_log', 'id')) AS id"
+_INSERT = (
+    f"INSERT INTO audit_log (id, {', '.join(_COLUMNS)}, key_id, prev_hash, row_hash)"
+    f" VALUES (%(id)s, {', '.join(f'%({name})s' for name in _COLUMNS)}, %(key_id)s, %(prev_hash)s,"
+    " %(row_hash)s) RETURNING pg_current_xact_id()::text AS xact"
+)  # column names come from the dataclass, never from input
+_ROUND_TRIP_JSON = "SELECT %s::jsonb AS original_args, %s::jsonb AS edited_args, %s::jsonb AS crm_response"
+_LOCK = "SELECT pg_advisory_xact_lock(%s)"
+
+
+@dataclass
+class AuditConfig:
+    """The keys a connection chains and verifies with, and where its anchors go."""
+
+    keyring: AuditKeyring
+    anchors: AnchorStore | None
+    """``None``: never anchor (and verify cannot detect a removed tail)."""
+    anchor_every: int = 1
+    """Anchor the committed head every N appends through this config; 0 = never from append."""
+    _appends_since_anchor: int = field(default=0, init=False, repr=False)
+
+
+def audit_config(settings: Settings) -> AuditConfig:
+    """The audit configuration for these settings; raises ConfigurationError when a
+    deployment lacks its key or anchor store."""
+    return AuditConfig(
+        keyring=load_keyring(settings),
+        anchors=default_anchor_store(settings),
+        anchor_every=settings.audit_anchor_every,
+    )
+
+
+_bound: weakref.WeakKeyDictionary[AsyncConnection[Any], AuditConfig] = weakref.WeakKeyDictionary()
+# The transaction each connection last appended in: an append in the same transaction
+# must not anchor the head, which may be its own, still uncommitted, row.
+_appended_in: weakref.WeakKeyDictionary[AsyncConnection[Any], str] = weakref.WeakKeyDictionary()
+
+
+def bind(conn: AsyncConnection[Any], config: AuditConfig) -> None:
+    """Make ``config`` the default for :func:`append` / :func:`verify` on ``conn``."""
+    _bound[conn] = config
+
+
+def _config_for(conn: AsyncConnection[Any], config: AuditConfig | None) -> AuditConfig:
+    if config is not None:
+        return config
+    found = _bound.get(conn)
+    if found is None:
+        raise ConfigurationError(
+            "no audit key for this connection: pass an AuditConfig or use the app pool (which binds one)"
+        )
+    return found
 
 
 @dataclass(frozen=True)
 class StoredAuditEntry:
-    """An audit row as read back: the entry plus its id and chain hashes."""
+    """An audit row as read back: the entry plus its id and chain columns."""
 
     id: int
     entry: AuditEntry
+    key_id: str | None
+    """``None`` for a row written before migration ``audit_hmac`` (unkeyed hash)."""
     prev_hash: str
     row_hash: str
 
@@ -86,7 +183,14 @@ class VerifyReport:
     problem: str | None = None
     last_id: int | None = None
     head_hash: str | None = None
-    """The newest row's hash (``GENESIS`` when empty): publish it to detect tail removal."""
+    """The newest row's hash (``GENESIS`` when empty); set only when the log verifies."""
+    truncated: bool = False
+    """Rows the last anchor names are gone: the log was cut back to (at least) that anchor."""
+    anchors_checked: int = 0
+    last_anchor: Anchor | None = None
+    """The newest anchor of this chain (``None``: never anchored, a removed tail goes unseen)."""
+    chain: str | None = None
+    anchor_store: str | None = None
 
 
 def _utc_iso(value: datetime | None, name: str) -> str | None:
@@ -106,111 +210,284 @@ def canonical_json(values: Mapping[str, Any]) -> str:
     return json.dumps(normalised, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
-def row_hash(prev_hash: str, values: Mapping[str, Any]) -> str:
-    """``sha256(prev_hash + canonical_json(values))`` as hex."""
+def legacy_row_hash(prev_hash: str, values: Mapping[str, Any]) -> str:
+    """``sha256(prev_hash + canonical_json(values))`` as hex: rows before migration ``audit_hmac``.
+
+    Anyone can compute it, which is why new rows are chained with :func:`keyed_row_hash`.
+    """
     return hashlib.sha256((prev_hash + canonical_json(values)).encode("ascii")).hexdigest()
+
+
+def _keyed_message(row_id: int, key_id: str, prev_hash: str, values: Mapping[str, Any]) -> bytes:
+    # Newline-separated: the id is digits, key ids and hashes cannot hold a newline, and
+    # canonical JSON escapes them; the id is covered so a row cannot be renumbered.
+    return "\n".join((_ROW_PREFIX, str(row_id), key_id, prev_hash, canonical_json(values))).encode("ascii")
+
+
+def keyed_row_hash(key: AuditKey, row_id: int, prev_hash: str, values: Mapping[str, Any]) -> str:
+    """``HMAC-SHA256(key, id, key id, prev_hash, canonical_json(values))`` as hex."""
+    return key.mac(_keyed_message(row_id, key.key_id, prev_hash, values))
 
 
 def _entry_values(entry: AuditEntry) -> dict[str, Any]:
     return {name: getattr(entry, name) for name in _COLUMNS}
 
 
-async def append(conn: AsyncConnection[Any], entry: AuditEntry) -> int:
-    """Append one row to the chain; returns its id.
+async def append(conn: AsyncConnection[Any], entry: AuditEntry, *, config: AuditConfig | None = None) -> int:
+    """Append one row to the chain, keyed with the newest audit key; returns its id.
 
     Runs in a transaction on ``conn`` (a savepoint if ``conn`` is already in one, e.g. an
-    idempotency claim's, and then the row commits with it).
+    idempotency claim's, and then the row commits with it). Every ``anchor_every``
+    appends it first anchors the committed head it chains onto; a failing anchor store
+    is logged, never fails the append (the write it records has already happened).
     """
     if entry.decision not in ("approve", "edit"):
         raise ValueError(f"audit decision must be 'approve' or 'edit', not {entry.decision!r}")
+    cfg = _config_for(conn, config)
+    key = cfg.keyring.current
     values = _entry_values(entry)
+    canonical_json(values)  # refuse naive timestamps before touching the database
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         # What jsonb will hand back later, so the hash matches on verify.
-        await cur.execute(
-            "SELECT %s::jsonb AS original_args, %s::jsonb AS edited_args, %s::jsonb AS crm_response",
-            tuple(_jsonb(values[name]) for name in _JSON_FIELDS),
-        )
+        await cur.execute(_ROUND_TRIP_JSON, tuple(_jsonb(values[name]) for name in _JSON_FIELDS))
         stored_json = await cur.fetchone()
         assert stored_json is not None
         values.update(stored_json)
-        # One appender at a time: the head read below stays the head until we commit.
-        await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_APPEND_LOCK_KEY,))
-        await cur.execute("SELECT row_hash FROM audit_log ORDER BY id DESC LIMIT 1")
+        # One appender at a time: the head read below stays the head until we commit,
+        # and (every other appender having finished) it is committed, unless it is ours.
+        await cur.execute(_LOCK, (_APPEND_LOCK_KEY,))
+        await cur.execute(_SELECT_HEAD)
         head = await cur.fetchone()
         prev_hash = GENESIS if head is None else str(head["row_hash"])
-        digest = row_hash(prev_hash, values)
+        if head is not None:
+            await _maybe_anchor_head(conn, cur, cfg, key, head)
+        await cur.execute(_NEXT_ID)
+        next_id = await cur.fetchone()
+        assert next_id is not None
+        row_id = int(next_id["id"])
         params = {name: _jsonb(values[name]) if name in _JSON_FIELDS else values[name] for name in _COLUMNS}
         await cur.execute(
-            f"""
-            INSERT INTO audit_log ({", ".join(_COLUMNS)}, prev_hash, row_hash)
-            VALUES ({", ".join(f"%({name})s" for name in _COLUMNS)}, %(prev_hash)s, %(row_hash)s)
-            RETURNING id
-            """,  # column names come from the dataclass, never from input
-            {**params, "prev_hash": prev_hash, "row_hash": digest},
+            _INSERT,
+            {
+                **params,
+                "id": row_id,
+                "key_id": key.key_id,
+                "prev_hash": prev_hash,
+                "row_hash": keyed_row_hash(key, row_id, prev_hash, values),
+            },
         )
         inserted = await cur.fetchone()
         assert inserted is not None
-        return int(inserted["id"])
+        _appended_in[conn] = str(inserted["xact"])
+        return row_id
+
+
+async def _maybe_anchor_head(
+    conn: AsyncConnection[Any],
+    cur: AsyncCursor[DictRow],
+    cfg: AuditConfig,
+    key: AuditKey,
+    head: Mapping[str, Any],
+) -> None:
+    cfg._appends_since_anchor += 1
+    if cfg.anchors is None or cfg.anchor_every == 0 or cfg._appends_since_anchor < cfg.anchor_every:
+        return
+    if head["xact"] is not None and _appended_in.get(conn) == head["xact"]:
+        return  # the head may be this transaction's own row: anchor it once committed
+    await cur.execute(_COUNT_UP_TO, (head["id"],))
+    counted = await cur.fetchone()
+    assert counted is not None
+    anchor = sign_anchor(
+        key,
+        chain=await chain_id(conn),
+        last_id=int(head["id"]),
+        head_hash=str(head["row_hash"]),
+        rows=int(counted["rows"]),
+    )
+    try:
+        await cfg.anchors.append(anchor.to_record())
+    except AnchorStoreError as exc:
+        logger.warning("audit head not anchored (will retry on the next append): %s", exc)
+        return
+    cfg._appends_since_anchor = 0
 
 
 def _jsonb(value: Any) -> Jsonb | None:
     return None if value is None else Jsonb(value)
 
 
-async def verify(conn: AsyncConnection[Any]) -> VerifyReport:
-    """Recompute the whole chain in id order; report the first row that does not fit."""
+def _failure(checked: int, row_id: int | None, problem: str, **extra: Any) -> VerifyReport:
+    return VerifyReport(ok=False, rows_checked=checked, first_bad_id=row_id, problem=problem, **extra)
+
+
+async def verify(conn: AsyncConnection[Any], *, config: AuditConfig | None = None) -> VerifyReport:
+    """Check the anchors' signatures, recompute the chain in id order, and compare it
+    with the anchors; report the first thing that does not fit.
+
+    Read-only: it never writes an anchor (see :func:`seal`).
+    """
+    cfg = _config_for(conn, config)
+    chain = await chain_id(conn)
+    store = None if cfg.anchors is None else cfg.anchors.location
+    anchors = AnchorCheck()
+    if cfg.anchors is not None:
+        anchors = check_anchors(await cfg.anchors.read(), cfg.keyring, chain, cfg.anchors.location)
+    context: dict[str, Any] = {
+        "anchors_checked": len(anchors.anchors),
+        "last_anchor": anchors.latest,
+        "chain": chain,
+        "anchor_store": store,
+    }
+    if anchors.problem is not None:
+        return _failure(0, None, anchors.problem, **context)
+    by_row: dict[int, list[Anchor]] = {}
+    for anchor in anchors.anchors:
+        if anchor.last_id is not None:
+            by_row.setdefault(anchor.last_id, []).append(anchor)
+    # Unkeyed rows may only precede everything ever anchored (see the module docstring).
+    latest = anchors.latest
+    unkeyed_limit = None if latest is None else (latest.last_id or 0)
+
     expected_prev = GENESIS
     checked = 0
     last_id: int | None = None
+    keyed_seen = False
+    seen_anchored: set[int] = set()
     async with conn.cursor(row_factory=dict_row) as cur:
         while True:
             try:
-                await cur.execute(
-                    f"SELECT id, {', '.join(_COLUMNS)}, prev_hash, row_hash FROM audit_log"
-                    " WHERE id > %s ORDER BY id LIMIT %s",
-                    (-1 if last_id is None else last_id, _VERIFY_BATCH),
-                )
-            except UndefinedTable as exc:
+                await cur.execute(_SELECT_ROWS, (-1 if last_id is None else last_id, _VERIFY_BATCH))
+            except (UndefinedTable, UndefinedColumn) as exc:
                 raise MigrationError(
-                    "there is no audit log in this database: run `python -m copilot db migrate`"
+                    "the audit log is missing or not migrated: run `python -m copilot db migrate`"
                 ) from exc
             rows = await cur.fetchall()
             if not rows:
                 break
             for row in rows:
                 row_id = int(row["id"])
-                if row["prev_hash"] != expected_prev:
-                    return VerifyReport(
-                        ok=False,
-                        rows_checked=checked,
-                        first_bad_id=row_id,
-                        problem="its prev_hash does not match the row before it "
-                        "(a row was deleted, inserted or reordered)",
-                        last_id=last_id,
-                    )
-                if row_hash(row["prev_hash"], row) != row["row_hash"]:
-                    return VerifyReport(
-                        ok=False,
-                        rows_checked=checked,
-                        first_bad_id=row_id,
-                        problem="its contents do not match its hash (a field was altered)",
-                        last_id=last_id,
-                    )
+                problem = _row_problem(row, expected_prev, cfg.keyring, keyed_seen, unkeyed_limit)
+                if problem is not None:
+                    return _failure(checked, row_id, problem, last_id=last_id, **context)
                 checked += 1
+                keyed_seen = keyed_seen or row["key_id"] is not None
+                for anchor in by_row.get(row_id, ()):
+                    if anchor.head_hash != row["row_hash"] or anchor.rows != checked:
+                        return _failure(
+                            checked - 1,
+                            row_id,
+                            f"it does not match the anchor of {anchor.time.isoformat()} (anchored as row "
+                            f"{anchor.rows} of the log with hash {anchor.head_hash[:16]}…; found as row "
+                            f"{checked}): the log before it was rewritten",
+                            last_id=last_id,
+                            **context,
+                        )
+                    seen_anchored.add(row_id)
                 expected_prev = str(row["row_hash"])
                 last_id = row_id
-    return VerifyReport(ok=True, rows_checked=checked, last_id=last_id, head_hash=expected_prev)
+    missing = sorted(set(by_row) - seen_anchored)
+    if missing:
+        gone = max(by_row[missing[-1]], key=lambda a: a.rows)
+        end = "has no rows at all" if last_id is None else f"ends at row {last_id} ({checked} rows)"
+        return _failure(
+            checked,
+            gone.last_id,
+            f"the log was truncated back to the last anchor: the anchor of {gone.time.isoformat()} "
+            f"names row {gone.last_id} ({gone.rows} rows, head {gone.head_hash[:16]}…), which the log "
+            f"no longer has (it {end}): rows were removed",
+            last_id=last_id,
+            truncated=True,
+            **context,
+        )
+    return VerifyReport(ok=True, rows_checked=checked, last_id=last_id, head_hash=expected_prev, **context)
 
 
-async def assert_intact(conn: AsyncConnection[Any]) -> VerifyReport:
-    """:func:`verify`, raising :class:`AuditTamperDetected` when the chain is broken."""
-    report = await verify(conn)
+def _row_problem(
+    row: Mapping[str, Any],
+    expected_prev: str,
+    keyring: AuditKeyring,
+    keyed_seen: bool,
+    unkeyed_limit: int | None,
+) -> str | None:
+    if row["prev_hash"] != expected_prev:
+        return "its prev_hash does not match the row before it (a row was deleted, inserted or reordered)"
+    key_id = row["key_id"]
+    if key_id is None:
+        if keyed_seen:
+            return "it has no key id after keyed rows: it was written outside the application (forged)"
+        if unkeyed_limit is not None and int(row["id"]) > unkeyed_limit:
+            return (
+                "it has no key id and comes after the anchored head: it was written outside the application"
+            )
+        if legacy_row_hash(row["prev_hash"], row) != row["row_hash"]:
+            return "its contents do not match its hash (a field was altered)"
+        return None
+    key = keyring.get(str(key_id))
+    if key is None:
+        return (
+            f"its key id {key_id!r} is not among the configured audit keys {list(keyring.key_ids)}: "
+            "configure that key (COPILOT_AUDIT_HMAC_KEYS), or the row was forged"
+        )
+    if not key.matches(
+        _keyed_message(int(row["id"]), key.key_id, row["prev_hash"], row), str(row["row_hash"])
+    ):
+        return (
+            "its contents do not match its HMAC (a field was altered, or the row was written "
+            "without the audit key: forged)"
+        )
+    return None
+
+
+async def assert_intact(conn: AsyncConnection[Any], *, config: AuditConfig | None = None) -> VerifyReport:
+    """:func:`verify`, raising :class:`AuditTamperDetected` when the log does not verify."""
+    report = await verify(conn, config=config)
     if not report.ok:
+        where = f"at row {report.first_bad_id}" if report.first_bad_id is not None else "(anchors)"
         raise AuditTamperDetected(
-            f"audit log TAMPERED at row {report.first_bad_id}: {report.problem}",
+            f"audit log TAMPERED {where}: {report.problem}",
             first_bad_id=report.first_bad_id,
+            truncated=report.truncated,
         )
     return report
+
+
+async def seal(
+    conn: AsyncConnection[Any],
+    report: VerifyReport,
+    *,
+    config: AuditConfig | None = None,
+    only_if_advanced: bool = False,
+) -> Anchor | None:
+    """Anchor the head a successful :func:`verify` found; returns the anchor written.
+
+    With ``only_if_advanced``, nothing is written when the newest anchor already names
+    that head. Refuses (AuditTamperDetected) to anchor a report that did not verify.
+    """
+    cfg = _config_for(conn, config)
+    if not report.ok or report.head_hash is None:
+        raise AuditTamperDetected("refusing to anchor an audit log that does not verify")
+    if cfg.anchors is None:
+        raise ConfigurationError("no anchor store is configured for the audit log")
+    last = report.last_anchor
+    if only_if_advanced and last is not None and last.last_id == report.last_id:
+        return None
+    anchor = sign_anchor(
+        cfg.keyring.current,
+        chain=report.chain or await chain_id(conn),
+        last_id=report.last_id,
+        head_hash=report.head_hash,
+        rows=report.rows_checked,
+    )
+    await cfg.anchors.append(anchor.to_record())
+    return anchor
+
+
+async def anchor_now(conn: AsyncConnection[Any], *, config: AuditConfig | None = None) -> Anchor:
+    """Verify the log, then anchor its head (``python -m copilot audit anchor``)."""
+    report = await assert_intact(conn, config=config)
+    anchor = await seal(conn, report, config=config)
+    assert anchor is not None
+    return anchor
 
 
 async def list_entries(
@@ -220,7 +497,7 @@ async def list_entries(
     where = "WHERE thread_id = %(thread_id)s" if thread_id is not None else ""
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
-            f"SELECT id, {', '.join(_COLUMNS)}, prev_hash, row_hash FROM audit_log {where}"
+            f"SELECT id, {', '.join(_COLUMNS)}, key_id, prev_hash, row_hash FROM audit_log {where}"
             " ORDER BY id DESC LIMIT %(limit)s",
             {"thread_id": thread_id, "limit": limit},
         )
@@ -229,6 +506,7 @@ async def list_entries(
         StoredAuditEntry(
             id=int(row["id"]),
             entry=AuditEntry(**{name: row[name] for name in _COLUMNS}),
+            key_id=None if row["key_id"] is None else str(row["key_id"]),
             prev_hash=str(row["prev_hash"]),
             row_hash=str(row["row_hash"]),
         )

@@ -16,7 +16,12 @@ from copilot.settings import Settings
 
 @asynccontextmanager
 async def connect(settings: Settings) -> AsyncIterator[AsyncConnection[DictRow]]:
-    """A single autocommit connection (for CLI commands; request paths use the pool)."""
+    """A single autocommit connection (for CLI commands; request paths use the pool).
+
+    It logs in as ``DATABASE_URL`` (or the embedded server) gives it: the owner, which
+    ``db migrate`` needs. The application's pool logs in as an unprivileged role instead
+    (see :mod:`copilot.persistence.pool`).
+    """
     url = resolve_database_url(settings)
     try:
         conn: AsyncConnection[DictRow] = await AsyncConnection.connect(url, **CONNECTION_KWARGS)

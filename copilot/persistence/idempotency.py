@@ -206,3 +206,11 @@ async def unfinished(conn: AsyncConnection[Any], thread_id: str) -> list[dict[st
             (thread_id,),
         )
         return list(await cur.fetchall())
+
+
+async def stored_result(conn: AsyncConnection[Any], key: str) -> dict[str, Any] | None:
+    """The stored result of a completed write, or None if it is not done."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute("SELECT result FROM idempotency_keys WHERE key = %s AND status = 'done'", (key,))
+        row = await cur.fetchone()
+    return None if row is None else dict(row["result"])

@@ -6,24 +6,32 @@
 * PgBouncer in transaction mode cannot keep server-side prepared statements across
   transactions: automatic preparation is disabled (``prepare_threshold=None``).
 * LangGraph's Postgres saver and store expect autocommit connections with dict rows.
-* Least privilege (invariant 6): each new connection runs ``SET ROLE <db_app_role>``
-  (``copilot_app``), which may not UPDATE/DELETE/TRUNCATE the audit log, whatever the
-  login user may do. ``SET ROLE`` is session state, so behind PgBouncer in *transaction*
-  mode log in as a user that only has the app role's rights and set
-  ``COPILOT_DB_APP_ROLE=""`` instead.
+* Least privilege (invariant 6): the app never *logs in* as a superuser or as the audit
+  log's owner. When the URL it is given is one (the embedded default, whose login is the
+  superuser; tests; an admin ``DATABASE_URL``), the pool logs in as ``db_app_login``
+  (``copilot_app_login``, created by migration ``audit_hmac``: a member of ``copilot_app`` and
+  nothing else), so ``RESET ROLE`` or ``SET ROLE postgres`` gain it nothing. A URL whose
+  login is already unprivileged is used as given (e.g. behind PgBouncer in transaction
+  mode, where session state such as ``SET ROLE`` does not stick). Each connection also
+  runs ``SET ROLE <db_app_role>`` (``copilot_app``) when it may.
+* Every connection is bound to the audit configuration (HMAC keys, anchor store), so
+  ``audit.append(conn, entry)`` chains with the configured key.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection, OperationalError, sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from copilot.errors import DatabaseError
+from copilot.persistence import audit
 from copilot.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -36,27 +44,63 @@ CONNECTION_KWARGS: ConnectionKwargs = {
     "row_factory": dict_row,
 }
 
+# What the login may do, seen from the login itself. "Privileged" = it could get past
+# the audit log's grants: a superuser, or a member of the role owning audit_log (owners
+# may ALTER TABLE ... DISABLE TRIGGER and keep UPDATE/DELETE).
+_PROBE = """
+SELECT session_user AS login,
+       s.rolsuper AS superuser,
+       to_regclass('audit_log') IS NOT NULL AS migrated,
+       coalesce(pg_has_role(session_user,
+           (SELECT relowner FROM pg_class WHERE oid = to_regclass('audit_log')), 'MEMBER'), false) AS owner,
+       EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %(login)s) AS login_exists,
+       EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %(role)s) AS role_exists,
+       coalesce(pg_has_role(session_user,
+           (SELECT oid FROM pg_roles WHERE rolname = %(role)s), 'MEMBER'), false) AS is_member
+FROM pg_roles AS s WHERE s.rolname = session_user
+"""
+
+
+@dataclass(frozen=True)
+class _Probe:
+    login: str
+    privileged: bool
+    migrated: bool
+    login_exists: bool
+    role_exists: bool
+    is_member: bool
+
+
+@dataclass(frozen=True)
+class AppLogin:
+    """How the pool connects: the connection string, and the role to ``SET ROLE`` to."""
+
+    conninfo: str
+    login: str
+    set_role: str | None
+
 
 async def open_pool(
     conninfo: str, settings: Settings, *, open_timeout: float = 30.0
 ) -> AsyncConnectionPool[AsyncConnection[DictRow]]:
     """Open a pool on ``conninfo`` and wait until its minimum connections are up.
 
-    With ``settings.db_app_role`` set, every connection the pool opens switches to that
-    role before it is handed out.
+    The pool logs in as an unprivileged login (see the module docstring), switches each
+    connection to ``settings.db_app_role`` when set, and binds it to the audit
+    configuration. Raises ConfigurationError when a deployment lacks its audit key, and
+    DatabaseError when the database cannot give the app an unprivileged login.
     """
-    configure = None
-    if settings.db_app_role and await _role_usable(conninfo, settings.db_app_role):
-        configure = set_role_configure(settings.db_app_role)
+    audit_config = audit.audit_config(settings)
+    app = await resolve_app_login(conninfo, settings)
     pool: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
-        conninfo,
+        app.conninfo,
         min_size=settings.db_pool_min_size,
         max_size=settings.db_pool_max_size,
         max_lifetime=settings.db_pool_max_lifetime_seconds,
         max_idle=settings.db_pool_max_idle_seconds,
         check=AsyncConnectionPool.check_connection,
         kwargs=CONNECTION_KWARGS,
-        configure=configure,
+        configure=app_configure(app.set_role, audit_config),
         open=False,
         name="copilot",
     )
@@ -64,54 +108,107 @@ async def open_pool(
         await pool.open(wait=True, timeout=open_timeout)
     except (PoolTimeout, OperationalError) as exc:
         await pool.close()
-        raise DatabaseError(f"could not connect to PostgreSQL: {exc}") from exc
+        raise DatabaseError(f"could not connect to PostgreSQL as {app.login!r}: {exc}") from exc
     return pool
 
 
-def set_role_configure(role: str) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
-    """A pool ``configure`` callback that makes each new connection act as ``role``."""
-    statement = sql.SQL("SET ROLE {}").format(sql.Identifier(role))
+def app_configure(
+    role: str | None, audit_config: audit.AuditConfig
+) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
+    """A pool ``configure`` callback: bind the audit configuration, act as ``role``."""
+    statement = None if not role else sql.SQL("SET ROLE {}").format(sql.Identifier(role))
 
     async def configure(conn: AsyncConnection[Any]) -> None:
-        # Autocommit connection: the SET is session state and outlives this statement.
-        await conn.execute(statement)
+        audit.bind(conn, audit_config)
+        if statement is not None:
+            # Autocommit connection: the SET is session state and outlives this statement.
+            await conn.execute(statement)
 
     return configure
 
 
-async def _role_usable(conninfo: str, role: str) -> bool:
-    """Whether to ``SET ROLE role``; refuses to open without it on a migrated database.
+def with_login(conninfo: str, login: str, password: str | None) -> str:
+    """``conninfo`` with its user (and password) replaced: same server, same database."""
+    params = conninfo_to_dict(conninfo)
+    params["user"] = login
+    params.pop("password", None)
+    if password is not None:
+        params["password"] = password
+    return make_conninfo("", **params)
 
-    The role is created by migration 0002. Before that there is nothing it protects (no
-    audit log yet, and request paths refuse an unmigrated schema), so the pool opens as
-    the login user with a warning. On a migrated database a missing role is a
-    misconfiguration (e.g. a typo in ``COPILOT_DB_APP_ROLE``): fail closed, and fast,
-    rather than let the pool retry ``SET ROLE`` until its open timeout.
+
+async def resolve_app_login(conninfo: str, settings: Settings) -> AppLogin:
+    """The unprivileged login the pool uses on ``conninfo``'s database (see module doc).
+
+    Before migration 0002 there is nothing to protect (no audit log, and request paths
+    refuse an unmigrated schema), so the pool opens as the given login with a warning. On a
+    migrated database a privileged login with no way down, or an app role that is missing
+    (e.g. a typo in ``COPILOT_DB_APP_ROLE``), fails closed, and fast.
     """
+    role = settings.db_app_role
+    given = await _probe(conninfo, settings.db_app_login, role)
+    app_conninfo, probe = conninfo, given
+    if given.privileged and given.migrated:
+        login = settings.db_app_login
+        if not login:
+            raise DatabaseError(
+                f"the database login {given.login!r} is a superuser or owns the audit log, and "
+                "COPILOT_DB_APP_LOGIN is empty: the application must log in as an unprivileged role",
+                login=given.login,
+            )
+        if not given.login_exists:
+            raise DatabaseError(
+                f"database login role {login!r} (COPILOT_DB_APP_LOGIN) does not exist: "
+                "run `python -m copilot db migrate` or fix the setting",
+                role=login,
+            )
+        password = None if settings.db_app_password is None else settings.db_app_password.get_secret_value()
+        app_conninfo = with_login(conninfo, login, password)
+        probe = await _probe(app_conninfo, login, role)
+        if probe.privileged:
+            raise DatabaseError(
+                f"database login role {login!r} (COPILOT_DB_APP_LOGIN) is a superuser or owns the audit "
+                "log: the application must log in as an unprivileged role",
+                role=login,
+            )
+    elif given.privileged:
+        logger.warning(
+            "database not migrated: the pool logs in as %r (run `python -m copilot db migrate`)", given.login
+        )
+    set_role: str | None = None
+    if role:
+        if probe.role_exists and probe.is_member:
+            set_role = role
+        elif probe.migrated:
+            problem = "does not exist" if not probe.role_exists else f"is not granted to {probe.login!r}"
+            raise DatabaseError(
+                f"database role {role!r} (COPILOT_DB_APP_ROLE) {problem}: "
+                "run `python -m copilot db migrate` or fix the setting",
+                role=role,
+            )
+        else:
+            logger.warning(
+                "database role %r does not exist yet (database not migrated): not switching role", role
+            )
+    return AppLogin(app_conninfo, probe.login, set_role)
+
+
+async def _probe(conninfo: str, login: str, role: str) -> _Probe:
     try:
         conn = await AsyncConnection.connect(conninfo, **CONNECTION_KWARGS)
     except OperationalError as exc:
         raise DatabaseError(f"could not connect to PostgreSQL: {exc}") from exc
     try:
-        cur = await conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %s) AS role_exists,"
-            " pg_has_role(current_user, oid, 'MEMBER') AS is_member,"
-            " to_regclass('audit_log') IS NOT NULL AS migrated"
-            " FROM (SELECT (SELECT oid FROM pg_roles WHERE rolname = %s) AS oid) AS r",
-            (role, role),
-        )
+        cur = await conn.execute(_PROBE, {"login": login, "role": role})
         row = await cur.fetchone()
     finally:
         await conn.close()
     assert row is not None
-    if row["role_exists"] and row["is_member"]:
-        return True
-    if row["migrated"]:
-        problem = "does not exist" if not row["role_exists"] else "is not granted to the login user"
-        raise DatabaseError(
-            f"database role {role!r} (COPILOT_DB_APP_ROLE) {problem}: "
-            "run `python -m copilot db migrate` or fix the setting",
-            role=role,
-        )
-    logger.warning("database role %r does not exist yet (database not migrated): not switching role", role)
-    return False
+    return _Probe(
+        login=str(row["login"]),
+        privileged=bool(row["superuser"] or row["owner"]),
+        migrated=bool(row["migrated"]),
+        login_exists=bool(row["login_exists"]),
+        role_exists=bool(row["role_exists"]),
+        is_member=bool(row["is_member"]),
+    )

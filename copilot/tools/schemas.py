@@ -9,6 +9,7 @@ probability) are simply not here.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -105,15 +106,14 @@ class NoArgs(_Args):
     """A tool without arguments."""
 
 
-WriteToolName = Literal["log_activity", "update_opportunity", "draft_followup_email", "update_preferences"]
-
-WRITE_TOOL_SCHEMAS: dict[str, type[_Args]] = {
-    "log_activity": LogActivityArgs,
-    "update_opportunity": UpdateOpportunityArgs,
-    "draft_followup_email": DraftFollowupEmailArgs,
-    "update_preferences": UpdatePreferencesArgs,
-}
-"""Every tool that changes something outside the copilot. All of them need approval."""
-
 LOCAL_READ_TOOLS = ("get_preferences",)
 """Read tools the copilot implements itself (not from the CRM's MCP server)."""
+
+
+def __getattr__(name: str) -> Mapping[str, type[BaseModel]]:
+    # The write tools and their schemas are listed once, in the registry (copilot.writes).
+    if name == "WRITE_TOOL_SCHEMAS":
+        from copilot.writes import WRITE_TOOL_SCHEMAS
+
+        return WRITE_TOOL_SCHEMAS
+    raise AttributeError(name)

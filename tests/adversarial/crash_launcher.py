@@ -7,6 +7,7 @@
 ``after_backend``  the backend (CRM, mailbox, store) applied the write, nothing of ours committed;
 ``in_audit``       the audit row is inserted, its transaction not yet committed;
 ``after_done``     the key and audit row are committed, the checkpoint not yet written;
+``before_card``    (bot) the decision ran to its end, the card not yet updated;
 ``random``         a timer fires after ``CRASH_AFTER_MS`` milliseconds, wherever the process is.
 
 A kill is SIGKILL to the process itself: no ``finally``, no ``except``, no flush, no
@@ -49,8 +50,8 @@ def _install(point: str) -> None:
     elif point == "in_audit":
         append = audit.append
 
-        async def append_then_die(conn: Any, entry: Any) -> int:
-            await append(conn, entry)
+        async def append_then_die(conn: Any, entry: Any, **kwargs: Any) -> int:
+            await append(conn, entry, **kwargs)
             _die()
             raise AssertionError("unreachable")
 
@@ -63,6 +64,13 @@ def _install(point: str) -> None:
             _die()
 
         idempotency.Claim.complete = complete_then_die  # type: ignore[method-assign,assignment]
+    elif point == "before_card":
+        from bot.handler import CopilotBot
+
+        async def die(*_: Any, **__: Any) -> None:
+            _die()
+
+        CopilotBot._update_card = die  # type: ignore[method-assign]
     elif point == "random":
         delay = int(os.environ.get("CRASH_AFTER_MS", "1000")) / 1000
         timer = threading.Timer(delay, _die)

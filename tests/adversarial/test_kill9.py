@@ -238,7 +238,7 @@ async def test_a_bot_killed_mid_approval_finishes_the_write_when_approve_is_pres
     connector = FakeConnector()
     await connector.start()
     try:
-        points = POINTS * 40 if soak() else ("after_backend", "in_audit")
+        points = (*POINTS, "before_card") * 40 if soak() else ("after_backend", "in_audit", "before_card")
         for trial, point in enumerate(points):
             port = _free_port()
             teams = Teams(f"http://127.0.0.1:{port}/api/messages", connector)

@@ -1,4 +1,4 @@
-"""Proof: phone numbers in every common format never reach the model (issue 7, item 6).
+"""Proof: phone numbers in every common format never reach the model (invariant 9).
 
 A seeded generator writes real (valid) numbers of the home and common regions in every
 format reps and CRMs use: E.164, international with any separators and ``(0)``, ``00``

@@ -18,7 +18,7 @@ from langchain_core.outputs import ChatResult
 
 from copilot.citations import message_text
 from copilot.models.offline import OfflineChatModel
-from copilot.models.offline_text import quarter_bounds
+from copilot.models.offline.text import quarter_bounds
 from copilot.runner import CopilotService, TurnResult
 from copilot.settings import Settings
 from copilot.tools.schemas import WRITE_TOOL_SCHEMAS

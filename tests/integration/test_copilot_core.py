@@ -353,6 +353,32 @@ async def test_a_tool_call_id_reused_from_an_earlier_turn_gets_an_id_of_its_own(
     ]
 
 
+async def test_a_decision_is_bound_to_the_arguments_shown_by_their_digest(copilot_settings, sandbox):
+    from copilot.proposals import args_digest
+
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, ScriptedChatModel(steps=[calls(_log("Bound"))])) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log a call")
+        shown = asked.to_json()["proposals"][0]
+        assert shown["digest"] == args_digest(shown["args"])
+        other = args_digest({**shown["args"], "subject": "Something else"})
+        with pytest.raises(InvalidDecision, match="not the one you were shown"):
+            await svc.resume(
+                rep.identity,
+                rep.broker,
+                asked.thread_id,
+                [{"tool_call_id": shown["tool_call_id"], "type": "approve", "digest": other}],
+            )
+        assert _activities(sandbox, asked.thread_id) == []
+        done = await svc.resume(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [{"tool_call_id": shown["tool_call_id"], "type": "approve", "digest": shown["digest"]}],
+        )
+    assert done.outcomes[0]["result"]["status"] == "done"
+
+
 # --- invariant 5: edits are new input ----------------------------------------------------------
 
 

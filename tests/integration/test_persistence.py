@@ -16,6 +16,8 @@ import psycopg
 import pytest
 
 from copilot.errors import MigrationError
+from copilot.persistence.database import connect
+from copilot.persistence.embedded import resolve_database_url
 from copilot.persistence.migrations import Migration, assert_schema_current, load_migrations, migrate
 from copilot.persistence.pool import open_pool
 from copilot.settings import Settings
@@ -182,3 +184,35 @@ def test_settings_default_to_embedded_postgres_under_the_data_dir(tmp_path):
     settings = Settings(COPILOT_DATA_DIR=tmp_path)
     assert settings.database_url is None
     assert settings.embedded_pgdata == Path(tmp_path) / "postgres"
+
+
+async def test_the_embedded_default_migrates_as_the_owner_but_the_app_pool_logs_in_unprivileged(tmp_path):
+    settings = Settings(DATABASE_URL=None, COPILOT_DATA_DIR=tmp_path, COPILOT_DB_POOL_MIN=1)
+    async with connect(settings) as owner:
+        await migrate(owner)
+        cur = await owner.execute("SELECT rolsuper FROM pg_roles WHERE rolname = session_user")
+        row = await cur.fetchone()
+        assert row is not None
+        assert row["rolsuper"] is True, "migrations run as the embedded owner"
+
+    pool = await open_pool(resolve_database_url(settings), settings)
+    try:
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT session_user AS login, current_user AS acting, r.rolsuper, r.rolcreaterole,"
+                " pg_has_role(session_user, 'postgres', 'MEMBER') AS reaches_owner"
+                " FROM pg_roles AS r WHERE r.rolname = session_user"
+            )
+            row = await cur.fetchone()
+            await conn.execute("RESET ROLE")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                await conn.execute("UPDATE audit_log SET tool = 'x'")
+    finally:
+        await pool.close()
+    assert row == {
+        "login": "copilot_app_login",
+        "acting": "copilot_app",
+        "rolsuper": False,
+        "rolcreaterole": False,
+        "reaches_owner": False,
+    }

@@ -84,18 +84,23 @@ def start_sandbox(data_dir: Path) -> SandboxProcess:
         "SANDBOX_HTTPS_PORT": str(https_port),
     }
     settings = SandboxSettings(data_dir=data_dir, http_port=http_port, https_port=https_port)
+    # Its log goes to a file: a pipe nobody reads fills up (about 64 KB) and then blocks
+    # the sandbox mid-request for the rest of a long session.
+    log_path = data_dir / "sandbox.log"
+    log = log_path.open("w", encoding="utf-8")
     process = subprocess.Popen(
         [sys.executable, "-m", "sandbox", "serve"],
         cwd=PROJECT_ROOT,
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
     )
+    log.close()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            output = process.stdout.read() if process.stdout else ""
+            output = log_path.read_text(encoding="utf-8", errors="replace")
             raise RuntimeError(f"sandbox exited early:\n{output}")
         try:
             if httpx.get(f"{settings.http_base_url}/healthz", timeout=1).status_code == 200:

@@ -70,7 +70,11 @@ def decide(prop: Proposal, action: str, changes: dict[str, str] | None = None) -
 
 @pytest.mark.parametrize("prop", [UPDATE, LOG, PREFS, DRAFT], ids=lambda p: p.tool)
 def test_approve_button_becomes_an_approve_decision(prop: Proposal):
-    assert decide(prop, "approve") == {"tool_call_id": prop.tool_call_id, "type": "approve"}
+    assert decide(prop, "approve") == {
+        "tool_call_id": prop.tool_call_id,
+        "digest": args_digest(prop.args),
+        "type": "approve",
+    }
 
 
 def test_submission_keeps_the_thread_and_proposal_it_came_from():
@@ -87,16 +91,20 @@ def test_submission_keeps_the_thread_and_proposal_it_came_from():
 def test_edit_with_a_new_amount_sends_only_that_field_as_a_number():
     assert decide(UPDATE, "edit", {"edit.amount": "120000"}) == {
         "tool_call_id": "call_1",
+        "digest": args_digest(UPDATE.args),
         "type": "edit",
         "args": {"amount": 120000.0},
     }
 
 
 def test_edit_that_changes_nothing_is_an_approval():
-    assert decide(UPDATE, "edit") == {"tool_call_id": "call_1", "type": "approve"}
-    assert decide(LOG, "edit") == {"tool_call_id": "call_2", "type": "approve"}
-    assert decide(PREFS, "edit") == {"tool_call_id": "call_3", "type": "approve"}
-    assert decide(DRAFT, "edit", {"edit.subject": "  Hi  "}) == {"tool_call_id": "call_4", "type": "approve"}
+    def approval(prop: Proposal) -> dict[str, Any]:
+        return {"tool_call_id": prop.tool_call_id, "digest": args_digest(prop.args), "type": "approve"}
+
+    assert decide(UPDATE, "edit") == approval(UPDATE)
+    assert decide(LOG, "edit") == approval(LOG)
+    assert decide(PREFS, "edit") == approval(PREFS)
+    assert decide(DRAFT, "edit", {"edit.subject": "  Hi  "}) == approval(DRAFT)
 
 
 def test_edit_of_stage_and_close_date_keeps_a_stage_name_and_an_iso_date():
@@ -143,6 +151,7 @@ def test_edits_of_fields_the_card_does_not_offer_are_ignored():
 def test_reject_with_a_reason_becomes_a_reject_decision():
     assert decide(LOG, "reject", {"reject.reason": "  wrong account "}) == {
         "tool_call_id": "call_2",
+        "digest": args_digest(LOG.args),
         "type": "reject",
         "reason": "wrong account",
     }

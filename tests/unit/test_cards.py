@@ -21,9 +21,10 @@ from bot.cards import (
     outcome_card,
     welcome_card,
 )
-from copilot.proposals import TOOL_TITLES, ProposalRecord
+from copilot.proposals import ProposalRecord
 from copilot.runner import Proposal
 from copilot.tools.schemas import STAGES, ActivityType, EmailTone
+from copilot.writes import title
 from tests.support.adaptive_cards import all_text, elements, inputs, submit_actions, validate_cards, walk
 
 THREAD = "thr-7f3a"
@@ -302,7 +303,7 @@ def test_outcome_card_has_no_actions(outcome: str):
 
 def test_approval_card_names_the_tool_the_record_and_its_version():
     text = all_text(approval("update"))
-    assert TOOL_TITLES["update_opportunity"] in text
+    assert title("update_opportunity") in text
     assert "Renewal 2027 [opp-acme-renewal]" in text
     assert "version 4" in text
 

@@ -17,9 +17,9 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel
 
 from copilot.models.offline import OfflineChatModel, drop_unseen_citations, extractive_summary
-from copilot.models.offline_state import SUMMARY_PREFIX, current_turn
-from copilot.models.offline_text import Amount, find_amount, find_date, find_period
-from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
+from copilot.models.offline.state import SUMMARY_PREFIX, current_turn
+from copilot.models.offline.text import Amount, find_amount, find_date, find_period
+from copilot.writes import WRITE_TOOL_SCHEMAS
 
 TODAY = dt.date(2026, 5, 6)  # a Wednesday in Q2
 
@@ -211,8 +211,9 @@ class FakeCrm:
             """The rep's drafting preferences."""
             return self.answer("get_preferences", {})
 
+        # As langchain-mcp-adapters builds them: the MCP annotations are the tool's metadata.
         reads: list[BaseTool] = [
-            StructuredTool.from_function(f)
+            StructuredTool.from_function(f, metadata={"readOnlyHint": True})
             for f in (
                 search_accounts,
                 get_account,
@@ -226,7 +227,11 @@ class FakeCrm:
         ]
         writes: list[BaseTool] = [
             StructuredTool.from_function(
-                func=self._writer(name), name=name, description=schema.__doc__ or name, args_schema=schema
+                func=self._writer(name),
+                name=name,
+                description=schema.__doc__ or name,
+                args_schema=schema,
+                metadata={"readOnlyHint": False, "title": name.replace("_", " ").capitalize()},
             )
             for name, schema in WRITE_TOOL_SCHEMAS.items()
         ]

@@ -7,34 +7,44 @@ arrive masked and are never repeated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, assert_never
 
-from copilot.models.offline_state import ToolResult
+from copilot.models.offline.roles import Role, WriteRole
+from copilot.models.offline.state import ToolResult
 
 UNAVAILABLE = "Live CRM data is unavailable right now; please try again shortly."
 NO_ACCESS = "You don't have access to that record in the CRM."
 
-_ACTIONS = {
-    "log_activity": "log the activity",
-    "update_opportunity": "update the opportunity",
-    "draft_followup_email": "save the draft email",
-    "update_preferences": "change your preferences",
-}
-_CAPABILITIES = (
-    ("search_accounts", 'summarise an account ("summarise Acme")'),
-    ("list_opportunities", 'list your deals for a period ("my deals closing this quarter")'),
-    ("pipeline_summary", "summarise your or your team's pipeline (\"what's in my pipeline\")"),
-    ("list_activities", 'show recent activity ("recent activity on Acme")'),
-    ("list_contacts", 'list an account\'s contacts ("who are my contacts at Acme")'),
-    ("log_activity", "log a call, meeting, email or task for your approval"),
+_CAPABILITIES: tuple[tuple[Role, str], ...] = (
+    ("account_search", 'summarise an account ("summarise" and the account\'s name)'),
+    ("opportunity_list", 'list your deals for a period ("my deals closing this quarter")'),
+    ("pipeline", "summarise your or your team's pipeline (\"what's in my pipeline\")"),
+    ("activity_list", 'show recent activity ("recent activity on" and the account\'s name)'),
+    ("contact_list", "list an account's contacts (\"who are my contacts at\" and the account's name)"),
+    ("activity_log", "log a call, meeting, email or task for your approval"),
     (
-        "update_opportunity",
+        "opportunity_update",
         "propose opportunity changes (stage, close date, amount, next step) for your approval",
     ),
-    ("draft_followup_email", "draft a follow-up email into your Outlook drafts (never sent)"),
-    ("update_preferences", "change your drafting preferences (tone, signature, follow-up cadence)"),
+    ("email_draft", "draft a follow-up email into your Outlook drafts (never sent)"),
+    ("preferences_update", "change your drafting preferences (tone, signature, follow-up cadence)"),
 )
+
+
+def action(role: WriteRole) -> str:
+    """What a write does, as the end of "I did not …"."""
+    match role:
+        case "activity_log":
+            return "log the activity"
+        case "opportunity_update":
+            return "update the opportunity"
+        case "email_draft":
+            return "save the draft email"
+        case "preferences_update":
+            return "change your preferences"
+        case _:
+            assert_never(role)
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
@@ -68,7 +78,7 @@ def _short(text: object, limit: int = 140) -> str:
 
 
 def opportunity_line(opp: dict[str, Any], *, with_account: bool) -> str:
-    """``- Name [opp-id]: Stage, USD 1,000, closes 2026-12-15 — next step: …``."""
+    """``- Name [id]: Stage, USD 1,000, closes 2026-12-15 — next step: …``."""
     parts = [f"- {opp.get('name', 'Opportunity')} {cite(opp.get('id'))}:"]
     facts = [str(opp.get("stage") or "stage unknown"), money(opp.get("amount"), opp.get("currency"))]
     if opp.get("close_date"):
@@ -83,7 +93,7 @@ def opportunity_line(opp: dict[str, Any], *, with_account: bool) -> str:
 
 
 def activity_line(act: dict[str, Any], *, with_notes: bool) -> str:
-    """``- 2026-05-04 call: Subject [act-id]`` (+ the notes, quoted as data)."""
+    """``- 2026-05-04 call: Subject [id]`` (+ the notes, quoted as data)."""
     when = str(act.get("occurred_at") or "")[:10]
     line = f"- {when} {act.get('type', 'activity')}: {_short(act.get('subject'), 100)} {cite(act.get('id'))}"
     if act.get("voided"):
@@ -94,7 +104,7 @@ def activity_line(act: dict[str, Any], *, with_notes: bool) -> str:
 
 
 def contact_line(contact: dict[str, Any]) -> str:
-    """``- Maria Gonzalez, VP Operations [con-id]`` (never the masked email/phone)."""
+    """``- Dana Reyes, VP Operations [id]`` (never the masked email/phone)."""
     title = f", {contact['title']}" if contact.get("title") else ""
     return f"- {contact.get('name', 'Contact')}{title} {cite(contact.get('id'))}"
 
@@ -127,7 +137,7 @@ def error_sentence(result: ToolResult, what: str = "that record") -> str:
 
 
 def account_header(account: dict[str, Any]) -> str:
-    """``Acme Corporation [acc-acme] — Manufacturing, Seattle; owner Alex Wilber.``"""
+    """``Vandelay Industries [id] — Manufacturing, Springfield; owner Pat Lee.``"""
     facts = [str(v) for v in (account.get("industry"), account.get("city")) if v]
     line = f"{account.get('name', 'Account')} {cite(account.get('id'))}"
     if facts:
@@ -139,7 +149,7 @@ def account_header(account: dict[str, Any]) -> str:
 
 
 def account_rollup(account: dict[str, Any], currency: str | None) -> str:
-    """The counts ``get_account`` returns, as one cited line ("" when it returned none)."""
+    """The counts an account read returns, as one cited line ("" when it returned none)."""
     facts: list[str] = []
     if isinstance(account.get("open_opportunities"), int):
         facts.append(plural(account["open_opportunities"], "open opportunity", "open opportunities"))
@@ -177,20 +187,18 @@ def section(title: str, result: ToolResult | None, lines: list[str], empty: str,
     return out
 
 
-def help_text(bound: Iterable[str]) -> str:
-    """What the copilot can do with the tools available in this session."""
-    names = set(bound)
-    can = [text for tool, text in _CAPABILITIES if tool in names]
+def help_text(has: Callable[[Role], bool]) -> str:
+    """What the copilot can do with the tools available in this session (``has``: is a role served?)."""
+    can = [text for role, text in _CAPABILITIES if has(role)]
     if not can:
         return "I can't reach the CRM in this session, so I can't look anything up right now."
     return "I can help with your CRM. For example, I can:\n" + "\n".join(f"- {c}" for c in can)
 
 
-def rejection_sentence(tool: str, reason: str) -> str:
+def rejection_sentence(role: WriteRole, reason: str) -> str:
     """Acknowledge the rep's rejection (and its reason); nothing is re-proposed."""
-    action = _ACTIONS.get(tool, f"run `{tool}`")
     because = f' Your reason: "{_short(reason, 200)}".' if reason else ""
-    return f"Understood — I did not {action}; you rejected the proposal.{because} Nothing was changed."
+    return f"Understood — I did not {action(role)}; you rejected the proposal.{because} Nothing was changed."
 
 
 def preferences_lines(data: Any) -> list[str]:

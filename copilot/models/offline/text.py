@@ -60,7 +60,6 @@ NUMBER_WORDS: dict[str, int] = {
 _MONTH_RE = "|".join(sorted(MONTHS, key=len, reverse=True))
 _WEEKDAY_RE = "|".join(sorted(WEEKDAYS, key=len, reverse=True))
 _NUMBER_RE = r"\d{1,3}|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True))
-_RECORD_ID_RE = re.compile(r"\b(?:acc|opp|con|act)-[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -104,16 +103,6 @@ def mask(text: str, spans: list[Span]) -> str:
         for i in range(span.start, min(span.end, len(chars))):
             chars[i] = " "
     return "".join(chars)
-
-
-def find_record_ids(text: str) -> list[str]:
-    """Record ids (``acc-…``, ``opp-…``, ``con-…``, ``act-…``) written in the text, in order."""
-    seen: list[str] = []
-    for match in _RECORD_ID_RE.finditer(text):
-        value = match.group(0).lower()
-        if value not in seen:
-            seen.append(value)
-    return seen
 
 
 # --- dates ---------------------------------------------------------------------------------
@@ -548,7 +537,7 @@ def _run_of(words: list[tuple[str, int, bool]], after: str) -> NameRun:
     """One name run from its ``(word, offset, is_sentence_start)`` tokens."""
     texts = [w for w, _, _ in words]
     if re.search(r"['’]s$", texts[-1], re.I):
-        texts[-1] = texts[-1][:-2]  # possessive at the end of a name: "Acme's renewal"
+        texts[-1] = texts[-1][:-2]  # possessive at the end of a name: "Vandelay's renewal"
     # A capital letter says "name" only where the sentence does not force one.
     caps = any(w[:1].isupper() and not first for w, _, first in words)
     return NameRun(" ".join(t for t in texts if t), words[0][1], caps, after)
@@ -591,8 +580,8 @@ def account_candidates(text: str, *, masked: list[Span] | None = None) -> list[s
 
     Dates, amounts and other already-understood values are masked first. A run with a
     capitalised word (not the sentence's first) ranks first, then a run right after a
-    preposition or summary verb ("about Globex", "summarise acme"); a run after "to" ranks
-    last because that is usually a person ("to Maria at Acme") or a new value.
+    preposition or summary verb ("about Vandelay", "summarise vandelay"); a run after "to" ranks
+    last because that is usually a person ("to Dana at Vandelay") or a new value.
     """
     cleaned = mask(text, masked or [])
     runs = name_runs(cleaned)

@@ -1,16 +1,21 @@
 """What the rep asked for: intents and their entities, parsed from the human message only.
 
-Tool results never reach this module: only the rep's own words decide what the offline
-model does (tool output is data, never instructions).
+Tool results never choose what the offline model does: only the rep's own words do (tool
+output is data, never instructions). Results only tell which words the rep typed are
+record ids (:mod:`records`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
-from copilot.models.offline_text import (
+from copilot.models.offline.records import RecordIndex, TypedId, id_candidates, typed_ids
+from copilot.models.offline.roles import Kind
+from copilot.models.offline.text import (
     Amount,
     Period,
     Span,
@@ -19,26 +24,27 @@ from copilot.models.offline_text import (
     find_amount,
     find_dates,
     find_period,
-    find_record_ids,
     find_stage,
     mask,
     number_value,
 )
 
-# Intent names, in the order their answers are composed.
-PREFS_SHOW = "preferences_show"
-PREFS_UPDATE = "preferences_update"
-LOG = "log_activity"
-UPDATE = "update_opportunity"
-DRAFT = "draft_followup"
-OVERVIEW = "overview"
-OPPORTUNITIES = "opportunities"
-PIPELINE = "pipeline"
-ACTIVITIES = "activities"
-CONTACTS = "contacts"
-HELP = "help"
-
-WRITE_INTENTS = (PREFS_UPDATE, LOG, UPDATE, DRAFT)
+Intent = Literal[
+    "preferences_show",
+    "preferences_update",
+    "log",
+    "update",
+    "draft",
+    "overview",
+    "opportunities",
+    "pipeline",
+    "activities",
+    "contacts",
+    "help",
+]
+"""What the rep wants; several read intents may share one question (composed in this order)."""
+WriteIntent = Literal["preferences_update", "log", "update", "draft"]
+WRITE_INTENTS: tuple[WriteIntent, ...] = ("preferences_update", "log", "update", "draft")
 
 _OPPORTUNITY_CUES = re.compile(
     r"\b(deals?|opportunit(?:y|ies)|opps?|renewals?|expansions?|upsell|add-?on|pilot|rollout|upgrade|new business)\b",
@@ -77,7 +83,7 @@ class DraftSpec:
 
 @dataclass(frozen=True)
 class PrefsSpec:
-    """Requested preference changes (``update_preferences`` arguments)."""
+    """Requested preference changes (the arguments of the preferences write)."""
 
     args: dict[str, object]
     problem: str | None = None
@@ -88,9 +94,12 @@ class Request:
     """One human message, understood."""
 
     text: str
-    intents: list[str]
+    intents: list[Intent]
     account_queries: list[str] = field(default_factory=list)
-    record_ids: list[str] = field(default_factory=list)
+    records: list[TypedId] = field(default_factory=list)
+    """Record ids the rep wrote that tool results returned (so their kind is known)."""
+    unverified: list[str] = field(default_factory=list)
+    """Words that may be record ids no tool result has returned yet: read them to find out."""
     period: Period | None = None
     stage: str | None = None
     owner: str = "me"
@@ -107,6 +116,10 @@ class Request:
         """Whether the request asks for any change outside the conversation."""
         return any(i in WRITE_INTENTS for i in self.intents)
 
+    def ids_of(self, kind: Kind) -> list[str]:
+        """The ids of this kind the rep wrote."""
+        return [r.id for r in self.records if r.kind == kind]
+
 
 def _has(pattern: str, text: str) -> bool:
     return re.search(pattern, text, re.I) is not None
@@ -120,15 +133,15 @@ def _sentence_case(text: str) -> str:
 # --- preferences ---------------------------------------------------------------------------
 
 
-def parse_preferences(text: str) -> tuple[str, PrefsSpec | None] | None:
-    """``(PREFS_SHOW, None)``, ``(PREFS_UPDATE, spec)`` or ``None`` if not about preferences."""
+def parse_preferences(text: str) -> tuple[Intent, PrefsSpec | None] | None:
+    """``("preferences_show", None)``, ``("preferences_update", spec)`` or ``None`` if not about preferences."""
     lower = text.lower()
     args: dict[str, object] = {}
     if _has(
         r"\b(reset|restore|clear)\b.*\b(preferences?|settings|defaults?)\b|\bback to (the )?defaults?\b",
         lower,
     ):
-        return PREFS_UPDATE, PrefsSpec({"reset": True})
+        return "preferences_update", PrefsSpec({"reset": True})
     tone = re.search(r"\b(friendly|formal|concise)\b", lower)
     if tone and _has(r"\b(tone|style|emails?|e-mails?|drafts?|write|writing|sound|more)\b", lower):
         args["email_tone"] = tone.group(1)
@@ -154,9 +167,9 @@ def parse_preferences(text: str) -> tuple[str, PrefsSpec | None] | None:
         else:
             problem = "The follow-up cadence must be between 1 and 90 days."
     if args or problem:
-        return PREFS_UPDATE, PrefsSpec(args, problem)
+        return "preferences_update", PrefsSpec(args, problem)
     if _has(r"\bpreferences?\b|\bmy (settings|signature|tone)\b", lower):
-        return PREFS_SHOW, None
+        return "preferences_show", None
     return None
 
 
@@ -179,7 +192,7 @@ def parse_log(text: str, today: dt.date) -> LogSpec:
     header, details = (text[: m.start()], text[m.end() :]) if m else (text, "")
     if m and m.group(0).strip().lower() in {"discussed", "discussing", "talked about"}:
         details = m.group(0).strip() + " " + details
-    # When it happened is said in the header ("a meeting with Globex yesterday"); dates in
+    # When it happened is said in the header ("a meeting with Vandelay yesterday"); dates in
     # the details are content ("send the contract by Friday") and stay in the notes.
     past_dates = find_dates(header, today, past=True)
     occurred = past_dates[0].value if past_dates and isinstance(past_dates[0].value, dt.date) else None
@@ -216,7 +229,7 @@ def _next_step(text: str) -> Span | None:
     value = value.strip().strip("\"'“”").strip(" .")
     if not value:
         return None
-    # Only the value is "used up": the words before it may still name the deal ("on Acme renewal").
+    # Only the value is "used up": the words before it may still name the deal ("on the Vandelay renewal").
     return Span(_sentence_case(value), m.start("value"), m.start("value") + len(value))
 
 
@@ -268,7 +281,7 @@ def _is_draft(lower: str) -> bool:
 
 
 def parse_draft(text: str) -> DraftSpec:
-    """The addressee ("to Maria at Acme") and topic ("about the pricing discussion") of a draft."""
+    """The addressee ("to Dana at Vandelay") and topic ("about the pricing discussion") of a draft."""
     contact = None
     m = re.search(
         r"\b(?:to|with|for|email|e-mail)\s+(?!the\b|my\b|our\b|their\b|a\b|an\b)([A-Za-z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?)\s+(?:at|from|@|of)\s+",
@@ -306,11 +319,26 @@ _REFERS_BACK = (
 )
 
 
-def parse_request(text: str, today: dt.date) -> Request:
-    """Understand one human message: its intents and the entities they need."""
+def parse_request(
+    text: str,
+    today: dt.date,
+    records: RecordIndex | None = None,
+    *,
+    ruled_out: Iterable[str] = (),
+    check_ids: bool = True,
+) -> Request:
+    """Understand one human message: its intents and the entities they need.
+
+    ``records`` are the ids earlier tool results returned (a word equal to one is that
+    record). With ``check_ids`` (a tool can read a record by id) other words that may be
+    ids are set aside as ``unverified``, except those in ``ruled_out`` (already read as
+    ids without that record coming back: they are words).
+    """
+    index = records or RecordIndex()
+    excluded = tuple(ruled_out)
     lower = text.lower()
-    ids = find_record_ids(text)
-    req = Request(text=text, intents=[], record_ids=ids)
+    typed = typed_ids(text, index)
+    req = Request(text=text, intents=[], records=typed)
     req.refers_back = _has(_REFERS_BACK, lower)
     req.team = _has(r"\b(team|team's|my reps|everyone|all reps|territory)\b", lower)
     req.owner = (
@@ -332,28 +360,37 @@ def parse_request(text: str, today: dt.date) -> Request:
     amount = find_amount(mask(text, masked))
     if amount is not None:
         masked.append(amount)
-    for rid in ids:
-        start = lower.find(rid)
-        masked.append(Span(rid, start, start + len(rid)))
+    masked += [t.span for t in typed]
+
+    def candidates(part: str, spans: list[Span]) -> list[Span]:
+        if not check_ids:
+            return []
+        found = id_candidates(mask(part, spans), index, ruled_out=excluded)
+        req.unverified = [str(s.value) for s in found]
+        return found
 
     if _is_log(lower):
-        req.intents.append(LOG)
+        req.intents.append("log")
         # The account is named in the header, never in the details ("… next step send proposal").
         sep = _DETAIL_SEPARATOR.search(text)
         header = text[: sep.start()] if sep else text
-        req.account_queries = account_candidates(header, masked=[s for s in masked if s.end <= len(header)])
+        in_header = [s for s in masked if s.end <= len(header)]
+        in_header += candidates(header, in_header)
+        req.account_queries = account_candidates(header, masked=in_header)
         if not req.account_queries:
-            req.account_queries = account_candidates(text, masked=masked)
+            req.account_queries = account_candidates(text, masked=masked + in_header)
         req.log = parse_log(text, today)
-        req.match_text = mask(header, [s for s in masked if s.end <= len(header)])
+        req.match_text = mask(header, in_header)
         return req
 
     if _is_draft(lower):
-        req.intents.append(DRAFT)
+        req.intents.append("draft")
         req.draft = parse_draft(text)
         topic_start = lower.find(req.draft.topic.lower()) if req.draft.topic else -1
         head = text[:topic_start] if topic_start > 0 else text
-        names = account_candidates(head, masked=[s for s in masked if s.end <= len(head)])
+        in_head = [s for s in masked if s.end <= len(head)]
+        in_head += candidates(head, in_head)
+        names = account_candidates(head, masked=in_head)
         contact = (req.draft.contact_name or "").lower()
         req.account_queries = [
             n for n in names if n.lower() != contact and not contact.startswith(n.lower() + " ")
@@ -362,10 +399,12 @@ def parse_request(text: str, today: dt.date) -> Request:
 
     update = parse_update(text, today)
     if update is not None:
-        req.intents.append(UPDATE)
+        req.intents.append("update")
         req.update = update[0]
-        req.account_queries = account_candidates(text, masked=masked + update[1])
-        req.match_text = mask(text, masked + update[1])
+        spans = masked + update[1]
+        spans += candidates(text, spans)
+        req.account_queries = account_candidates(text, masked=spans)
+        req.match_text = mask(text, spans)
         return req
 
     # Reads.
@@ -375,8 +414,10 @@ def parse_request(text: str, today: dt.date) -> Request:
     req.stage = stage.value if stage is not None and isinstance(stage.value, str) else None
     if stage is not None:
         masked.append(stage)
+    masked += candidates(text, masked)
     req.account_queries = account_candidates(text, masked=masked)
-    has_account = bool(req.account_queries) or any(i.startswith("acc-") for i in ids)
+    # A word that may be an id is read as an account first (an overview is an account's).
+    has_account = bool(req.account_queries or req.ids_of("account") or req.unverified)
     wants_pipeline = _has(_PIPELINE, lower)
     wants_opps = _has(_OPPS, lower) or req.stage is not None or (req.period is not None and not has_account)
     wants_activity = _has(_ACTIVITY, lower)
@@ -384,26 +425,26 @@ def parse_request(text: str, today: dt.date) -> Request:
     wants_overview = _has(_OVERVIEW, lower)
     if has_account:
         if wants_contacts:
-            req.intents.append(CONTACTS)
+            req.intents.append("contacts")
         if wants_activity:
-            req.intents.append(ACTIVITIES)
+            req.intents.append("activities")
         if wants_opps and not wants_overview:
-            req.intents.append(OPPORTUNITIES)
+            req.intents.append("opportunities")
         if wants_overview or not req.intents:
-            req.intents.insert(0, OVERVIEW)
+            req.intents.insert(0, "overview")
         return req
     if wants_pipeline:
-        req.intents.append(PIPELINE)
+        req.intents.append("pipeline")
     elif wants_opps:
-        req.intents.append(OPPORTUNITIES)
+        req.intents.append("opportunities")
     if wants_contacts:
-        req.intents.append(CONTACTS)  # needs an account: from the conversation, or ask
+        req.intents.append("contacts")  # needs an account: from the conversation, or ask
     if wants_activity:
-        req.intents.append(ACTIVITIES)
+        req.intents.append("activities")
     if not req.intents and wants_overview and req.refers_back:
-        req.intents.append(OVERVIEW)
+        req.intents.append("overview")
     if not req.intents:
-        req.intents.append(HELP)
+        req.intents.append("help")
     return req
 
 
@@ -415,22 +456,14 @@ def log_occurred_at(day: dt.date | None, today: dt.date) -> str | None:
 
 
 __all__ = [
-    "ACTIVITIES",
-    "CONTACTS",
-    "DRAFT",
-    "HELP",
-    "LOG",
-    "OPPORTUNITIES",
-    "OVERVIEW",
-    "PIPELINE",
-    "PREFS_SHOW",
-    "PREFS_UPDATE",
-    "UPDATE",
+    "WRITE_INTENTS",
     "DraftSpec",
+    "Intent",
     "LogSpec",
     "PrefsSpec",
     "Request",
     "UpdateSpec",
+    "WriteIntent",
     "log_occurred_at",
     "parse_request",
 ]

@@ -200,6 +200,24 @@ def current_turn(messages: Sequence[BaseMessage]) -> Turn:
     return turn
 
 
+def every_result(messages: Sequence[BaseMessage]) -> list[tuple[str, ToolResult]]:
+    """``(tool name, result)`` for every tool result in the conversation, oldest first.
+
+    The name comes from the model's call when the result does not carry it.
+    """
+    names: dict[str, str] = {}
+    found: list[tuple[str, ToolResult]] = []
+    for message in messages:
+        if isinstance(message, AIMessage):
+            for tc in message.tool_calls:
+                if tc.get("id"):
+                    names[str(tc["id"])] = tc["name"]
+        elif isinstance(message, ToolMessage):
+            name = names.get(message.tool_call_id) or str(message.name or "")
+            found.append((name, parse_tool_result(message)))
+    return found
+
+
 def system_text(messages: Sequence[BaseMessage]) -> str:
     """All system messages' text (only used to detect a summarisation request)."""
     return "\n".join(message_text(m) for m in messages if isinstance(m, SystemMessage))

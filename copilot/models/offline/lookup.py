@@ -1,0 +1,123 @@
+"""Finding the records a request is about: ids the rep typed, the account, the opportunity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from copilot.models.offline import compose as c
+from copilot.models.offline.context import PlanContext, ReadCall
+from copilot.models.offline.records import cited
+from copilot.models.offline.roles import DETAIL_ARGUMENT, DETAIL_ROLES, Kind
+from copilot.models.offline.steps import Step, answer
+from copilot.models.offline.text import content_words
+
+
+def check_typed_ids(ctx: PlanContext, kinds: tuple[Kind, ...]) -> Step | None:
+    """Read the words that may be ids (as each kind that can be read by id), all in one message.
+
+    An id a read returns is a known record on the next call; a word no read found is a
+    word again (the model passes those as ``ruled_out`` to the parser).
+    """
+    calls: list[ReadCall] = [
+        (DETAIL_ROLES[kind], {DETAIL_ARGUMENT[kind]: token})
+        for token in ctx.req.unverified[:2]
+        for kind in kinds
+        if ctx.tools.has(DETAIL_ROLES[kind])
+    ]
+    if not calls:
+        return None
+    results = ctx.read_each(calls)
+    return results if isinstance(results, Step) else None
+
+
+def context_account(ctx: PlanContext) -> str | None:
+    """The account the previous answer was about (for "their contacts", "log a call there")."""
+    for record_id in cited(ctx.turn.previous_answer):
+        if ctx.records.kind(record_id) == "account":
+            return record_id
+    return None
+
+
+def has_account_reference(ctx: PlanContext) -> bool:
+    """Whether the request names an account (by name or by id)."""
+    return bool(ctx.req.account_queries or ctx.req.ids_of("account"))
+
+
+def resolve_account(ctx: PlanContext, *, needs_account: bool) -> dict[str, Any] | Step:
+    """The account the request names: an id, a search hit, or the previous answer's account."""
+    ids = ctx.req.ids_of("account")
+    queries = ctx.req.account_queries
+    if not ids and not queries and (needs_account or ctx.req.refers_back):
+        context = context_account(ctx)
+        if context:
+            ids = [context]
+    if ids:
+        if not ctx.tools.has("account_detail"):
+            return {"id": ids[0], "name": ids[0]}
+        result = ctx.read("account_detail", {"account_id": ids[0]})
+        if isinstance(result, Step):
+            return result
+        if not result.ok:
+            return answer(c.error_sentence(result, f"account {ids[0]}"))
+        return result.obj
+    if not queries:
+        return answer("Which account do you mean? Tell me its name.")
+    for query in queries[:3]:
+        result = ctx.read("account_search", {"query": query}, "look up accounts")
+        if isinstance(result, Step):
+            return result
+        if not result.ok:
+            return answer(c.error_sentence(result, f"an account matching '{query}'"))
+        if result.items:
+            return pick_account(query, result.items)
+    return answer(f"I found no accounts matching '{queries[0]}' in the CRM.")
+
+
+def pick_account(query: str, items: list[dict[str, Any]]) -> dict[str, Any] | Step:
+    """One hit, one exact name, or one name starting with the words asked for; else ask which."""
+    q = query.lower()
+    names = [(str(i.get("name", "")).lower(), i) for i in items]
+    for hits in (
+        items,
+        [i for n, i in names if n == q],
+        [i for n, i in names if n.startswith(q)],
+    ):
+        if len(hits) == 1:
+            return hits[0]
+    lines = [
+        f"- {i.get('name')} {c.cite(i.get('id'))}" + (f" — {i['city']}" if i.get("city") else "")
+        for i in items[:10]
+    ]
+    return answer(f"Several accounts match '{query}':\n" + "\n".join(lines) + "\nWhich one do you mean?")
+
+
+def account_name(opp: dict[str, Any]) -> str:
+    """The name of the account an opportunity belongs to ("" if the result does not say)."""
+    account = opp.get("account")
+    return str(account.get("name", "")) if isinstance(account, dict) else ""
+
+
+def choose_opportunity(
+    ctx: PlanContext, account: dict[str, Any] | None, items: list[dict[str, Any]], *, must_choose: bool
+) -> dict[str, Any] | Step | None:
+    """The open opportunity the request names; asks which when it is ambiguous and one is needed."""
+    account_words = content_words(str(account.get("name", ""))) if account else set()
+    wanted = content_words(ctx.req.match_text or ctx.req.text) - account_words
+    for q in ctx.req.account_queries:
+        wanted -= content_words(q)
+    scored = []
+    for opp in items:
+        words = content_words(str(opp.get("name", ""))) - account_words - content_words(account_name(opp))
+        scored.append((len(wanted & words), opp))
+    best = max((s for s, _ in scored), default=0)
+    top = [o for s, o in scored if s == best and best > 0]
+    if len(top) == 1:
+        return top[0]
+    if best == 0 and len(items) == 1:
+        return items[0]
+    if not must_choose:
+        return None
+    candidates = top or items
+    where = f" at {account.get('name')} {c.cite(account.get('id'))}" if account else ""
+    lines = [c.opportunity_line(o, with_account=account is None) for o in candidates[:10]]
+    return answer(f"Which opportunity{where} do you mean?\n" + "\n".join(lines) + "\nTell me its name or id.")

@@ -1,0 +1,237 @@
+"""Read requests: an account's overview, deals, activity and contacts; the rep's book and pipeline.
+
+Each plan reads everything it needs in one message, then composes the answer only from
+the results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from copilot.models.offline import compose as c
+from copilot.models.offline.context import PlanContext, ReadCall
+from copilot.models.offline.lookup import context_account, has_account_reference, resolve_account
+from copilot.models.offline.roles import ReadRole
+from copilot.models.offline.state import ToolResult, as_dict
+from copilot.models.offline.steps import Step, answer
+from copilot.models.offline.text import Period, quarter_bounds
+
+
+def plan_reads(ctx: PlanContext) -> Step:
+    """The reads the request's intents need, then the answer."""
+    intents = ctx.req.intents
+    # "what did we discuss with them?" continues the previous answer's account.
+    follows_up = (
+        ctx.req.refers_back
+        and context_account(ctx) is not None
+        and set(intents) <= {"overview", "contacts", "activities"}
+    )
+    if (
+        has_account_reference(ctx)
+        or follows_up
+        or "overview" in intents
+        or ("contacts" in intents and "pipeline" not in intents)
+    ):
+        return account_reads(ctx)
+    return book_reads(ctx)
+
+
+def preferences(ctx: PlanContext) -> Step:
+    """The rep's drafting preferences."""
+    result = ctx.read("preferences_read", {}, "read your preferences")
+    if isinstance(result, Step):
+        return result
+    if not result.ok:
+        return answer(c.error_sentence(result, "your preferences"))
+    return answer("Your drafting preferences:\n" + "\n".join(c.preferences_lines(result.data)))
+
+
+def opportunity_filters(ctx: PlanContext) -> dict[str, Any]:
+    """The close-date window and stage the rep asked about, as opportunity-list arguments."""
+    args: dict[str, Any] = {}
+    period = ctx.req.period
+    if period is not None:
+        if period.start is not None:
+            args["closing_after"] = period.start.isoformat()
+        args["closing_before"] = period.end.isoformat()
+    if ctx.req.stage:
+        args["stage"] = ctx.req.stage
+        if ctx.req.stage.startswith("Closed"):
+            args["open_only"] = False
+    return args
+
+
+def account_reads(ctx: PlanContext) -> Step:
+    """One account: the reads its intents need (in one message), then the composed answer."""
+    intents = ctx.req.intents
+    account = resolve_account(ctx, needs_account=True)
+    if isinstance(account, Step):
+        return account
+    acc_id = str(account.get("id"))
+    calls: list[ReadCall] = []
+    if "overview" in intents:
+        calls.append(("account_detail", {"account_id": acc_id}))
+    if "overview" in intents or "opportunities" in intents:
+        calls.append(("opportunity_list", {"account_id": acc_id, **opportunity_filters(ctx)}))
+    if "activities" in intents:
+        period = ctx.req.period
+        since = {"since": period.start.isoformat()} if period and period.start else {}
+        calls.append(("activity_list", {"account_id": acc_id, **since, "limit": 10}))
+    elif "overview" in intents:
+        calls.append(("activity_list", {"account_id": acc_id, "limit": 5}))
+    if "contacts" in intents:
+        calls.append(("contact_list", {"account_id": acc_id}))
+    if not any(ctx.tools.has(role) for role, _ in calls):
+        return ctx.help()
+    results = ctx.read_all(calls)
+    if isinstance(results, Step):
+        return results
+    return answer(compose_account(ctx, account, results))
+
+
+def compose_account(ctx: PlanContext, account: dict[str, Any], results: dict[ReadRole, ToolResult]) -> str:
+    """An account's answer: header, roll-up, and a section per read."""
+    failures = [r for r in results.values() if not r.ok]
+    if results and len(failures) == len(results):
+        return c.error_sentence(failures[0], f"account {account.get('name', '')}".strip())
+    detail = results.get("account_detail")
+    info = detail.obj if detail is not None and detail.ok else account
+    opps = results.get("opportunity_list")
+    acts = results.get("activity_list")
+    contacts = results.get("contact_list")
+    name = str(info.get("name") or account.get("name") or "the account")
+    ref = c.cite(info.get("id") or account.get("id"))
+    lines = [c.account_header(info)]
+    if detail is not None and detail.ok:
+        rollup = c.account_rollup(info, c.common_currency(opps.items) if opps else None)
+        if rollup:
+            lines.append(rollup)
+    scope = period_phrase(ctx.req.period)
+    lines += c.section(
+        "Open opportunities" if not ctx.req.stage else f"Opportunities in {ctx.req.stage}",
+        opps,
+        [c.opportunity_line(o, with_account=False) for o in (opps.items if opps else [])],
+        f"No open opportunities{scope} for {name} {ref}.",
+        "the opportunities",
+    )
+    with_notes = "activities" in ctx.req.intents
+    lines += c.section(
+        "Recent activity",
+        acts,
+        [c.activity_line(a, with_notes=with_notes) for a in (acts.items if acts else [])],
+        f"No recorded activities for {name} {ref}.",
+        "the activities",
+    )
+    lines += c.section(
+        "Contacts",
+        contacts,
+        [c.contact_line(x) for x in (contacts.items if contacts else [])],
+        f"No contacts recorded for {name} {ref}.",
+        "the contacts",
+    )
+    return "\n".join(lines).strip()
+
+
+def period_phrase(period: Period | None) -> str:
+    """`` closing this quarter (2026-04-01 to 2026-06-30)`` ("" without a period)."""
+    if period is None:
+        return ""
+    if period.start is None:
+        return f" closing by {period.end.isoformat()}"
+    return f" closing {period.label} ({period.start.isoformat()} to {period.end.isoformat()})"
+
+
+def book_reads(ctx: PlanContext) -> Step:
+    """The rep's own book: deals by period/stage, pipeline summary, recent activity."""
+    req = ctx.req
+    intents = req.intents
+    if "pipeline" in intents and req.period is None:
+        # A pipeline is a period's pipeline: default to this quarter (the CRM's own
+        # default), and say so, so the deal list and the totals cover the same window.
+        start, end = quarter_bounds(ctx.today)
+        req.period = Period(start, end, "this quarter")
+    calls: list[ReadCall] = []
+    if "pipeline" in intents or "opportunities" in intents:
+        calls.append(("opportunity_list", {"owner": req.owner, **opportunity_filters(ctx)}))
+    if "pipeline" in intents:
+        summary: dict[str, Any] = {"scope": "team" if req.team else "mine"}
+        if req.period is not None:
+            if req.period.start is not None:
+                summary["period_start"] = req.period.start.isoformat()
+            summary["period_end"] = req.period.end.isoformat()
+        calls.append(("pipeline", summary))
+    if "activities" in intents:
+        since = req.period.start if req.period and req.period.start else None
+        calls.append(("activity_list", {**({"since": since.isoformat()} if since else {}), "limit": 10}))
+    if not calls or not any(ctx.tools.has(role) for role, _ in calls):
+        return ctx.help()
+    results = ctx.read_all(calls)
+    if isinstance(results, Step):
+        return results
+    return answer(compose_book(ctx, results))
+
+
+def compose_book(ctx: PlanContext, results: dict[ReadRole, ToolResult]) -> str:
+    """The book's answer: the deal list, the pipeline totals, recent activity."""
+    req = ctx.req
+    failures = [r for r in results.values() if not r.ok]
+    if results and len(failures) == len(results):
+        return c.error_sentence(failures[0], "those records")
+    lines: list[str] = []
+    whose = "Your team has" if req.team else ("You have" if req.owner == "me" else "I found")
+    scope = period_phrase(req.period)
+    stage = f" in {req.stage}" if req.stage else ""
+    opps = results.get("opportunity_list")
+    if opps is not None:
+        if not opps.ok:
+            lines.append(c.error_sentence(opps, "the opportunities"))
+        elif not opps.items:
+            lines.append(f"{whose} no open opportunities{stage}{scope}.")
+        else:
+            total_value = opps.obj.get("total")
+            total = total_value if isinstance(total_value, int) else len(opps.items)
+            lines.append(
+                f"{whose} {c.plural(total, 'open opportunity', 'open opportunities')}{stage}{scope}:"
+            )
+            lines += [c.opportunity_line(o, with_account=True) for o in opps.items]
+            note = c.more_note(opps)
+            if note:
+                lines.append(note)
+    summary = results.get("pipeline")
+    if summary is not None:
+        lines.append("")
+        lines += pipeline_lines(summary, "team" if req.team else "mine")
+    acts = results.get("activity_list")
+    if acts is not None:
+        lines += c.section(
+            "Recent activity",
+            acts,
+            [c.activity_line(a, with_notes=True) for a in acts.items],
+            "No activities found.",
+            "the activities",
+        )
+    return "\n".join(lines).strip()
+
+
+def pipeline_lines(summary: ToolResult, scope: str) -> list[str]:
+    """The pipeline totals and by-stage counts, citing every opportunity they cover."""
+    if not summary.ok:
+        return [c.error_sentence(summary, "the pipeline summary")]
+    data = summary.obj
+    period = as_dict(data.get("period"))
+    currency = data.get("currency")
+    ids = [i for i in data.get("opportunity_ids", []) if isinstance(i, str)]
+    span = f"{period.get('start')} to {period.get('end')}" if period else "the period"
+    count = data.get("count", len(ids))
+    if not count:
+        return [f"**Pipeline ({scope}, {span})**: no open opportunities closing in this period."]
+    head = (
+        f"**Pipeline ({scope}, {span})**: {c.money(data.get('total_amount'), currency)} total, "
+        f"{c.money(data.get('weighted_amount'), currency)} weighted, "
+        f"{c.plural(int(count), 'open opportunity', 'open opportunities')} {c.cite(*ids)}"
+    ).rstrip()
+    lines = [head]
+    for row in data.get("by_stage", []):
+        if isinstance(row, dict) and row.get("count"):
+            lines.append(f"- {row.get('stage')}: {row.get('count')} ({c.money(row.get('amount'), currency)})")
+    return lines

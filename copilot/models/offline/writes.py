@@ -1,0 +1,204 @@
+"""Write requests: find the record, then propose ONE call of the bound write tool for the rep's decision.
+
+A write tool is any bound tool not annotated read-only whose arguments fit the intent
+(:mod:`roles`). If none is bound the rep is told plainly; nothing else is tried instead.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from copilot.models.offline import compose as c
+from copilot.models.offline.context import PlanContext, ReadCall
+from copilot.models.offline.intents import log_occurred_at
+from copilot.models.offline.lookup import (
+    account_name,
+    choose_opportunity,
+    context_account,
+    has_account_reference,
+    resolve_account,
+)
+from copilot.models.offline.outcomes import after_write
+from copilot.models.offline.roles import WriteRole
+from copilot.models.offline.steps import PlannedCall, Step, answer
+
+
+def propose(ctx: PlanContext, role: WriteRole, args: dict[str, Any]) -> Step:
+    """One call of the tool serving ``role`` (with only the arguments it takes)."""
+    name = ctx.tools.name(role)
+    assert name is not None, "callers check the role is served first"
+    return Step(calls=[PlannedCall(name, ctx.tools.fit(role, args))])
+
+
+def _start(ctx: PlanContext, role: WriteRole, what: str) -> Step | None:
+    """Stop when no tool serves the write, or when this question already proposed it."""
+    return ctx.require(role, what) or after_write(ctx, role)
+
+
+def propose_preferences(ctx: PlanContext) -> Step:
+    """Propose the preference changes the rep asked for."""
+    spec = ctx.req.prefs
+    if spec is not None and spec.problem:
+        return answer(spec.problem)
+    stop = _start(ctx, "preferences_update", "change your preferences")
+    if stop is not None:
+        return stop
+    return propose(ctx, "preferences_update", dict(spec.args) if spec is not None else {})
+
+
+def _opportunity_record(ctx: PlanContext, opportunity_id: str) -> dict[str, Any]:
+    for call in ctx.calls("opportunity_detail"):
+        if call.result is not None and call.result.obj.get("id") == opportunity_id:
+            return call.result.obj
+    return {}
+
+
+def propose_log(ctx: PlanContext) -> Step:
+    """Propose logging the activity on the account (and the deal) the rep named."""
+    stop = _start(ctx, "activity_log", "log activities")
+    if stop is not None:
+        return stop
+    spec = ctx.req.log
+    assert spec is not None
+    opp_ids = ctx.req.ids_of("opportunity")
+    opportunity_id = opp_ids[0] if opp_ids else None
+    account: dict[str, Any] = {}
+    if opportunity_id is None:
+        resolved = resolve_account(ctx, needs_account=True)
+        if isinstance(resolved, Step):
+            return resolved
+        account = resolved
+        if spec.mentions_opportunity and ctx.tools.has("opportunity_list"):
+            listed = ctx.read("opportunity_list", {"account_id": account.get("id")})
+            if isinstance(listed, Step):
+                return listed
+            if listed.ok:
+                chosen = choose_opportunity(ctx, account, listed.items, must_choose=False)
+                if isinstance(chosen, Step):
+                    return chosen
+                opportunity_id = chosen.get("id") if chosen else None
+    opp = _opportunity_record(ctx, opportunity_id) if opportunity_id and not account else {}
+    name = account.get("name") or account_name(opp) or opp.get("name") or opportunity_id or "the account"
+    summary = re.split(r",\s|;\s|\.\s|\s(?:and\s+)?next steps?\b", spec.details, maxsplit=1)[0].strip(" .")
+    preposition = {"email": "to", "task": "for"}.get(spec.type, "with")
+    # Lower-case the summary's first letter, but not an acronym's ("CFO is on leave").
+    if summary[1:2].islower():
+        summary = summary[:1].lower() + summary[1:]
+    subject = f"{spec.type.capitalize()} {preposition} {name}" + (f": {summary}" if summary else "")
+    args: dict[str, Any] = {"type": spec.type, "subject": subject[:200], "notes": spec.details[:4000]}
+    if account.get("id"):
+        args["account_id"] = account["id"]
+    if opportunity_id:
+        args["opportunity_id"] = opportunity_id
+    occurred = log_occurred_at(spec.occurred_on, ctx.today)
+    if occurred:
+        args["occurred_at"] = occurred
+    return propose(ctx, "activity_log", args)
+
+
+def propose_update(ctx: PlanContext) -> Step:
+    """Propose exactly the changes the rep asked for, on the opportunity they named."""
+    stop = _start(ctx, "opportunity_update", "update opportunities")
+    if stop is not None:
+        return stop
+    spec = ctx.req.update
+    assert spec is not None
+    opp_ids = ctx.req.ids_of("opportunity")
+    if opp_ids:
+        return propose(ctx, "opportunity_update", {"opportunity_id": opp_ids[0], **spec.changes})
+    account: dict[str, Any] | None = None
+    if has_account_reference(ctx) or context_account(ctx):
+        resolved = resolve_account(ctx, needs_account=True)
+        if isinstance(resolved, Step):
+            return resolved
+        account = resolved
+        args: dict[str, Any] = {"account_id": account.get("id")}
+    else:
+        args = {"owner": "me"}
+    listed = ctx.read("opportunity_list", args, "find the opportunity")
+    if isinstance(listed, Step):
+        return listed
+    if not listed.ok:
+        return answer(c.error_sentence(listed, "the opportunities"))
+    if not listed.items:
+        where = f" for {account.get('name')} {c.cite(account.get('id'))}" if account else ""
+        return answer(f"I found no open opportunities{where} to update.")
+    chosen = choose_opportunity(ctx, account, listed.items, must_choose=True)
+    if isinstance(chosen, Step):
+        return chosen
+    assert chosen is not None, "must_choose asks rather than returning nothing"
+    return propose(ctx, "opportunity_update", {"opportunity_id": str(chosen.get("id")), **spec.changes})
+
+
+def propose_draft(ctx: PlanContext) -> Step:
+    """Propose a follow-up email draft to the contact the rep named (never sent)."""
+    stop = _start(ctx, "email_draft", "draft emails")
+    if stop is not None:
+        return stop
+    spec = ctx.req.draft
+    assert spec is not None
+    account = resolve_account(ctx, needs_account=True)
+    if isinstance(account, Step):
+        return account
+    acc_id = account.get("id")
+    missing = ctx.require("contact_list", "look up contacts")
+    if missing is not None:
+        return missing
+    calls: list[ReadCall] = [("contact_list", {"account_id": acc_id})]
+    if not spec.topic and not ctx.calls("activity_list"):
+        calls.append(("activity_list", {"account_id": acc_id, "limit": 1}))
+    results = ctx.read_all(calls)
+    if isinstance(results, Step):
+        return results
+    contacts = results["contact_list"]
+    if not contacts.ok:
+        return answer(c.error_sentence(contacts, "the contacts"))
+    if not contacts.items:
+        return answer(f"I found no contacts at {account.get('name')} {c.cite(acc_id)} to write to.")
+    contact = match_contact(contacts.items, spec.contact_name, ctx.req.text)
+    if contact is None:
+        lines = [c.contact_line(x) for x in contacts.items[:10]]
+        return answer(
+            f"I found no contact named '{spec.contact_name}' at {account.get('name')} {c.cite(acc_id)}. "
+            "Its contacts are:\n" + "\n".join(lines) + "\nWho should I write to?"
+        )
+    latest = ""
+    for call in ctx.calls("activity_list"):
+        if call.result is not None and call.result.items:
+            latest = str(call.result.items[0].get("subject") or "")
+    topic = spec.topic or (latest and f'our recent conversation ("{latest}")') or "our recent conversation"
+    subject = (
+        f"Follow-up: {spec.topic}"
+        if spec.topic
+        else (f"Follow-up: {latest}" if latest else f"Following up — {account.get('name')}")
+    )
+    body = (
+        f"Thank you for your time recently. I wanted to follow up on {_with_article(topic)}.\n\n"
+        "Please let me know if you have any questions, or if a short call to discuss next steps would help."
+    )
+    args: dict[str, Any] = {"contact_id": contact.get("id"), "subject": subject[:200], "body": body}
+    if acc_id:
+        args["account_id"] = acc_id
+    return propose(ctx, "email_draft", args)
+
+
+def _with_article(topic: str) -> str:
+    lower = topic.lower()
+    if lower.startswith(("our ", "the ", "my ", "your ", "a ", "an ")):
+        return topic
+    return f"our {topic}"
+
+
+def match_contact(items: list[dict[str, Any]], name: str | None, text: str) -> dict[str, Any] | None:
+    """The named contact (full, first or last name); the first one when no name was given."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z][\w'’-]*", name or text)}
+    for item in items:
+        parts = [p.lower() for p in str(item.get("name", "")).split()]
+        if name and " ".join(parts) == name.lower():
+            return item
+    for item in items:
+        name_words = {p.lower() for p in str(item.get("name", "")).split()}
+        if name_words & words:
+            return item
+    return None if name else items[0]

@@ -1,0 +1,36 @@
+"""Write tools: the registry and its built-in entries (see :mod:`copilot.writes.registry`)."""
+
+from copilot.writes import crm, mailbox, preferences  # noqa: F401  (each registers its tools)
+from copilot.writes.registry import (
+    REGISTRY,
+    WRITE_TOOL_SCHEMAS,
+    WriteOutsideGuard,
+    WriteTool,
+    backends,
+    is_write,
+    register,
+    title,
+    unregister,
+    write_tool,
+    write_tools,
+)
+from copilot.writes.types import Backend, ProposalRecord, Target, WriteOutcome, WritePlan
+
+__all__ = [
+    "REGISTRY",
+    "WRITE_TOOL_SCHEMAS",
+    "Backend",
+    "ProposalRecord",
+    "Target",
+    "WriteOutcome",
+    "WriteOutsideGuard",
+    "WritePlan",
+    "WriteTool",
+    "backends",
+    "is_write",
+    "register",
+    "title",
+    "unregister",
+    "write_tool",
+    "write_tools",
+]

@@ -1,0 +1,522 @@
+"""Races: concurrent decisions on one approval, and other people editing the record meanwhile.
+
+Two kinds of run alternate, with a seeded RNG choosing the details:
+
+* **Concurrent resumes.** One proposal (any write tool) is decided by 2-4 resumes at
+  once, each in its own :class:`CopilotService` (its own pool, agent and checkpointer
+  connection, as separate processes would be): all approve, all send the same edit,
+  each sends a different edit, or some approve while others reject. Exactly one write
+  and one audit row result (none if a rejection won); the written arguments are ones a
+  decision asked for; every other resume gets the stored result or a clear
+  :class:`InvalidDecision`; a decision that was written is never also recorded as a
+  rejection; approving again afterwards writes nothing.
+* **Concurrent edits.** A rep (the owner, or the owner's manager) proposes an
+  opportunity update; the other of the two edits the same record through the CRM with
+  the version they just read, before the approval, during it or after it, or through
+  their own copilot approval at the same moment. The rep's write lands only over the
+  version the rep reviewed (else it is a conflict); replaying the successful writes in
+  version order over the reviewed record gives exactly the final record, so nobody's
+  change is ever silently overwritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from copilot.errors import InvalidDecision
+from copilot.persistence.database import connect
+from copilot.runner import CopilotService, TurnResult
+from copilot.tools.preferences import Preferences, apply_update, load_preferences
+from copilot.tools.schemas import UpdatePreferencesArgs
+from tests.adversarial.counts import Tally, count, soak
+from tests.adversarial.harness import (
+    WRITE_TOOLS,
+    audit_rows,
+    canon,
+    drain_output,
+    export,
+    make_nonce,
+    normalized,
+)
+from tests.support.copilot_env import Rep, service, sign_in
+from tests.support.sandbox_process import SandboxProcess
+
+pytestmark = pytest.mark.integration
+
+SUITE = "races"
+RUNS = count(20, 500)
+SEED = int(os.environ.get("COPILOT_ADVERSARIAL_SEED", "20261201"))
+RESUMERS = 4
+PLAN_MARK = "<<propose "
+END_MARK = " >>"
+OPPORTUNITY_FIELDS = ("stage", "close_date", "amount", "next_step", "probability")
+CLOSED = {"Closed Won": 100, "Closed Lost": 0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _seed_data(sandbox: SandboxProcess) -> Iterator[None]:
+    """This module rewrites CRM records: start from the seed and leave the seed behind."""
+    drain_output(sandbox)
+    sandbox.admin("POST", "/admin/reset")
+    yield
+    sandbox.admin("POST", "/admin/reset")
+
+
+class ProposingModel(BaseChatModel):
+    """Proposes the calls written in the rep's question, then answers (stateless, so any
+    service can continue any thread)."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "proposing"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ProposingModel:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        asked = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+        text = str(messages[asked].content) if asked >= 0 else ""
+        start = text.find(PLAN_MARK)
+        proposed = any(isinstance(m, AIMessage) and m.tool_calls for m in messages[asked + 1 :])
+        if start == -1 or proposed:
+            message = AIMessage(content="Done.")
+        else:
+            plan = json.loads(text[start + len(PLAN_MARK) : text.index(END_MARK, start)])
+            message = AIMessage(
+                content="",
+                tool_calls=[
+                    {
+                        "name": c["name"],
+                        "args": c["args"],
+                        "id": f"call_{uuid.uuid4().hex[:12]}",
+                        "type": "tool_call",
+                    }
+                    for c in plan
+                ],
+            )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def propose(tool: str, **args: Any) -> str:
+    return f"Please do this. {PLAN_MARK}{json.dumps([{'name': tool, 'args': args}])}{END_MARK}"
+
+
+@dataclass
+class Env:
+    settings: Any
+    sandbox: SandboxProcess
+    services: list[CopilotService]
+    reps: dict[str, Rep]
+    opportunities: list[str]
+    contacts: list[str]
+    accounts: list[str]
+
+
+@asynccontextmanager
+async def environment(settings: Any, sandbox: SandboxProcess) -> AsyncIterator[Env]:
+    state = export(sandbox)
+    opportunities = [
+        o["id"]
+        for o in state["opportunities"]
+        if o["owner_id"] == "u-alex" and not str(o["stage"]).startswith("Closed")
+    ]
+    accounts = sorted({a["id"] for a in state["accounts"] if a["owner_id"] == "u-alex"})
+    contacts = [c["id"] for c in state["contacts"] if c["account_id"] in accounts and c["email"]]
+    reps = {handle: await sign_in(settings, handle) for handle in ("alex", "nestor")}
+    async with AsyncExitStack() as stack:
+        services = [
+            await stack.enter_async_context(service(settings, ProposingModel())) for _ in range(RESUMERS + 1)
+        ]
+        yield Env(settings, sandbox, services, reps, opportunities, contacts, accounts)
+
+
+async def _rejections(settings: Any, thread_id: str) -> list[str]:
+    async with connect(settings) as conn:
+        cur = await conn.execute("SELECT tool_call_id FROM rejections WHERE thread_id = %s", (thread_id,))
+        return [str(row["tool_call_id"]) for row in await cur.fetchall()]
+
+
+# --- (a) concurrent resumes of one approval ----------------------------------------------------
+
+
+def _proposal_args(tool: str, rng: random.Random, env: Env, nonce: str) -> dict[str, Any]:
+    if tool == "log_activity":
+        return {
+            "type": "call",
+            "subject": f"Race {nonce}",
+            "notes": "Concurrent",
+            "account_id": rng.choice(env.accounts),
+        }
+    if tool == "update_opportunity":
+        return {"opportunity_id": rng.choice(env.opportunities), "next_step": f"Race {nonce}"}
+    if tool == "draft_followup_email":
+        return {"contact_id": rng.choice(env.contacts), "subject": f"Race {nonce}", "body": "Concurrent"}
+    return {"followup_cadence_days": rng.randint(2, 40)}
+
+
+def _edit(tool: str, i: int, nonce: str) -> dict[str, Any]:
+    if tool == "update_preferences":
+        return {"followup_cadence_days": 50 + i}
+    if tool == "update_opportunity":
+        return {"next_step": f"Edited {i} {nonce}"}
+    return {"subject": f"Edited {i} {nonce}"}
+
+
+def _written(
+    tool: str,
+    thread_id: str,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    prefs: tuple[dict[str, Any], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """What reached the CRM / mailbox / store for this thread, as comparable field sets."""
+    if tool == "log_activity":
+        old = {a["id"] for a in before["activities"]}
+        return [
+            {k: a[k] for k in ("type", "subject", "notes", "account_id")}
+            for a in after["activities"]
+            if a["id"] not in old and str(a["external_id"]).startswith(f"{thread_id}:")
+        ]
+    if tool == "draft_followup_email":
+        old = {d["id"] for d in before["drafts"]}
+        return [{"subject": d["subject"]} for d in after["drafts"] if d["id"] not in old]
+    if tool == "update_opportunity":
+        old_rows = {o["id"]: o for o in before["opportunities"]}
+        writes = []
+        for o in after["opportunities"]:
+            delta = int(o["version"]) - int(old_rows[o["id"]]["version"])
+            writes += [{"opportunity_id": o["id"], "next_step": o["next_step"]}] * delta
+        return writes
+    return [prefs[1]] if prefs[0] != prefs[1] else []
+
+
+def _expected(tool: str, args: dict[str, Any], prefs_before: dict[str, Any]) -> dict[str, Any] | None:
+    norm = normalized(tool, args)
+    if norm is None:
+        return None
+    if tool == "log_activity":
+        return {
+            k: norm.get(k, "") if k == "notes" else norm.get(k)
+            for k in ("type", "subject", "notes", "account_id")
+        }
+    if tool == "draft_followup_email":
+        return {"subject": norm["subject"]}
+    if tool == "update_opportunity":
+        return {"opportunity_id": norm["opportunity_id"], "next_step": norm["next_step"]}
+    start = Preferences.model_validate(prefs_before)
+    return apply_update(start, UpdatePreferencesArgs.model_validate(norm)).model_dump()
+
+
+async def concurrent_resumes(env: Env, rng: random.Random, run: int) -> tuple[str, list[str]]:
+    tool = WRITE_TOOLS[(run // 2) % len(WRITE_TOOLS)]
+    mode = rng.choice(["approve", "same edit", "different edits", "approve or reject"])
+    n = rng.randint(2, RESUMERS)
+    nonce = make_nonce(8)
+    rep = env.reps["alex"]
+    args = _proposal_args(tool, rng, env, nonce)
+    asked = await env.services[0].run_turn(rep.identity, rep.broker, None, propose(tool, **args))
+    name = f"{n} concurrent resumes ({mode}) of {tool}"
+    if len(asked.proposals) != 1:
+        return name, [f"expected one proposal, got {asked.proposals} ({asked.answer})"]
+    proposal = asked.proposals[0]
+    call_id = proposal.tool_call_id
+
+    approve = {"tool_call_id": call_id, "type": "approve"}
+    reject = {"tool_call_id": call_id, "type": "reject", "reason": "changed my mind"}
+    decisions: list[dict[str, Any]] = []
+    for i in range(n):
+        if mode == "approve":
+            decisions.append(approve)
+        elif mode == "same edit":
+            decisions.append({"tool_call_id": call_id, "type": "edit", "args": _edit(tool, 0, nonce)})
+        elif mode == "different edits":
+            decisions.append({"tool_call_id": call_id, "type": "edit", "args": _edit(tool, i, nonce)})
+        else:  # at least one of each
+            decisions.append(approve if i == 0 else reject if i == 1 else rng.choice([approve, reject]))
+    rng.shuffle(decisions)
+    before = export(env.sandbox)
+    prefs_before = (await load_preferences(env.services[0].store, rep.identity)).model_dump()
+    # What a write may be: the proposal as shown (approve) or an edit of it that was sent.
+    allowed = [
+        canon(_expected(tool, {**proposal.args, **d.get("args", {})}, prefs_before))
+        for d in decisions
+        if d["type"] != "reject"
+    ]
+    delays = [rng.uniform(0, 0.03) for _ in decisions]
+
+    async def decide(i: int) -> TurnResult | BaseException:
+        await asyncio.sleep(delays[i])
+        try:
+            return await env.services[1 + i].resume(rep.identity, rep.broker, asked.thread_id, [decisions[i]])
+        except Exception as exc:  # judged below: only InvalidDecision is an acceptable refusal
+            return exc
+
+    results = await asyncio.gather(*(decide(i) for i in range(n)))
+    problems: list[str] = []
+    for d, r in zip(decisions, results, strict=True):
+        if isinstance(r, BaseException) and not isinstance(r, InvalidDecision):
+            problems.append(f"a concurrent {d['type']} raised {type(r).__name__}: {r}")
+    if not any(isinstance(r, TurnResult) for r in results):
+        problems.append(f"no resume succeeded: {[type(r).__name__ for r in results]}")
+
+    after = export(env.sandbox)
+    prefs_after = (await load_preferences(env.services[0].store, rep.identity)).model_dump()
+    written = _written(tool, asked.thread_id, before, after, (prefs_before, prefs_after))
+    rows = await audit_rows(env.settings, asked.thread_id)
+    rejected = await _rejections(env.settings, asked.thread_id)
+    writers = [d for d in decisions if d["type"] != "reject"]
+    if tool != "update_preferences" and len(written) > 1:
+        problems.append(f"{len(written)} writes for one approval: {written}")
+    if len(rows) > 1:
+        problems.append(f"{len(rows)} audit rows for one approval")
+    if tool != "update_preferences" and len(rows) != len(written):
+        problems.append(f"{len(written)} write(s) but {len(rows)} audit row(s)")
+    for w in written:
+        if canon(w) not in allowed:
+            problems.append(f"wrote {w}, which no decision asked for (allowed {allowed})")
+    for row in rows:
+        final = row.entry.edited_args if row.entry.edited_args is not None else row.entry.original_args
+        if canon(_expected(tool, final, prefs_before)) not in allowed:
+            problems.append(f"audit row records {final}, which no decision asked for")
+    if rows and rejected:
+        seen = [
+            f"{d['type']} -> "
+            + (
+                type(r).__name__
+                if isinstance(r, BaseException)
+                else str([o["result"].get("status") for o in r.outcomes if o["tool_call_id"] == call_id])
+            )
+            for d, r in zip(decisions, results, strict=True)
+        ]
+        problems.append(f"the proposal was both written and recorded as rejected ({', '.join(seen)})")
+    if len(rejected) > 1:
+        problems.append(f"{len(rejected)} rejection rows for one proposal")
+    if writers and len(writers) == len(decisions) and len(rows) != 1:
+        problems.append(f"every decision approved but {len(rows)} audit rows")
+    if not rows and not rejected:
+        problems.append("the decisions left neither a write nor a rejection")
+    audit_ids = {
+        o["result"].get("audit_id")
+        for r in results
+        if isinstance(r, TurnResult)
+        for o in r.outcomes
+        if o["tool_call_id"] == call_id and o["result"].get("status") == "done"
+    }
+    if len(audit_ids) > 1:
+        problems.append(f"resumes report different writes for one approval: audit ids {audit_ids}")
+
+    # Approving once more (a late double click) never writes again.
+    still = await env.services[0].pending(rep.identity, rep.broker, asked.thread_id)
+    if any(p.tool_call_id == call_id for p in still.proposals):
+        problems.append("the decided proposal is waiting for a decision again")
+    with suppress(InvalidDecision):
+        await env.services[0].resume(
+            rep.identity, rep.broker, asked.thread_id, [{"tool_call_id": call_id, "type": "approve"}]
+        )
+    if len(await audit_rows(env.settings, asked.thread_id)) != len(rows):
+        problems.append("approving again after the race wrote again")
+    return name, problems
+
+
+# --- (b) another user edits the record meanwhile --------------------------------------------
+
+
+def _changes(rng: random.Random, tag: str) -> dict[str, Any]:
+    options = {
+        "stage": rng.choice(["Qualification", "Proposal", "Negotiation", "Closed Won"]),
+        "next_step": f"{tag} next step",
+        "amount": float(rng.randint(1, 900) * 1000),
+        "close_date": f"2027-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}",
+    }
+    chosen = {k: v for k, v in options.items() if rng.random() < 0.5}
+    return chosen or {"next_step": options["next_step"]}
+
+
+def _apply(record: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = {**record, **changes}
+    if changes.get("stage") in CLOSED:
+        out["probability"] = CLOSED[changes["stage"]]
+    return out
+
+
+@dataclass
+class Write:
+    who: str
+    expected_version: int
+    version: int | None
+    """The version the write produced (None: refused)."""
+    changes: dict[str, Any]
+
+
+def _other_edit(sandbox: SandboxProcess, who: str, opportunity: str, changes: dict[str, Any]) -> Write:
+    current = sandbox.call(who, "get_opportunity", opportunity_id=opportunity)["structuredContent"]
+    done = sandbox.call(
+        who,
+        "update_opportunity",
+        opportunity_id=opportunity,
+        expected_version=current["version"],
+        changes=changes,
+    )
+    version = None if done["isError"] else int(done["structuredContent"]["opportunity"]["version"])
+    return Write(who, int(current["version"]), version, changes)
+
+
+async def concurrent_edits(env: Env, rng: random.Random, run: int) -> tuple[str, list[str]]:
+    rep_handle, other = rng.choice([("alex", "nestor"), ("nestor", "alex")])
+    timing = rng.choice(["before", "during", "during", "after", "copilot"])
+    opportunity = rng.choice(env.opportunities)
+    name = f"{rep_handle} approves while {other} edits {opportunity} ({timing})"
+    rep = env.reps[rep_handle]
+    mine = _changes(rng, f"{rep_handle}-{make_nonce(6)}")
+    theirs = _changes(rng, f"{other}-{make_nonce(6)}")
+    asked = await env.services[0].run_turn(
+        rep.identity, rep.broker, None, propose("update_opportunity", opportunity_id=opportunity, **mine)
+    )
+    record = asked.proposals[0].record if len(asked.proposals) == 1 else None
+    if record is None:
+        return name, [f"expected one proposal with a record, got {asked.proposals} ({asked.answer})"]
+    proposal = asked.proposals[0]
+    reviewed = int(record.get("version") or 0)
+    base = next(o for o in export(env.sandbox)["opportunities"] if o["id"] == opportunity)
+    if int(base["version"]) != reviewed:
+        return name, [f"the proposal shows version {reviewed}, the CRM holds {base['version']}"]
+    approve = [{"tool_call_id": proposal.tool_call_id, "type": "approve"}]
+    svc = env.services[1 + rng.randrange(RESUMERS)]
+
+    others: list[Write] = []
+    other_thread: str | None = None
+    if timing == "before":
+        others.append(await asyncio.to_thread(_other_edit, env.sandbox, other, opportunity, theirs))
+        done = await svc.resume(rep.identity, rep.broker, asked.thread_id, approve)
+    elif timing == "during":
+        # A busy record: one to four edits by the other user land at random moments of the approval.
+        edits = [
+            (rng.uniform(0, 0.6), theirs if i == 0 else _changes(rng, f"{other}-{i}"))
+            for i in range(rng.randint(1, 4))
+        ]
+
+        async def edit_later(delay: float, changes: dict[str, Any]) -> Write:
+            await asyncio.sleep(delay)
+            return await asyncio.to_thread(_other_edit, env.sandbox, other, opportunity, changes)
+
+        done, edited = await asyncio.gather(
+            svc.resume(rep.identity, rep.broker, asked.thread_id, approve),
+            asyncio.gather(*(edit_later(d, c) for d, c in edits)),
+        )
+        others.extend(edited)
+    elif timing == "after":
+        done = await svc.resume(rep.identity, rep.broker, asked.thread_id, approve)
+        others.append(await asyncio.to_thread(_other_edit, env.sandbox, other, opportunity, theirs))
+    else:
+        # The other user approves their own copilot's proposal on the same record at the same moment.
+        them = env.reps[other]
+        theirs_asked = await env.services[0].run_turn(
+            them.identity,
+            them.broker,
+            None,
+            propose("update_opportunity", opportunity_id=opportunity, **theirs),
+        )
+        their_proposal = theirs_asked.proposals[0]
+        other_thread = theirs_asked.thread_id
+        their_svc = env.services[1 + (env.services.index(svc)) % RESUMERS]
+        done, their_done = await asyncio.gather(
+            svc.resume(rep.identity, rep.broker, asked.thread_id, approve),
+            their_svc.resume(
+                them.identity,
+                them.broker,
+                other_thread,
+                [{"tool_call_id": their_proposal.tool_call_id, "type": "approve"}],
+            ),
+        )
+        result: dict[str, Any] = next((o["result"] for o in their_done.outcomes), {})
+        version = result.get("opportunity", {}).get("version") if result.get("status") == "done" else None
+        others.append(Write(other, int((their_proposal.record or {}).get("version") or 0), version, theirs))
+
+    problems: list[str] = []
+    outcome = next((o["result"] for o in done.outcomes if o["tool_call_id"] == proposal.tool_call_id), None)
+    status = (outcome or {}).get("status")
+    if status not in ("done", "conflict"):
+        problems.append(f"the rep's approval ended {status!r}: {outcome}")
+    writes = list(others)
+    if status == "done":
+        assert outcome is not None
+        shown = normalized("update_opportunity", proposal.args) or {}
+        changes = {k: v for k, v in shown.items() if k != "opportunity_id"}
+        writes.append(Write(rep_handle, reviewed, int(outcome["opportunity"]["version"]), changes))
+        if int(outcome["opportunity"]["version"]) != reviewed + 1:
+            problems.append(
+                f"the rep's write produced version {outcome['opportunity']['version']}, not {reviewed + 1}: "
+                "it was not made over the version the rep reviewed"
+            )
+    if timing == "before" and others[0].version is not None and status == "done":
+        problems.append("the record changed before the approval, yet the rep's write went through")
+
+    applied = sorted((w for w in writes if w.version is not None), key=lambda w: w.version or 0)
+    final = next(o for o in export(env.sandbox)["opportunities"] if o["id"] == opportunity)
+    replay = {k: base[k] for k in OPPORTUNITY_FIELDS}
+    for position, w in enumerate(applied, start=1):
+        if w.version != reviewed + position or w.expected_version != reviewed + position - 1:
+            problems.append(f"{w.who}'s write went from version {w.expected_version} to {w.version}")
+        replay = _apply(replay, w.changes)
+    if int(final["version"]) != reviewed + len(applied):
+        problems.append(
+            f"final version {final['version']} after {len(applied)} successful writes over {reviewed}"
+        )
+    for k in OPPORTUNITY_FIELDS:
+        if final[k] != replay[k]:
+            problems.append(
+                f"{k} is {final[k]!r}, but the successful writes in order give {replay[k]!r} (lost update)"
+            )
+    if not applied:
+        problems.append("neither the rep's nor the other user's write landed")
+    rows = await audit_rows(env.settings, asked.thread_id)
+    if len(rows) != (status == "done"):
+        problems.append(f"{len(rows)} audit rows for a {status} write")
+    for r in rows:
+        if r.entry.record_version_read != reviewed:
+            problems.append(
+                f"audit row says version {r.entry.record_version_read} was read, the rep reviewed {reviewed}"
+            )
+    return name, problems
+
+
+async def test_concurrent_decisions_and_edits_never_write_twice_or_overwrite_anyone(
+    copilot_settings, sandbox
+):
+    rng = random.Random(SEED)
+    tally = Tally(SUITE)
+    started = time.monotonic()
+    async with environment(copilot_settings, sandbox) as env:
+        for run in range(RUNS):
+            kind = concurrent_resumes if run % 2 == 0 else concurrent_edits
+            try:
+                name, problems = await kind(env, rng, run)
+            except Exception as exc:  # a crash is a failure of the run, not of the suite
+                name, problems = f"run {run} ({kind.__name__})", [f"raised {type(exc).__name__}: {exc}"]
+            if problems:
+                print(f"{SUITE} run {run} ({name}) failed: {'; '.join(dict.fromkeys(problems))}")
+            tally.record(not problems, f"run {run} ({name}): {'; '.join(dict.fromkeys(problems))}")
+            if soak() and (run + 1) % 25 == 0:
+                print(f"{tally.line()} after {time.monotonic() - started:.0f} s", flush=True)
+    tally.assert_clean()
