@@ -173,7 +173,17 @@ class CopilotBot(TeamsActivityHandler):
         thread_id = await conversations.thread_for(self.service.pool, conversation_id, rep.identity)
         progress = TurnProgress(turn_context)
         await progress.start()
-        result = await self.service.run_turn(rep.identity, rep.broker, thread_id, text, progress.update)
+        # Named by its activity: a queue redelivery of a message already taken (the worker
+        # died before acknowledging it) is not asked a second time.
+        activity_id = turn_context.activity.id
+        result = await self.service.run_turn(
+            rep.identity,
+            rep.broker,
+            thread_id,
+            text,
+            progress.update,
+            message_id=f"teams-activity:{activity_id}" if activity_id else None,
+        )
         reference = TurnContext.get_conversation_reference(turn_context.activity).serialize()
         await conversations.remember(
             self.service.pool, conversation_id, rep.identity, result.thread_id, reference

@@ -71,6 +71,12 @@ class ThreadNotFound(CopilotError):
     code = "thread_not_found"
 
 
+class ThreadBusy(CopilotError):
+    """Another run on the same thread did not finish in time; nothing was done (try again)."""
+
+    code = "thread_busy"
+
+
 class ThreadAccessDenied(CopilotError):
     """The thread exists but the caller neither owns it nor holds a delegation for it."""
 

@@ -22,6 +22,7 @@ from langgraph.errors import GraphRecursionError
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from langgraph.types import Command
 from psycopg import AsyncConnection
+from psycopg.errors import LockNotAvailable
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
@@ -30,7 +31,7 @@ from copilot.auth.tokens import TokenBroker
 from copilot.citations import message_text
 from copilot.context import AgentContext
 from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
-from copilot.errors import AuthError, CrmUnavailable, InvalidDecision, MailboxUnavailable
+from copilot.errors import AuthError, CrmUnavailable, InvalidDecision, MailboxUnavailable, ThreadBusy
 from copilot.identity import RepIdentity
 from copilot.middleware.limits import LIMIT_MESSAGE
 from copilot.middleware.resilience import UNAVAILABLE_MESSAGE, CircuitBreaker, breaker_for
@@ -51,7 +52,9 @@ ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
 
 logger = logging.getLogger(__name__)
 
-_DECIDING_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 20261203))"
+_ONE_RUN_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 20261203))"
+THREAD_BUSY_SECONDS = 60.0
+"""How long a run waits for the thread's previous run before it is told the thread is busy."""
 
 MAILBOX_UNAVAILABLE_MESSAGE = (
     "Your mailbox (Outlook) is unavailable right now, so the draft was not saved yet. "
@@ -136,9 +139,11 @@ class CopilotService:
         fallbacks: list[BaseChatModel],
         *,
         write_guard_factory: Callable[[], WriteGuardMiddleware] = WriteGuardMiddleware,
+        lock_pool: AsyncConnectionPool[AsyncConnection[DictRow]] | None = None,
     ):
         self.settings = settings
         self.pool = pool
+        self.lock_pool = lock_pool or pool
         self.saver = saver
         self.store = store
         self.model = model
@@ -159,15 +164,33 @@ class CopilotService:
         thread_id: str | None,
         text: str,
         on_progress: ProgressCallback | None = None,
+        *,
+        message_id: str | None = None,
     ) -> TurnResult:
-        """Answer ``text`` on the rep's thread (a new one when ``thread_id`` is None)."""
+        """Answer ``text`` on the rep's thread (a new one when ``thread_id`` is None).
+
+        ``message_id`` names the message (e.g. from its Teams activity id): a repeat of a
+        message already taken (a queue redelivery after a crash) is not asked again; the
+        turn it started is finished if it was cut short, and its result returned.
+        """
         if not text.strip():
             raise InvalidDecision("the question is empty")
         thread_id = await self._own_thread(identity, thread_id)
-        async with self._turn(identity, tokens, thread_id) as turn:
+        async with self._one_run(thread_id), self._turn(identity, tokens, thread_id) as turn:
             if isinstance(turn, TurnResult):
                 return turn
             agent, ctx, config = turn
+            state = await agent.aget_state(config)
+            messages = (state.values or {}).get("messages", [])
+            unfinished = bool(state.next) and not state.interrupts
+            # A run cut short (a crash between its steps) left tool calls without their
+            # results: finish it first, so the history stays one a model accepts.
+            if unfinished and not await self._stream(agent, None, config, ctx, on_progress):
+                return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
+            if message_id is not None and any(
+                isinstance(m, HumanMessage) and m.id == message_id for m in messages
+            ):
+                return await self._result(agent, config, thread_id)
             pending = await self._pending(agent, config)
             if pending:
                 return TurnResult(
@@ -176,7 +199,8 @@ class CopilotService:
                     proposals=pending,
                     notice="proposals_pending",
                 )
-            if not await self._stream(agent, {"messages": [HumanMessage(text)]}, config, ctx, on_progress):
+            question = HumanMessage(text, id=message_id) if message_id is not None else HumanMessage(text)
+            if not await self._stream(agent, {"messages": [question]}, config, ctx, on_progress):
                 return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
             return await self._result(agent, config, thread_id)
 
@@ -191,7 +215,7 @@ class CopilotService:
         """Apply the rep's decisions to pending proposals and continue the run."""
         decisions = parse_decisions(raw_decisions)
         await self._own_thread(identity, thread_id)
-        async with self._deciding(thread_id), self._turn(identity, tokens, thread_id) as turn:
+        async with self._one_run(thread_id), self._turn(identity, tokens, thread_id) as turn:
             if isinstance(turn, TurnResult):
                 return turn
             agent, ctx, config = turn
@@ -253,17 +277,25 @@ class CopilotService:
             return result
 
     @asynccontextmanager
-    async def _deciding(self, thread_id: str) -> AsyncIterator[None]:
-        """One decision round on a thread at a time, across processes.
+    async def _one_run(self, thread_id: str) -> AsyncIterator[None]:
+        """One run (question or decision round) on a thread at a time, across processes.
 
-        Two resumes restoring the same checkpoint would both run: an approve and a reject
-        of one proposal could then both take effect (the write made, and a rejection
-        recorded for it). A transaction-scoped advisory lock, held on a connection of its
-        own, makes the second wait and then find the proposal decided; it is released
-        with the block, or with the process if that dies.
+        Two runs restoring the same checkpoint would fork it: an approve and a reject of
+        one proposal could both take effect, and a question could get another's answer.
+        A transaction-scoped advisory lock, on a connection of the lock pool (so waiting
+        runs never starve the pool that the running one needs), makes the next run wait;
+        it is released with the block, or with the process if that dies. A run that waits
+        longer than ``THREAD_BUSY_SECONDS`` is told the thread is busy.
         """
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(_DECIDING_LOCK_SQL, (thread_id,))
+        async with self.lock_pool.connection() as conn, conn.transaction():
+            await conn.execute(f"SET LOCAL lock_timeout = '{int(THREAD_BUSY_SECONDS * 1000)}ms'")
+            try:
+                await conn.execute(_ONE_RUN_LOCK_SQL, (thread_id,))
+            except LockNotAvailable as exc:
+                raise ThreadBusy(
+                    "I'm still working on your previous message in this conversation; "
+                    "please try again in a moment."
+                ) from exc
             yield
 
     async def _record_rejections(
@@ -539,6 +571,9 @@ async def open_service(
     """
     url = resolve_database_url(settings)
     pool = await open_pool(url, settings)
+    # Per-thread run locks hold a connection each while a run lasts: a pool of their own
+    # (opened on demand) so that waiting runs never take the connections running ones need.
+    locks = await open_pool(url, settings, min_size=0, max_size=4 * settings.db_pool_max_size, name="locks")
     try:
         async with pool.connection() as conn:
             await assert_schema_current(conn)
@@ -546,9 +581,17 @@ async def open_service(
         fallbacks = [build_model(name) for name in settings.fallback_model_names()]
         model = model or build_model(settings.copilot_model)
         yield CopilotService(
-            settings, pool, saver, store, model, fallbacks, write_guard_factory=write_guard_factory
+            settings,
+            pool,
+            saver,
+            store,
+            model,
+            fallbacks,
+            write_guard_factory=write_guard_factory,
+            lock_pool=locks,
         )
     finally:
+        await locks.close()
         await pool.close()
 
 

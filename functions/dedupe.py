@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from botbuilder.schema import Activity
 
 from bot.conversations import Pool
@@ -25,3 +27,16 @@ async def first_delivery(pool: Pool, activity: Activity) -> bool:
             (activity.channel_id or "", activity.conversation.id, activity.id),
         )
         return await cur.fetchone() is not None
+
+
+DEDUPE_WINDOW = timedelta(days=2)
+"""How long a delivery is remembered: only needs to outlive Teams' retries (minutes)."""
+
+
+async def prune_deliveries(pool: Pool, *, older_than: timedelta = DEDUPE_WINDOW) -> int:
+    """Forget deliveries older than ``older_than`` (the daily retention); returns how many."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "DELETE FROM inbound_activities WHERE received_at < now() - %s", (older_than,)
+        )
+        return max(cur.rowcount, 0)

@@ -1,4 +1,5 @@
-"""Daily retention: expire idle threads and prune old checkpoint versions (03:30 UTC)."""
+"""Daily retention (03:30 UTC): expire idle threads, prune old checkpoint versions, and
+forget the webhook deliveries this app de-duplicates against (``inbound_activities``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import timedelta
 import azure.functions as func
 
 from copilot.persistence.retention import RetentionReport, apply_retention
+from functions.dedupe import prune_deliveries
 from functions.host import get_host
 
 logger = logging.getLogger(__name__)
@@ -17,8 +19,6 @@ bp = func.Blueprint()
 
 SCHEDULE = "0 30 3 * * *"
 """NCRONTAB (with seconds): every day at 03:30 (UTC unless WEBSITE_TIME_ZONE says otherwise)."""
-KEEP_CHECKPOINTS = 1
-"""Checkpoints kept per thread and namespace: the newest is the thread's state."""
 
 
 @bp.function_name("retention")
@@ -31,12 +31,17 @@ async def retention(timer: func.TimerRequest) -> None:
 
 
 async def run_retention() -> RetentionReport:
-    """Apply the retention policy once, with the host's database pool."""
+    """Apply the retention policy once, with the host's database pool and checkpointer."""
     host = await get_host()
+    service = host.runtime.service
     days = host.runtime.bot_settings.retention_days
-    async with host.runtime.service.pool.connection() as conn:
-        report = await apply_retention(
-            conn, older_than=timedelta(days=days), keep_checkpoints=KEEP_CHECKPOINTS
-        )
-    logger.info("retention (%d days): %s", days, json.dumps(report.to_json()))
+    async with service.pool.connection() as conn:
+        report = await apply_retention(conn, service.saver, older_than=timedelta(days=days))
+    deliveries = await prune_deliveries(service.pool)
+    logger.info(
+        "retention (%d days): %s; %d webhook deliveries forgotten",
+        days,
+        json.dumps(report.to_json()),
+        deliveries,
+    )
     return report

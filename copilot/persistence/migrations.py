@@ -5,11 +5,19 @@ request: request paths call :func:`assert_schema_current`, which only reads.
 Each migration runs in its own transaction under an advisory lock, so concurrent
 migrators serialise and a failed migration leaves nothing half-applied. Applied
 migrations are checksummed: editing one after it shipped is refused.
+
+The schema is one numbered sequence, but each layer ships the SQL of its own tables in a
+``sql/`` folder of its package (:data:`SCHEMA_PACKAGES`): the copilot's in
+``copilot/persistence/sql/``, the bot's in ``bot/sql/``, the Functions app's in
+``functions/sql/``. The packages are located by name with :mod:`importlib.resources`
+(which loads only each package's ``__init__``), so this module has no import of the
+layers above it.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -42,15 +50,30 @@ class Migration:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
-def load_migrations() -> tuple[Migration, ...]:
-    """The migrations shipped with the code, ordered by version (``sql/NNNN_name.sql``)."""
-    folder = resources.files("copilot.persistence") / "sql"
+SCHEMA_PACKAGES: tuple[str, ...] = ("copilot.persistence", "bot", "functions")
+"""The packages whose ``sql/`` folders make up the schema: the copilot's own tables, the
+bot's (conversations, approval cards, SSO tokens), the Functions app's (webhook
+de-duplication). One sequence of versions across all of them."""
+
+
+def load_migrations(packages: Sequence[str] = SCHEMA_PACKAGES) -> tuple[Migration, ...]:
+    """The migrations shipped with the code, ordered by version: every ``sql/NNNN_name.sql``
+    of the named ``packages``, located by name; leaving one out leaves a gap, refused."""
+    if isinstance(packages, str):
+        raise TypeError("packages must be a sequence of package names, not a str")
     found: list[Migration] = []
-    for entry in folder.iterdir():
-        if not entry.name.endswith(".sql"):
-            continue
-        number, _, rest = entry.name.partition("_")
-        found.append(Migration(int(number), rest.removesuffix(".sql"), entry.read_text(encoding="utf-8")))
+    for package in packages:
+        try:
+            folder = resources.files(package) / "sql"
+        except ModuleNotFoundError as exc:
+            raise MigrationError(f"the migrations' package {package!r} is not installed") from exc
+        if not folder.is_dir():
+            raise MigrationError(f"the package {package!r} has no sql/ folder of migrations")
+        for entry in folder.iterdir():
+            if not entry.name.endswith(".sql"):
+                continue
+            number, _, rest = entry.name.partition("_")
+            found.append(Migration(int(number), rest.removesuffix(".sql"), entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
     if len(set(versions)) != len(versions) or versions != list(range(1, len(versions) + 1)):

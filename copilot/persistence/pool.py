@@ -81,7 +81,13 @@ class AppLogin:
 
 
 async def open_pool(
-    conninfo: str, settings: Settings, *, open_timeout: float = 30.0
+    conninfo: str,
+    settings: Settings,
+    *,
+    open_timeout: float = 30.0,
+    min_size: int | None = None,
+    max_size: int | None = None,
+    name: str = "copilot",
 ) -> AsyncConnectionPool[AsyncConnection[DictRow]]:
     """Open a pool on ``conninfo`` and wait until its minimum connections are up.
 
@@ -94,15 +100,15 @@ async def open_pool(
     app = await resolve_app_login(conninfo, settings)
     pool: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
         app.conninfo,
-        min_size=settings.db_pool_min_size,
-        max_size=settings.db_pool_max_size,
+        min_size=settings.db_pool_min_size if min_size is None else min_size,
+        max_size=settings.db_pool_max_size if max_size is None else max_size,
         max_lifetime=settings.db_pool_max_lifetime_seconds,
         max_idle=settings.db_pool_max_idle_seconds,
         check=AsyncConnectionPool.check_connection,
         kwargs=CONNECTION_KWARGS,
         configure=app_configure(app.set_role, audit_config),
         open=False,
-        name="copilot",
+        name=name,
     )
     try:
         await pool.open(wait=True, timeout=open_timeout)

@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import operator
 import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from datetime import timedelta
+from typing import Annotated, Any
 
 import psycopg
 import pytest
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.graph import END, START, StateGraph
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
+from typing_extensions import TypedDict
 
 from copilot.errors import DatabaseError
+from copilot.persistence import threads
 from copilot.persistence.checkpoint import make_saver_and_store, setup_langgraph
 from copilot.persistence.migrations import migrate
 from copilot.persistence.pool import open_pool
+from copilot.persistence.retention import apply_retention
 from copilot.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -140,3 +147,64 @@ def test_db_migrate_command_also_sets_up_langgraph_and_grants(database_url, proj
     assert by_table["store"] == "DELETE,INSERT,SELECT,UPDATE"
     assert by_table["audit_log"] == "INSERT,SELECT"
     assert by_table["schema_migrations"] == "SELECT"
+
+
+def _extend(state: list[str], writes: Any) -> list[str]:
+    # A DeltaChannel reducer folds a batch of writes at once.
+    return [*state, *(item for write in writes for item in write)]
+
+
+class _DeltaState(TypedDict):
+    items: Annotated[list[str], DeltaChannel(_extend)]
+
+
+class _PlainState(TypedDict):
+    items: Annotated[list[str], operator.add]
+
+
+async def test_retention_skips_delta_channel_threads_and_still_expires_them(app_pool, db_conn):
+    """keep_latest refuses a thread whose state is replayed from history (DeltaChannel):
+    retention leaves it whole and reports it, prunes the plain thread beside it, and an
+    idle delta thread is still deleted outright."""
+
+    def graph(state: type[Any], saver: Any) -> Any:
+        builder = StateGraph(state)
+        builder.add_node("step", lambda s: {"items": ["step"]})
+        builder.add_edge(START, "step")
+        builder.add_edge("step", END)
+        return builder.compile(checkpointer=saver)
+
+    saver, _ = make_saver_and_store(app_pool)
+    async with app_pool.connection() as conn:
+        delta, idle_delta, plain = [
+            await threads.create_thread(conn, tenant_id="tenant-ret", owner_aad_id=f"aad-{name}")
+            for name in ("delta", "idle-delta", "plain")
+        ]
+    for thread_id, state in ((delta, _DeltaState), (idle_delta, _DeltaState), (plain, _PlainState)):
+        for turn in ("one", "two"):
+            await graph(state, saver).ainvoke({"items": [turn]}, {"configurable": {"thread_id": thread_id}})
+    await db_conn.execute(
+        "UPDATE threads SET last_active_at = now() - interval '40 days' WHERE thread_id = %s", (idle_delta,)
+    )
+    delta_before = await _scalar(db_conn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", (delta,))
+    assert delta_before > 2
+
+    async with app_pool.connection() as conn:
+        report = await apply_retention(conn, saver, older_than=timedelta(days=30))
+
+    assert report.expired_threads == [idle_delta]
+    assert report.skipped_threads == [delta]
+    assert report.pruned_threads == [plain]
+    assert (
+        await _scalar(db_conn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", (delta,))
+        == delta_before
+    )
+    for table in ("threads", *LANGGRAPH_TABLES[:3]):
+        assert (
+            await _scalar(db_conn, f"SELECT count(*) FROM {table} WHERE thread_id = %s", (idle_delta,)) == 0
+        )
+    config: Any = {"configurable": {"thread_id": delta}}
+    kept = await graph(_DeltaState, saver).aget_state(config)
+    assert kept.values == {"items": ["one", "step", "two", "step"]}
+    pruned = await graph(_PlainState, saver).aget_state({"configurable": {"thread_id": plain}})
+    assert pruned.values == {"items": ["one", "step", "two", "step"]}

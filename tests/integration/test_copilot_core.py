@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import Any
 
 import psycopg
@@ -982,3 +983,47 @@ async def test_the_offline_model_answers_how_to_reach_a_contact_without_crashing
         result = await svc.run_turn(rep.identity, rep.broker, None, "how do I reach Sarah Chen at Acme?")
     assert result.answer
     assert result.notice in (None, "limit_reached")
+
+
+async def test_a_redelivered_message_is_not_asked_twice(copilot_settings, sandbox):
+    # A queue worker that dies after the card went out but before acknowledging the
+    # message gets it again, maybe after the rep approved: it must not be proposed again.
+    model = ScriptedChatModel(steps=[calls(_log("Once")), AIMessage(content="Logged."), calls(_log("Twice"))])
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        first = await svc.run_turn(
+            rep.identity, rep.broker, None, "log a call", message_id="teams-activity:a1"
+        )
+        call_id = first.proposals[0].tool_call_id
+        await svc.resume(rep.identity, rep.broker, first.thread_id, [_approve(call_id)])
+        again = await svc.run_turn(
+            rep.identity, rep.broker, first.thread_id, "log a call", message_id="teams-activity:a1"
+        )
+    assert again.proposals == []
+    assert [a["subject"] for a in _activities(sandbox, first.thread_id)] == ["Once"]
+
+
+def _slow_answer(text: str) -> Any:
+    def step(messages: list[BaseMessage]) -> AIMessage:
+        time.sleep(0.4)  # the model thinks (in a worker thread): the two runs overlap
+        return AIMessage(content=text)
+
+    return step
+
+
+async def test_concurrent_questions_on_one_thread_run_one_after_the_other(copilot_settings, sandbox):
+    model = ScriptedChatModel(steps=[_slow_answer("first"), _slow_answer("second"), _slow_answer("third")])
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        first = await svc.run_turn(rep.identity, rep.broker, None, "one")
+        results = await asyncio.gather(
+            svc.run_turn(rep.identity, rep.broker, first.thread_id, "two"),
+            svc.run_turn(rep.identity, rep.broker, first.thread_id, "three"),
+        )
+        state = await svc.saver.aget_tuple({"configurable": {"thread_id": first.thread_id}})
+    assert sorted(r.answer or "" for r in results) == ["second", "third"]
+    assert state is not None
+    asked = [m.content for m in state.checkpoint["channel_values"]["messages"] if m.type == "human"]
+    # Both questions are in the one history: no run forked the checkpoint and lost the other.
+    assert asked[0] == "one"
+    assert sorted(asked[1:]) == ["three", "two"]

@@ -32,6 +32,7 @@ from psycopg.rows import DictRow
 
 from bot.rep_tokens import SsoRepTokens
 from copilot.auth.tokens import dev_sign_in
+from copilot.errors import MigrationError
 from copilot.persistence import threads
 from copilot.persistence.retention import apply_retention
 from copilot.settings import Settings
@@ -569,6 +570,15 @@ async def test_a_poisoned_conversation_update_is_only_logged(app_env: QueueClien
     assert teams.connector.calls == []
 
 
+async def test_the_host_refuses_to_start_on_a_schema_behind_the_code(app_env: QueueClient, db_conn: DbConn):
+    await reset_host()
+    # The Functions app's own migration (functions/sql/) was never applied.
+    await db_conn.execute("DELETE FROM schema_migrations WHERE version = 5")
+
+    with pytest.raises(MigrationError, match=r"missing migrations \[5\]"):
+        await get_host()
+
+
 # --- retention ------------------------------------------------------------------------------------------------
 
 
@@ -664,17 +674,28 @@ async def test_retention_expires_idle_threads_and_prunes_old_checkpoints_and_thr
             db_conn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", active.thread_id
         )
         assert checkpoints_before > 2
+        blobs_before = await _count(
+            db_conn, "SELECT count(*) FROM checkpoint_blobs WHERE thread_id = %s", active.thread_id
+        )
         state_before = await _state(db_conn, active.thread_id)
         assert any(kind == "write" for _, _, kind, *_ in state_before), "the pending approval is a write"
 
         async with svc.pool.connection() as conn:  # the application role: its grants suffice
-            report = await apply_retention(conn, older_than=timedelta(days=30))
+            report = await apply_retention(conn, svc.saver, older_than=timedelta(days=30))
 
         assert report.expired_threads == [idle.thread_id]
         assert report.pruned_threads == [active.thread_id]
         assert report.skipped_threads == []
-        assert report.checkpoints_deleted >= checkpoints_before - 1
-        assert report.blobs_deleted > 0
+        checkpoints_after = await _count(
+            db_conn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", active.thread_id
+        )
+        assert report.checkpoints_deleted == checkpoints_before - checkpoints_after >= checkpoints_before - 1
+        assert (
+            await _count(
+                db_conn, "SELECT count(*) FROM checkpoint_blobs WHERE thread_id = %s", active.thread_id
+            )
+            < blobs_before
+        ), "the blobs only old versions named are gone"
         for table in ("threads", "checkpoints", "checkpoint_blobs", "checkpoint_writes"):
             assert (
                 await _count(db_conn, f"SELECT count(*) FROM {table} WHERE thread_id = %s", idle.thread_id)
@@ -728,11 +749,11 @@ async def test_retention_expires_idle_threads_and_prunes_old_checkpoints_and_thr
 
         # A second run finds nothing more to prune on an idle-free database.
         async with svc.pool.connection() as conn:
-            again = await apply_retention(conn, older_than=timedelta(days=30))
+            again = await apply_retention(conn, svc.saver, older_than=timedelta(days=30))
         assert again.expired_threads == []
 
-    with pytest.raises(ValueError, match="keep_checkpoints"):
-        await apply_retention(db_conn, older_than=timedelta(days=30), keep_checkpoints=0)
+        with pytest.raises(ValueError, match="older_than"):
+            await apply_retention(db_conn, svc.saver, older_than=timedelta(0))
 
 
 async def test_the_retention_timer_applies_the_configured_period(
@@ -749,6 +770,14 @@ async def test_the_retention_timer_applies_the_configured_period(
     await db_conn.execute(
         "UPDATE threads SET last_active_at = now() - interval '6 days' WHERE thread_id = %s", (recent,)
     )
+    # Webhook deliveries are remembered for two days (functions/dedupe.py), whatever the period.
+    conversation = f"conv-retention-{uuid.uuid4()}"
+    await db_conn.execute(
+        """INSERT INTO inbound_activities (channel_id, conversation_id, activity_id, received_at)
+           VALUES ('msteams', %(c)s, 'old', now() - interval '3 days'),
+                  ('msteams', %(c)s, 'recent', now() - interval '1 day')""",
+        {"c": conversation},
+    )
 
     class Timer:
         past_due = False
@@ -759,3 +788,7 @@ async def test_the_retention_timer_applies_the_configured_period(
         "SELECT thread_id FROM threads WHERE thread_id = ANY(%s)", ([old, recent],)
     )
     assert [row["thread_id"] for row in await remaining.fetchall()] == [recent]
+    deliveries = await db_conn.execute(
+        "SELECT activity_id FROM inbound_activities WHERE conversation_id = %s", (conversation,)
+    )
+    assert [row["activity_id"] for row in await deliveries.fetchall()] == ["recent"]

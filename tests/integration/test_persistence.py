@@ -63,6 +63,47 @@ async def test_a_migration_edited_after_it_was_applied_is_refused(db_conn):
         await migrate(db_conn, tampered)
 
 
+# Deployed databases have these applied: moving a file must keep its version, name and bytes.
+_SHIPPED = {
+    3: ("bot", "teams", "18a6dc2c89663681073db97d51a1ebb082cbffd9a8f2e612314eabe3068db3ee"),
+    4: ("bot", "card_claims", "e66ff749ca5f9828569b0e9ae22659264197fc2b08e7fde32932570b937a46bb"),
+    5: (
+        "functions",
+        "inbound_activities",
+        "4cfd2d405ca512bea8c052390fd353f2839fe11c91619c211332bb179c17dd16",
+    ),
+}
+
+
+def test_each_layer_ships_its_own_tables_in_one_sequence_of_migrations():
+    from importlib import resources
+
+    every = load_migrations()
+    assert [m.version for m in every] == list(range(1, len(every) + 1))
+    by_version = {m.version: m for m in every}
+    for version, (package, name, checksum) in _SHIPPED.items():
+        assert (by_version[version].name, by_version[version].checksum) == (name, checksum)
+        assert (resources.files(package) / "sql" / f"{version:04d}_{name}.sql").is_file()
+    copilot_only = {e.name for e in (resources.files("copilot.persistence") / "sql").iterdir()}
+    assert not any(name.startswith(("0003_", "0004_", "0005_")) for name in copilot_only)
+    assert {m.version for m in load_migrations(("copilot.persistence", "bot", "functions"))} == set(
+        by_version
+    )
+    # A layer left out leaves a gap, which is refused rather than migrated around.
+    with pytest.raises(MigrationError, match="without gaps"):
+        load_migrations(("copilot.persistence", "bot"))
+    with pytest.raises(MigrationError, match="not installed"):
+        load_migrations(("copilot.persistence", "no_such_layer"))
+
+
+async def test_request_paths_refuse_a_database_missing_one_layers_migrations(db_conn):
+    await migrate(db_conn)
+    await db_conn.execute("DELETE FROM schema_migrations WHERE version = 5")
+
+    with pytest.raises(MigrationError, match=r"missing migrations \[5\]"):
+        await assert_schema_current(db_conn)
+
+
 async def test_request_paths_refuse_a_database_that_was_not_migrated(db_conn):
     with pytest.raises(MigrationError, match="python -m copilot db migrate"):
         await assert_schema_current(db_conn)
