@@ -327,7 +327,13 @@ class CopilotService:
     async def pending(self, identity: RepIdentity, tokens: TokenBroker, thread_id: str) -> TurnResult:
         """The proposals waiting on a thread (no model call)."""
         await self._own_thread(identity, thread_id)
-        agent = build_agent(
+        agent = self._state_reader()
+        proposals = await self._pending(agent, self._config(thread_id))
+        return TurnResult(thread_id, proposals=proposals)
+
+    def _state_reader(self) -> Any:
+        """An agent without CRM tools: only to read a thread's state (no model call)."""
+        return build_agent(
             settings=self.settings,
             model=self.model,
             fallbacks=self.fallbacks,
@@ -336,8 +342,6 @@ class CopilotService:
             store=self.store,
             breaker=self.breaker,
         )
-        proposals = await self._pending(agent, self._config(thread_id))
-        return TurnResult(thread_id, proposals=proposals)
 
     async def decided(
         self, identity: RepIdentity, thread_id: str, tool_call_id: str
@@ -354,15 +358,7 @@ class CopilotService:
             )
         if stored is None:
             return None
-        agent = build_agent(
-            settings=self.settings,
-            model=self.model,
-            fallbacks=self.fallbacks,
-            crm_read_tools=[],
-            checkpointer=self.saver,
-            store=self.store,
-            breaker=self.breaker,
-        )
+        agent = self._state_reader()
         config: Any = self._config(thread_id)
         state = await agent.aget_state(config)
         values = state.values or {}
