@@ -187,8 +187,9 @@ class CopilotService:
             # results: finish it first, so the history stays one a model accepts.
             if unfinished and not await self._stream(agent, None, config, ctx, on_progress):
                 return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
-            if message_id is not None and any(
-                isinstance(m, HumanMessage) and m.id == message_id for m in messages
+            if message_id is not None and (
+                any(isinstance(m, HumanMessage) and m.id == message_id for m in messages)
+                or await self._answered(thread_id, message_id)
             ):
                 return await self._result(agent, config, thread_id)
             pending = await self._pending(agent, config)
@@ -200,7 +201,11 @@ class CopilotService:
                     notice="proposals_pending",
                 )
             question = HumanMessage(text, id=message_id) if message_id is not None else HumanMessage(text)
-            if not await self._stream(agent, {"messages": [question]}, config, ctx, on_progress):
+            finished = await self._stream(agent, {"messages": [question]}, config, ctx, on_progress)
+            if message_id is not None:
+                async with self.pool.connection() as conn:
+                    await threads.mark_answered(conn, thread_id, message_id)
+            if not finished:
                 return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
             return await self._result(agent, config, thread_id)
 
@@ -330,6 +335,10 @@ class CopilotService:
         agent = self._state_reader()
         proposals = await self._pending(agent, self._config(thread_id))
         return TurnResult(thread_id, proposals=proposals)
+
+    async def _answered(self, thread_id: str, message_id: str) -> bool:
+        async with self.pool.connection() as conn:
+            return await threads.was_answered(conn, thread_id, message_id)
 
     def _state_reader(self) -> Any:
         """An agent without CRM tools: only to read a thread's state (no model call)."""

@@ -202,3 +202,19 @@ async def _fetch_all(conn: AsyncConnection[Any], query: str, params: Any) -> lis
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(query, params)
         return await cur.fetchall()
+
+
+async def was_answered(conn: AsyncConnection[Any], thread_id: str, message_id: str) -> bool:
+    """Whether the thread already answered the message named ``message_id``."""
+    cur = await conn.execute(
+        "SELECT 1 FROM answered_messages WHERE thread_id = %s AND message_id = %s", (thread_id, message_id)
+    )
+    return await cur.fetchone() is not None
+
+
+async def mark_answered(conn: AsyncConnection[Any], thread_id: str, message_id: str) -> None:
+    """Record that the thread answered the message named ``message_id`` (idempotent)."""
+    await conn.execute(
+        "INSERT INTO answered_messages (thread_id, message_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+        (thread_id, message_id),
+    )

@@ -1027,3 +1027,34 @@ async def test_concurrent_questions_on_one_thread_run_one_after_the_other(copilo
     # Both questions are in the one history: no run forked the checkpoint and lost the other.
     assert asked[0] == "one"
     assert sorted(asked[1:]) == ["three", "two"]
+
+
+async def test_a_redelivered_message_is_not_asked_again_after_summarisation_folded_it_in(
+    copilot_settings, sandbox
+):
+    from copilot.models.offline import OfflineChatModel
+    from tests.support.copilot_env import copilot_settings as make_settings
+
+    assert copilot_settings.database_url is not None
+    settings = make_settings(
+        copilot_settings.database_url.get_secret_value(),
+        sandbox,
+        COPILOT_SUMMARY_TRIGGER_TOKENS=500,
+        COPILOT_SUMMARY_KEEP_MESSAGES=2,
+    )
+    rep = await sign_in(settings, "alex")
+    async with service(settings, OfflineChatModel()) as svc:
+        first = await svc.run_turn(rep.identity, rep.broker, None, "summarise Acme", message_id="m-1")
+        for n, question in enumerate(["summarise Globex", "my deals closing this quarter", "summarise Acme"]):
+            await svc.run_turn(rep.identity, rep.broker, first.thread_id, question, message_id=f"m-{n + 2}")
+        before = await svc.saver.aget_tuple({"configurable": {"thread_id": first.thread_id}})
+        assert before is not None
+        ids = [m.id for m in before.checkpoint["channel_values"]["messages"]]
+        assert "m-1" not in ids  # folded into the summary
+        again = await svc.run_turn(
+            rep.identity, rep.broker, first.thread_id, "summarise Acme", message_id="m-1"
+        )
+        after = await svc.saver.aget_tuple({"configurable": {"thread_id": first.thread_id}})
+    assert after is not None
+    assert after.checkpoint["id"] == before.checkpoint["id"]  # nothing was run again
+    assert again.proposals == []
