@@ -81,8 +81,8 @@ NOT_SENT_NOTICE = (
 
 WELCOME_COMMANDS: tuple[str, ...] = (
     "my pipeline",
-    "summarise Acme",
-    "log a call with Acme — discussed pricing",
+    "my deals closing this quarter",
+    "help",
     "my preferences",
 )
 

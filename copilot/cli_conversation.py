@@ -47,7 +47,7 @@ def check_rep(rep: str) -> None:
     """``--rep``: a non-empty handle or AAD object id (whether it exists, only sign-in knows)."""
     _check_text("--rep", rep)
     if not rep.strip():
-        raise InvalidInput("--rep is empty: give a rep's handle (e.g. alex) or AAD object id")
+        raise InvalidInput("--rep is empty: give a rep's handle or AAD object id")
 
 
 def check_thread(thread: str | None) -> None:
@@ -66,7 +66,7 @@ def check_question(question: str) -> None:
     """The question of ``ask``: non-empty text."""
     _check_text("the question", question)
     if not question.strip():
-        raise InvalidInput('the question is empty: ask something, e.g. "what\'s going on with Acme?"')
+        raise InvalidInput('the question is empty: ask something, e.g. "my deals closing this quarter"')
 
 
 async def _sign_in(settings: Settings, rep: str) -> tuple[Any, OboTokenBroker]:

@@ -1,4 +1,4 @@
-"""Progress lines a rep sees while a turn works ("Looking up Acme's opportunities…"), pure."""
+"""Progress lines a rep sees while a turn works ("Looking up the account's opportunities…"), pure."""
 
 from __future__ import annotations
 

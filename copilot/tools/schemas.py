@@ -34,7 +34,9 @@ class LogActivityArgs(_Args):
     type: ActivityType = Field(description="call, meeting, email or task")
     subject: str = Field(min_length=1, max_length=200, description="One-line summary")
     notes: str = Field(default="", max_length=4000, description="What was discussed, next steps")
-    account_id: str | None = Field(default=None, description="Account record id, e.g. acc-acme")
+    account_id: str | None = Field(
+        default=None, description="Account record id (as a tool result returned it)"
+    )
     opportunity_id: str | None = Field(default=None, description="Opportunity record id")
     occurred_at: dt.datetime | None = Field(default=None, description="When it happened (ISO); default now")
 

@@ -530,7 +530,7 @@ def test_welcome_card_explains_the_copilot_and_offers_example_commands():
     assert "approve" in text
     commands = [a["data"] for a in card["actions"]]
     assert commands == [{"copilot": "command", "text": t} for t in WELCOME_COMMANDS]
-    assert {"my pipeline", "summarise Acme", "my preferences"} <= set(WELCOME_COMMANDS)
+    assert {"my pipeline", "my deals closing this quarter", "my preferences"} <= set(WELCOME_COMMANDS)
     assert all(a["type"] == "Action.Submit" for a in card["actions"])
 
 
