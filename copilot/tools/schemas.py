@@ -9,7 +9,6 @@ probability) are simply not here.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -110,12 +109,3 @@ class NoArgs(_Args):
 
 LOCAL_READ_TOOLS = ("get_preferences",)
 """Read tools the copilot implements itself (not from the CRM's MCP server)."""
-
-
-def __getattr__(name: str) -> Mapping[str, type[BaseModel]]:
-    # The write tools and their schemas are listed once, in the registry (copilot.writes).
-    if name == "WRITE_TOOL_SCHEMAS":
-        from copilot.writes import WRITE_TOOL_SCHEMAS
-
-        return WRITE_TOOL_SCHEMAS
-    raise AttributeError(name)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from copilot.persistence import audit
 from copilot.persistence.database import connect
 from copilot.settings import Settings
-from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
+from copilot.writes import WRITE_TOOL_SCHEMAS
 from tests.support.sandbox_process import SandboxProcess
 
 WRITE_TOOLS = tuple(WRITE_TOOL_SCHEMAS)

@@ -21,7 +21,7 @@ from copilot.models.offline import OfflineChatModel
 from copilot.models.offline.text import quarter_bounds
 from copilot.runner import CopilotService, TurnResult
 from copilot.settings import Settings
-from copilot.tools.schemas import WRITE_TOOL_SCHEMAS
+from copilot.writes import WRITE_TOOL_SCHEMAS
 from tests.support.copilot_env import Rep, service, sign_in
 from tests.support.copilot_env import copilot_settings as make_settings
 from tests.support.sandbox_process import SandboxProcess

@@ -12,8 +12,9 @@ from mcp.types import ListToolsResult, Tool, ToolAnnotations
 from copilot.errors import ConfigurationError
 from copilot.middleware.approval import approval_middleware, assert_every_write_is_interrupted
 from copilot.tools import crm_client
-from copilot.tools.schemas import LOCAL_READ_TOOLS, WRITE_TOOL_SCHEMAS
+from copilot.tools.schemas import LOCAL_READ_TOOLS
 from copilot.tools.write_tools import local_read_tools, write_tools
+from copilot.writes import WRITE_TOOL_SCHEMAS
 
 CRM_READS = {"search_accounts", "get_account", "list_opportunities", "list_contacts"}
 
