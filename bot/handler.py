@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -32,7 +33,7 @@ from bot.progress import TurnProgress
 from bot.rep_tokens import RepTokens, SignedInRep, SsoRepTokens
 from bot.settings import BotSettings
 from copilot.auth.tokens import OboTokenBroker, identity_from_assertion
-from copilot.errors import AuthError, InvalidDecision, ThreadAccessDenied, ThreadNotFound
+from copilot.errors import AuthError, InvalidDecision, ProposalNotPending, ThreadAccessDenied, ThreadNotFound
 from copilot.runner import CopilotService, Proposal, TurnResult
 
 logger = logging.getLogger(__name__)
@@ -236,41 +237,51 @@ class CopilotBot(TeamsActivityHandler):
         rep = await self._rep(turn_context)
         if rep is None:
             return
-        try:
-            pending = await self.service.pending(rep.identity, rep.broker, submission.thread_id)
-        except (ThreadAccessDenied, ThreadNotFound):
-            await turn_context.send_activity(NOT_YOURS)
-            return
-        proposal = next((p for p in pending.proposals if p.tool_call_id == submission.tool_call_id), None)
-        if proposal is None:
-            await self._show_decided(turn_context, rep, submission.thread_id, submission.tool_call_id)
-            return
-        try:
-            decision = to_decision(submission, proposal)
-        except InvalidSubmission as exc:
-            await turn_context.send_activity(exc.message)
-            return
+
+        built: list[dict[str, Any]] = []
+
+        def decision_for(pending: Mapping[str, Proposal]) -> list[dict[str, Any]]:
+            # Built against the proposal actually pending, inside the one decide call.
+            proposal = pending.get(submission.tool_call_id)
+            if proposal is None:
+                raise ProposalNotPending(submission.tool_call_id)
+            built.append(to_decision(submission, proposal))
+            return built
+
+        progress = TurnProgress(turn_context)
         async with conversations.deciding(
-            self.service.pool, submission.thread_id, proposal.tool_call_id
+            self.service.pool, submission.thread_id, submission.tool_call_id
         ) as hold:
             if not hold.granted:
                 await turn_context.send_activity(ALREADY_DECIDED)
                 return
-            progress = TurnProgress(turn_context)
             try:
-                result = await self.service.resume(
-                    rep.identity, rep.broker, submission.thread_id, [decision], progress.update
+                result = await self.service.decide(
+                    rep.identity, rep.broker, submission.thread_id, decision_for, progress.update
                 )
-            except InvalidDecision as exc:
+            except (ThreadAccessDenied, ThreadNotFound):
+                await turn_context.send_activity(NOT_YOURS)
+                return
+            except ProposalNotPending:
+                result = None
+            except (InvalidSubmission, InvalidDecision) as exc:
                 await turn_context.send_activity(exc.message)
                 return
-            await self._update_card(turn_context, submission.thread_id, proposal, decision, result)
-            # Marked only once the card shows the outcome (both commit when the hold ends):
-            # if the process dies before, the next click shows the outcome instead of
-            # "already decided". Still pending (e.g. the CRM was unavailable): the card
-            # stays open for another try.
-            if not any(p.tool_call_id == proposal.tool_call_id for p in result.proposals):
-                await hold.mark_decided()
+            if result is not None:
+                proposal = result.decided.get(submission.tool_call_id)
+                if proposal is not None:
+                    await self._update_card(turn_context, submission.thread_id, proposal, built[0], result)
+                # Marked only once the card shows the outcome (both commit when the hold
+                # ends): if the process dies before, the next click shows the outcome
+                # instead of "already decided". Still pending (e.g. the CRM was
+                # unavailable): the card stays open for another try.
+                if proposal is not None and not any(
+                    p.tool_call_id == submission.tool_call_id for p in result.proposals
+                ):
+                    await hold.mark_decided()
+        if result is None:
+            await self._show_decided(turn_context, rep, submission.thread_id, submission.tool_call_id)
+            return
         await self._send_result(turn_context, result, progress)
 
     async def _show_decided(

@@ -41,7 +41,8 @@ def build_agent(
     breaker: CircuitBreaker,
     write_guard: WriteGuardMiddleware | None = None,
 ) -> CompiledStateGraph[Any, AgentContext, Any, Any]:
-    """The agent for one turn (its CRM read tools are bound to the turn's MCP session).
+    """The process's agent (compiled once; each CRM read tool calls the session of the run
+    that uses it, from the run's context).
 
     Middleware order matters: context and PII run before every model call; the limit
     and fallback wrap the model; proposals are snapshotted right after the model; the

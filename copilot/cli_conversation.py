@@ -173,7 +173,7 @@ async def resume(settings: Settings, rep: str, thread: str, decisions: str, as_j
     parse_decisions(parsed)
     identity, tokens = await _sign_in(settings, rep)
     async with open_service(settings) as service:
-        result = await service.resume(identity, tokens, thread, parsed, _progress(as_json))
+        result = await service.decide(identity, tokens, thread, parsed, _progress(as_json))
     _print(result, as_json)
     return 0
 
@@ -239,7 +239,7 @@ async def _decide_one_by_one(
                 decision = parse_reply(reply, proposal)
                 if decision is None:
                     continue
-                result = await service.resume(
+                result = await service.decide(
                     identity, tokens, result.thread_id, [decision], _progress(as_json)
                 )
                 break

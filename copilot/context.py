@@ -1,23 +1,27 @@
 """What a run needs at hand but must never persist: the rep, their tokens, live connections.
 
 LangGraph passes this as the run's ``context`` (not state), so nothing here is
-checkpointed; tokens stay inside the broker and the HTTP clients built from it.
+checkpointed; tokens stay inside the broker and the HTTP clients built from it. The
+agent graph is compiled once per process; everything that belongs to one rep's run
+comes through here.
 """
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
+from mcp import ClientSession
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
 from copilot.auth.tokens import TokenBroker
-from copilot.errors import CrmUnavailable
 from copilot.identity import RepIdentity
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, open_crm_session
+from copilot.tools.session_host import SessionHost, SessionOpener
 
 
 @dataclass
@@ -28,25 +32,47 @@ class AgentContext:
     identity: RepIdentity
     thread_id: str
     tokens: TokenBroker = field(repr=False)
-    crm: CrmGateway = field(repr=False)
-    """The turn's read session (``crm.read`` token)."""
     pool: AsyncConnectionPool[AsyncConnection[DictRow]] = field(repr=False)
-    exit_stack: AsyncExitStack = field(repr=False)
-    _writer: CrmGateway | None = field(default=None, init=False, repr=False)
+    crm: CrmGateway = field(repr=False)
+    """The run's read session (``crm.read`` token), opened on first use."""
+    crm_write: CrmGateway = field(repr=False)
+    """The run's write session (``crm.write`` token), opened on first use: only the write
+    guard's executors, after an approval, ever use it."""
 
-    async def open_writer(self) -> None:
-        """Open the CRM session with the write scope (only to execute approved writes).
 
-        Called by the runner in the turn's own task: MCP sessions must be closed by the
-        task that opened them, and tools run in tasks of their own.
-        """
-        if self._writer is None:
-            token = await self.tokens.crm_token(write=True)
-            session = await self.exit_stack.enter_async_context(open_crm_session(self.settings, token))
-            self._writer = CrmGateway(session)
+def _crm_opener(settings: Settings, tokens: TokenBroker, *, write: bool) -> SessionOpener:
+    @asynccontextmanager
+    async def open_session() -> AsyncIterator[ClientSession]:
+        token = await tokens.crm_token(write=write)
+        async with open_crm_session(settings, token) as session:
+            yield session
 
-    async def crm_writer(self) -> CrmGateway:
-        """The write-scoped CRM session opened by :meth:`open_writer`."""
-        if self._writer is None:
-            raise CrmUnavailable("no CRM write session is open for this turn")
-        return self._writer
+    return open_session
+
+
+async def run_context(
+    stack: AsyncExitStack,
+    *,
+    settings: Settings,
+    identity: RepIdentity,
+    thread_id: str,
+    tokens: TokenBroker,
+    pool: AsyncConnectionPool[AsyncConnection[DictRow]],
+) -> AgentContext:
+    """The context of one run; its sessions are closed when ``stack`` closes."""
+    gateways = []
+    for write in (False, True):
+        host = SessionHost(
+            _crm_opener(settings, tokens, write=write), name="crm.write" if write else "crm.read"
+        )
+        stack.push_async_callback(host.aclose)
+        gateways.append(CrmGateway(host))
+    return AgentContext(
+        settings=settings,
+        identity=identity,
+        thread_id=thread_id,
+        tokens=tokens,
+        pool=pool,
+        crm=gateways[0],
+        crm_write=gateways[1],
+    )

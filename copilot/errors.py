@@ -65,6 +65,20 @@ class InvalidDecision(CopilotError):
     code = "invalid_decision"
 
 
+class ProposalNotPending(InvalidDecision):
+    """A decision for a proposal that is not waiting for one (decided already, or unknown)."""
+
+    code = "proposal_not_pending"
+
+    def __init__(self, tool_call_id: str):
+        super().__init__(
+            f"proposal {tool_call_id} is not waiting for a decision "
+            "(already decided, or not part of this conversation)",
+            tool_call_id=tool_call_id,
+        )
+        self.tool_call_id = tool_call_id
+
+
 class ThreadNotFound(CopilotError):
     """No conversation thread has this id (never created, or expired by retention)."""
 

@@ -8,19 +8,27 @@ person must see comes back in :class:`TurnResult`; nothing here prints.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, cast
 
+from langchain.agents.middleware.human_in_the_loop import (
+    Action,
+    ApproveDecision,
+    EditDecision,
+    RejectDecision,
+    ToolApprovalRequest,
+)
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.store.postgres.aio import AsyncPostgresStore
-from langgraph.types import Command
+from langgraph.types import Command, StateSnapshot
 from psycopg import AsyncConnection
 from psycopg.errors import LockNotAvailable
 from psycopg.rows import DictRow
@@ -29,9 +37,17 @@ from psycopg_pool import AsyncConnectionPool
 from copilot.agent import build_agent
 from copilot.auth.tokens import TokenBroker
 from copilot.citations import message_text
-from copilot.context import AgentContext
+from copilot.context import AgentContext, run_context
 from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
-from copilot.errors import AuthError, CrmUnavailable, InvalidDecision, MailboxUnavailable, ThreadBusy
+from copilot.errors import (
+    AuthError,
+    CrmUnavailable,
+    InvalidDecision,
+    InvalidInput,
+    MailboxUnavailable,
+    ProposalNotPending,
+    ThreadBusy,
+)
 from copilot.identity import RepIdentity
 from copilot.middleware.limits import LIMIT_MESSAGE
 from copilot.middleware.resilience import UNAVAILABLE_MESSAGE, CircuitBreaker, breaker_for
@@ -45,7 +61,7 @@ from copilot.persistence.pool import open_pool
 from copilot.progress import ProgressEvent, describe_tool_call, names_in
 from copilot.proposals import ProposalRecord, args_digest
 from copilot.settings import Settings
-from copilot.tools.crm_client import CrmGateway, load_read_tools, open_crm_session, parse_result_text
+from copilot.tools.crm_client import CrmGateway, parse_result_text, read_tool_definitions, read_tools
 from copilot.writes import WriteOutcome, backends
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
@@ -61,7 +77,15 @@ MAILBOX_UNAVAILABLE_MESSAGE = (
     "Your pending approvals are kept: approve again in a moment."
 )
 
+UNAVAILABLE_KEPT = UNAVAILABLE_MESSAGE + " Your pending approvals are kept."
+
 PENDING_NOTICE = "You have {n} proposal(s) waiting for your decision. Approve, edit or reject them first."
+
+
+Notice = Literal[
+    "limit_reached", "proposals_pending", "crm_unavailable", "mailbox_unavailable", "auth", "no_crm_access"
+]
+"""Why a result is not (only) an answer; ``None`` when it is one."""
 
 
 @dataclass(frozen=True)
@@ -85,11 +109,13 @@ class TurnResult:
     citations: list[str] = field(default_factory=list)
     unverified_citations: list[str] = field(default_factory=list)
     proposals: list[Proposal] = field(default_factory=list)
-    notice: str | None = None
+    notice: Notice | None = None
     outcomes: list[dict[str, Any]] = field(default_factory=list)
     """Results of the writes decided in this call, as JSON (``--json``'s ``outcomes``)."""
     writes: dict[str, WriteOutcome] = field(default_factory=dict)
     """The same results, typed, by tool call id (rejections have none)."""
+    decided: dict[str, Proposal] = field(default_factory=dict)
+    """The proposals decided in this call, as they were when decided, by tool call id."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` shape documented in the README."""
@@ -126,8 +152,19 @@ def recursion_limit(agent: Any, model_call_run_limit: int) -> int:
     return (model_call_run_limit + 2) * nodes
 
 
+Decider = Callable[[Mapping[str, Proposal]], Any]
+"""Builds the decisions from the proposals actually pending (the bot: from a card's inputs)."""
+
+HitlDecision = ApproveDecision | EditDecision | RejectDecision
+
+
 class CopilotService:
-    """Long-lived: the pool, checkpointer, store, models and breaker of one process."""
+    """Long-lived: the pool, checkpointer, store, models, breaker and agent of one process.
+
+    The agent graph is compiled once, on the first run that needs it (its CRM read tools
+    come from the CRM's tool definitions, listed once); everything that belongs to one
+    rep's run (identity, tokens, sessions) reaches it through the run's context.
+    """
 
     def __init__(
         self,
@@ -154,6 +191,9 @@ class CopilotService:
             reset_seconds=settings.breaker_reset_seconds,
         )
         self._write_guard_factory = write_guard_factory
+        self._agent: Any = None
+        self._reader: Any = None
+        self._compile_lock = asyncio.Lock()
 
     # --- public API ------------------------------------------------------------------------
 
@@ -174,25 +214,26 @@ class CopilotService:
         turn it started is finished if it was cut short, and its result returned.
         """
         if not text.strip():
-            raise InvalidDecision("the question is empty")
+            raise InvalidInput("the question is empty")
         thread_id = await self._own_thread(identity, thread_id)
-        async with self._one_run(thread_id), self._turn(identity, tokens, thread_id) as turn:
-            if isinstance(turn, TurnResult):
-                return turn
-            agent, ctx, config = turn
+        async with self._one_run(thread_id), self._run(identity, tokens, thread_id, read_now=True) as run:
+            if isinstance(run, TurnResult):
+                return run
+            agent, ctx, config = run
             state = await agent.aget_state(config)
-            messages = (state.values or {}).get("messages", [])
-            unfinished = bool(state.next) and not state.interrupts
             # A run cut short (a crash between its steps) left tool calls without their
             # results: finish it first, so the history stays one a model accepts.
-            if unfinished and not await self._stream(agent, None, config, ctx, on_progress):
-                return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
+            if state.next and not state.interrupts:
+                if not await self._stream(agent, None, config, ctx, on_progress):
+                    return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
+                state = await agent.aget_state(config)
+            messages = (state.values or {}).get("messages", [])
             if message_id is not None and (
                 any(isinstance(m, HumanMessage) and m.id == message_id for m in messages)
                 or await self._answered(thread_id, message_id)
             ):
-                return await self._result(agent, config, thread_id)
-            pending = await self._pending(agent, config)
+                return self._result(state, thread_id)
+            pending = self._proposals(state)
             if pending:
                 return TurnResult(
                     thread_id,
@@ -207,79 +248,85 @@ class CopilotService:
                     await threads.mark_answered(conn, thread_id, message_id)
             if not finished:
                 return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
-            return await self._result(agent, config, thread_id)
+            return self._result(await agent.aget_state(config), thread_id)
 
-    async def resume(
+    async def decide(
         self,
         identity: RepIdentity,
         tokens: TokenBroker,
         thread_id: str,
-        raw_decisions: Any,
+        decisions: Any | Decider,
         on_progress: ProgressCallback | None = None,
     ) -> TurnResult:
-        """Apply the rep's decisions to pending proposals and continue the run."""
-        decisions = parse_decisions(raw_decisions)
+        """Apply the rep's decisions to pending proposals and continue the run: one round trip.
+
+        ``decisions`` is JSON-ready data (a list of approve / edit / reject objects), or a
+        :data:`Decider` that builds it from the proposals actually pending (so a caller
+        that must compare against them, like the bot's card submit, needs no second call).
+        The thread is authorised once and its state read twice (the pending proposals, then
+        the result); a token is exchanged and a session opened only for a backend the run
+        uses (a rejection uses none). A decision for a proposal that is not pending raises
+        :class:`ProposalNotPending`; ``result.decided`` holds the proposals decided.
+        """
+        if not callable(decisions):
+            decisions = parse_decisions(decisions)
         await self._own_thread(identity, thread_id)
-        async with self._one_run(thread_id), self._turn(identity, tokens, thread_id) as turn:
-            if isinstance(turn, TurnResult):
-                return turn
-            agent, ctx, config = turn
-            pending = {p.tool_call_id: p for p in await self._pending(agent, config)}
-            answers: dict[str, dict[str, Any]] = {}
-            for decision in decisions:
+        async with self._one_run(thread_id), self._run(identity, tokens, thread_id, read_now=False) as run:
+            if isinstance(run, TurnResult):
+                return run
+            agent, ctx, config = run
+            pending = {p.tool_call_id: p for p in self._proposals(await agent.aget_state(config))}
+            chosen = parse_decisions(decisions(pending)) if callable(decisions) else decisions
+            answers: dict[str, HitlDecision] = {}
+            for decision in chosen:
                 proposal = pending.get(decision.tool_call_id)
                 if proposal is None:
-                    raise InvalidDecision(
-                        f"proposal {decision.tool_call_id} is not waiting for a decision "
-                        "(already decided, or not part of this conversation)"
-                    )
+                    raise ProposalNotPending(decision.tool_call_id)
                 if decision.digest is not None and decision.digest != args_digest(proposal.args):
                     raise InvalidDecision(
                         f"proposal {decision.tool_call_id} is not the one you were shown "
                         "(its arguments differ); nothing was changed"
                     )
                 answers[proposal.interrupt_id] = self._answer(proposal, decision)
-            executing = {pending[d.tool_call_id].tool for d in decisions if not isinstance(d, Reject)}
-            # Only writes whose backend is the CRM need its write-scoped session.
+            kept = list(pending.values())
+            executing = {pending[d.tool_call_id].tool for d in chosen if not isinstance(d, Reject)}
+            # Only writes whose backend is the CRM need its write-scoped session: opened
+            # before resuming, so an outage keeps every approval pending, untouched.
             if "crm" in backends(executing):
                 try:
-                    await ctx.open_writer()
+                    await ctx.crm_write.session()
                 except CrmUnavailable:
-                    # The approvals stay pending; they can be given again once the CRM is back.
                     self.breaker.record_failure()
                     return TurnResult(
-                        thread_id,
-                        answer=UNAVAILABLE_MESSAGE + " Your pending approvals are kept.",
-                        proposals=list(pending.values()),
-                        notice="crm_unavailable",
+                        thread_id, answer=UNAVAILABLE_KEPT, proposals=kept, notice="crm_unavailable"
                     )
                 except AuthError as exc:
-                    return TurnResult(
-                        thread_id, answer=exc.message, proposals=list(pending.values()), notice="auth"
-                    )
+                    return TurnResult(thread_id, answer=exc.message, proposals=kept, notice="auth")
             try:
                 finished = await self._stream(agent, Command(resume=answers), config, ctx, on_progress)
-            except (CrmUnavailable, MailboxUnavailable) as exc:
+            except (CrmUnavailable, MailboxUnavailable, AuthError) as exc:
                 # Already counted by the breaker where a CRM call failed. Decisions whose
                 # tool calls completed (e.g. a rejection beside the failed write) still count.
-                kept = await self._pending(agent, config)
-                await self._record_rejections(identity, thread_id, pending, decisions, kept)
-                mailbox = isinstance(exc, MailboxUnavailable)
-                return TurnResult(
-                    thread_id,
-                    answer=MAILBOX_UNAVAILABLE_MESSAGE
-                    if mailbox
-                    else UNAVAILABLE_MESSAGE + " Your pending approvals are kept.",
-                    proposals=kept,
-                    notice="mailbox_unavailable" if mailbox else "crm_unavailable",
-                )
-            result = await self._result(agent, config, thread_id)
+                kept = self._proposals(await agent.aget_state(config))
+                await self._record_rejections(identity, thread_id, pending, chosen, kept)
+                answer, notice = self._aborted(exc)
+                return TurnResult(thread_id, answer=answer, proposals=kept, notice=notice)
+            state = await agent.aget_state(config)
+            result = self._result(state, thread_id)
             if not finished:
                 result.answer, result.notice = LIMIT_MESSAGE, "limit_reached"
-            decided = {d.tool_call_id for d in decisions}
-            result.outcomes, result.writes = await self._outcomes(agent, config, decided)
-            await self._record_rejections(identity, thread_id, pending, decisions, result.proposals)
+            result.decided = {d.tool_call_id: pending[d.tool_call_id] for d in chosen}
+            result.outcomes, result.writes = self._outcomes(state, set(result.decided))
+            await self._record_rejections(identity, thread_id, pending, chosen, result.proposals)
             return result
+
+    @staticmethod
+    def _aborted(exc: CrmUnavailable | MailboxUnavailable | AuthError) -> tuple[str, Notice]:
+        if isinstance(exc, MailboxUnavailable):
+            return MAILBOX_UNAVAILABLE_MESSAGE, "mailbox_unavailable"
+        if isinstance(exc, AuthError):
+            return exc.message, "auth"
+        return UNAVAILABLE_KEPT, "crm_unavailable"
 
     @asynccontextmanager
     async def _one_run(self, thread_id: str) -> AsyncIterator[None]:
@@ -329,28 +376,32 @@ class CopilotService:
                         reason=decision.reason,
                     )
 
-    async def pending(self, identity: RepIdentity, tokens: TokenBroker, thread_id: str) -> TurnResult:
-        """The proposals waiting on a thread (no model call)."""
+    async def pending(self, identity: RepIdentity, thread_id: str) -> TurnResult:
+        """The proposals waiting on a thread (no model call, no token, no CRM session)."""
         await self._own_thread(identity, thread_id)
-        agent = self._state_reader()
-        proposals = await self._pending(agent, self._config(thread_id))
-        return TurnResult(thread_id, proposals=proposals)
+        state = await self._state_graph().aget_state(self._config(thread_id))
+        return TurnResult(thread_id, proposals=self._proposals(state))
 
     async def _answered(self, thread_id: str, message_id: str) -> bool:
         async with self.pool.connection() as conn:
             return await threads.was_answered(conn, thread_id, message_id)
 
-    def _state_reader(self) -> Any:
-        """An agent without CRM tools: only to read a thread's state (no model call)."""
-        return build_agent(
-            settings=self.settings,
-            model=self.model,
-            fallbacks=self.fallbacks,
-            crm_read_tools=[],
-            checkpointer=self.saver,
-            store=self.store,
-            breaker=self.breaker,
-        )
+    def _state_graph(self) -> Any:
+        """A compiled graph to read a thread's state with: the agent once compiled, else (a
+        process whose first call only reads state) one without CRM tools, built once."""
+        if self._agent is not None:
+            return self._agent
+        if self._reader is None:
+            self._reader = build_agent(
+                settings=self.settings,
+                model=self.model,
+                fallbacks=self.fallbacks,
+                crm_read_tools=[],
+                checkpointer=self.saver,
+                store=self.store,
+                breaker=self.breaker,
+            )
+        return self._reader
 
     async def decided(
         self, identity: RepIdentity, thread_id: str, tool_call_id: str
@@ -367,9 +418,7 @@ class CopilotService:
             )
         if stored is None:
             return None
-        agent = self._state_reader()
-        config: Any = self._config(thread_id)
-        state = await agent.aget_state(config)
+        state = await self._state_graph().aget_state(self._config(thread_id))
         values = state.values or {}
         record: ProposalRecord | None = (values.get("proposals") or {}).get(tool_call_id)
         call = next(
@@ -415,19 +464,49 @@ class CopilotService:
             config["recursion_limit"] = recursion_limit(agent, self.settings.model_call_run_limit)
         return config
 
+    async def _compiled(self, crm: CrmGateway) -> Any:
+        """The process's agent, compiled on first use from the CRM's read-only tool list."""
+        async with self._compile_lock:
+            if self._agent is None:
+                definitions = await read_tool_definitions(await crm.session())
+                self._agent = build_agent(
+                    settings=self.settings,
+                    model=self.model,
+                    fallbacks=self.fallbacks,
+                    crm_read_tools=read_tools(definitions),
+                    checkpointer=self.saver,
+                    store=self.store,
+                    breaker=self.breaker,
+                    write_guard=self._write_guard_factory(),
+                )
+            return self._agent
+
     @asynccontextmanager
-    async def _turn(
-        self, identity: RepIdentity, tokens: TokenBroker, thread_id: str
+    async def _run(
+        self, identity: RepIdentity, tokens: TokenBroker, thread_id: str, *, read_now: bool
     ) -> AsyncIterator[tuple[Any, AgentContext, dict[str, Any]] | TurnResult]:
+        """The agent, the run's context and config; or the result that ends the run first.
+
+        ``read_now`` opens the CRM read session up front (a question: a refused sign-in or
+        an outage is answered before the model runs); otherwise it opens on first use.
+        """
         async with AsyncExitStack() as stack:
+            ctx = await run_context(
+                stack,
+                settings=self.settings,
+                identity=identity,
+                thread_id=thread_id,
+                tokens=tokens,
+                pool=self.pool,
+            )
             try:
-                # Only a fully open breaker stops the turn here; when half-open, the turn's
-                # first CRM tool call is the probe (the breaker middleware lets one through).
-                if self.breaker.state == "open":
-                    raise CrmUnavailable("circuit open")
-                token = await tokens.crm_token(write=False)
-                session = await stack.enter_async_context(open_crm_session(self.settings, token))
-                read_tools = await load_read_tools(session)
+                if read_now:
+                    # Only a fully open breaker stops the turn here; when half-open, the
+                    # turn's first CRM tool call is the probe (the breaker lets one through).
+                    if self.breaker.state == "open":
+                        raise CrmUnavailable("circuit open")
+                    await ctx.crm.session()
+                agent = await self._compiled(ctx.crm)
             except AuthError as exc:
                 yield TurnResult(
                     thread_id, answer=exc.message, notice="no_crm_access" if exc.no_access else "auth"
@@ -435,28 +514,8 @@ class CopilotService:
                 return
             except CrmUnavailable:
                 self.breaker.record_failure()
-                result = TurnResult(thread_id, answer=UNAVAILABLE_MESSAGE, notice="crm_unavailable")
-                yield result
+                yield TurnResult(thread_id, answer=UNAVAILABLE_MESSAGE, notice="crm_unavailable")
                 return
-            ctx = AgentContext(
-                settings=self.settings,
-                identity=identity,
-                thread_id=thread_id,
-                tokens=tokens,
-                crm=CrmGateway(session),
-                pool=self.pool,
-                exit_stack=stack,
-            )
-            agent = build_agent(
-                settings=self.settings,
-                model=self.model,
-                fallbacks=self.fallbacks,
-                crm_read_tools=read_tools,
-                checkpointer=self.saver,
-                store=self.store,
-                breaker=self.breaker,
-                write_guard=self._write_guard_factory(),
-            )
             yield agent, ctx, self._config(thread_id, agent)
 
     async def _stream(
@@ -493,32 +552,33 @@ class CopilotService:
             return False
         return True
 
-    async def _pending(self, agent: Any, config: dict[str, Any]) -> list[Proposal]:
-        state = await agent.aget_state(config)
-        records: dict[str, ProposalRecord] = state.values.get("proposals", {}) if state.values else {}
+    @staticmethod
+    def _proposals(state: StateSnapshot) -> list[Proposal]:
+        """The proposals a state waits on: one LangChain ``ToolApprovalRequest`` per call."""
+        records: dict[str, ProposalRecord] = (state.values or {}).get("proposals", {})
         proposals = []
         for interrupt in state.interrupts:
             value = interrupt.value
             if not isinstance(value, dict) or value.get("type") != "tool_approval":
                 continue
+            request = cast(ToolApprovalRequest, value)
             proposals.append(
                 Proposal(
-                    tool_call_id=value["tool_call_id"],
-                    tool=value["name"],
-                    args=dict(value["args"]),
-                    record=records.get(value["tool_call_id"]),
-                    description=value.get("description", ""),
+                    tool_call_id=request["tool_call_id"],
+                    tool=request["name"],
+                    args=dict(request["args"]),
+                    record=records.get(request["tool_call_id"]),
+                    description=request.get("description", ""),
                     interrupt_id=interrupt.id,
                 )
             )
         return proposals
 
-    async def _result(self, agent: Any, config: dict[str, Any], thread_id: str) -> TurnResult:
-        proposals = await self._pending(agent, config)
+    def _result(self, state: StateSnapshot, thread_id: str) -> TurnResult:
+        proposals = self._proposals(state)
         if proposals:
             return TurnResult(thread_id, proposals=proposals)
-        state = await agent.aget_state(config)
-        messages = state.values.get("messages", []) if state.values else []
+        messages = (state.values or {}).get("messages", [])
         last = next((m for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls), None)
         if last is None:
             return TurnResult(thread_id, answer=None)
@@ -531,14 +591,14 @@ class CopilotService:
             notice="limit_reached" if last.response_metadata.get("limit_reached") else None,
         )
 
-    async def _outcomes(
-        self, agent: Any, config: dict[str, Any], decided: set[str]
+    @staticmethod
+    def _outcomes(
+        state: StateSnapshot, decided: set[str]
     ) -> tuple[list[dict[str, Any]], dict[str, WriteOutcome]]:
         """What the decided writes came to, found by tool call id (summarisation may rewrite
         the message list, so positions are not reliable): read from each tool message's
         typed artifact, never from its text. A rejection has no artifact."""
-        state = await agent.aget_state(config)
-        messages = state.values.get("messages", []) if state.values else []
+        messages = (state.values or {}).get("messages", [])
         outcomes: list[dict[str, Any]] = []
         typed: dict[str, WriteOutcome] = {}
         for message in messages:
@@ -554,13 +614,14 @@ class CopilotService:
         return outcomes, typed
 
     @staticmethod
-    def _answer(proposal: Proposal, decision: Approve | Edit | Reject) -> dict[str, Any]:
+    def _answer(proposal: Proposal, decision: Approve | Edit | Reject) -> HitlDecision:
+        """The rep's decision as LangChain's HITL decision for the proposal's interrupt."""
         if isinstance(decision, Approve):
-            return {"type": "approve"}
+            return ApproveDecision(type="approve")
         if isinstance(decision, Edit):
             args = edited_args(proposal.tool, proposal.args, decision)
-            return {"type": "edit", "edited_action": {"name": proposal.tool, "args": args}}
-        return {"type": "reject", "message": decision.reason}
+            return EditDecision(type="edit", edited_action=Action(name=proposal.tool, args=args))
+        return RejectDecision(type="reject", message=decision.reason)
 
 
 @asynccontextmanager

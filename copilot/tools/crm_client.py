@@ -1,8 +1,11 @@
-"""The CRM over MCP, as the rep: one session per turn, compact JSON in and out.
+"""The CRM over MCP, as the rep: at most one session per scope per run, compact JSON.
 
 ``MultiServerMCPClient`` fixes headers per client, so a client (and one MCP session)
-is built per rep per turn with that rep's bearer token; the model's read tools and
-the copilot's own direct calls (proposal snapshots, writes) share the session.
+is built per rep per run with that rep's bearer token, when the run first needs it
+(:class:`~copilot.tools.session_host.SessionHost`). The model's read tools are built
+once per process from the CRM's tool definitions and call the session of the run that
+uses them (found in the run's context), so the agent is compiled once; the copilot's
+own direct calls (proposal snapshots, writes) go through :class:`CrmGateway`.
 """
 
 from __future__ import annotations
@@ -16,13 +19,17 @@ from typing import Any
 import httpx
 from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.client import MultiServerMCPClient
-from langchain_mcp_adapters.tools import load_mcp_tools
+from langchain_mcp_adapters.tools import convert_mcp_tool_to_langchain_tool
+from langgraph.runtime import get_runtime
 from mcp import ClientSession
 from mcp.shared.exceptions import McpError
+from mcp.types import CallToolResult
+from mcp.types import Tool as ToolDefinition
 
 from copilot.errors import AuthError, CopilotError, CrmUnavailable
 from copilot.settings import Settings
 from copilot.tools.mcp_http import is_transient, mcp_http_client_factory
+from copilot.tools.session_host import SessionHost
 
 
 class CrmCallError(CopilotError):
@@ -66,15 +73,25 @@ def parse_result_text(text: str) -> Any:
 
 
 class CrmGateway:
-    """Direct CRM calls made by the copilot itself (not by the model)."""
+    """One scope's CRM session for a run, and the copilot's own direct calls through it."""
 
-    def __init__(self, session: ClientSession):
-        self._session = session
+    def __init__(self, host: SessionHost):
+        self._host = host
+
+    @property
+    def opened(self) -> bool:
+        """Whether this run has opened the session."""
+        return self._host.opened
+
+    async def session(self) -> ClientSession:
+        """The MCP session (opened on first use; ``AuthError`` / ``CrmUnavailable`` if it cannot be)."""
+        return await self._host.session()
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Call a CRM tool; returns its JSON object or raises ``CrmCallError`` / ``CrmUnavailable``."""
+        session = await self._host.session()
         try:
-            result = await self._session.call_tool(tool, arguments)
+            result = await session.call_tool(tool, arguments)
         except McpError as exc:
             if is_transient(exc):
                 raise CrmUnavailable(f"live CRM data is unavailable ({exc.error.message})") from exc
@@ -147,8 +164,8 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     return found
 
 
-async def load_read_tools(session: ClientSession) -> list[BaseTool]:
-    """The CRM's read-only tools for the model; anything that may write is left out.
+async def read_tool_definitions(session: ClientSession) -> list[ToolDefinition]:
+    """The CRM's tools that it declares read-only (``readOnlyHint``); anything that may write is left out.
 
     Writes reach the CRM only through the copilot's own typed, approval-gated tools.
     """
@@ -156,8 +173,30 @@ async def load_read_tools(session: ClientSession) -> list[BaseTool]:
         listed = await session.list_tools()
     except TRANSPORT_ERRORS as exc:
         raise CrmUnavailable("live CRM data is unavailable: could not list the CRM's tools") from exc
-    read_only = {
-        t.name for t in listed.tools if t.annotations is not None and t.annotations.readOnlyHint is True
-    }
-    tools = await load_mcp_tools(session, handle_tool_errors=True)
-    return [t for t in tools if t.name in read_only]
+    return [t for t in listed.tools if t.annotations is not None and t.annotations.readOnlyHint is True]
+
+
+class _RunSession:
+    """Stands in for an MCP session in the process-wide read tools: each call goes to the
+    read session of the run making it (the run's context), opened on its first use."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any
+    ) -> CallToolResult:
+        context: Any = get_runtime().context
+        crm: CrmGateway = context.crm
+        session = await crm.session()
+        return await session.call_tool(name, arguments, **kwargs)
+
+
+def read_tools(definitions: list[ToolDefinition]) -> list[BaseTool]:
+    """LangChain tools for the model from the CRM's read-only tool definitions.
+
+    A CRM refusal comes back to the model as a tool result (``handle_tool_errors``), not
+    as a crash.
+    """
+    run_session: Any = _RunSession()
+    return [
+        convert_mcp_tool_to_langchain_tool(run_session, definition, handle_tool_errors=True)
+        for definition in definitions
+    ]

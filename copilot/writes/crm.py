@@ -71,7 +71,7 @@ async def _check_activity(
 ) -> WritePlan | WriteOutcome:
     args = plan.args
     assert isinstance(args, LogActivityArgs)
-    writer = await ctx.crm_writer()
+    writer = ctx.crm_write
     targets = []
     try:
         # Every record the activity will be attached to, as the rep may have edited either.
@@ -92,7 +92,7 @@ async def _check_activity(
 async def _log_activity(ctx: AgentContext, store: BaseStore | None, plan: WritePlan) -> WriteOutcome:
     args = plan.args
     assert isinstance(args, LogActivityArgs)
-    writer = await ctx.crm_writer()
+    writer = ctx.crm_write
     payload: dict[str, Any] = {
         "external_id": plan.key,
         "type": args.type,
@@ -162,7 +162,7 @@ async def _check_opportunity(
 ) -> WritePlan | WriteOutcome:
     args = plan.args
     assert isinstance(args, UpdateOpportunityArgs)
-    writer = await ctx.crm_writer()
+    writer = ctx.crm_write
     try:
         target = await writer.call("get_opportunity", {"opportunity_id": args.opportunity_id})
     except CrmCallError as exc:
@@ -190,7 +190,7 @@ async def _check_opportunity(
 async def _update_opportunity(ctx: AgentContext, store: BaseStore | None, plan: WritePlan) -> WriteOutcome:
     args = plan.args
     assert isinstance(args, UpdateOpportunityArgs)
-    writer = await ctx.crm_writer()
+    writer = ctx.crm_write
     try:
         result = await writer.call(
             "update_opportunity",

@@ -808,7 +808,7 @@ async def one_run(
         decisions, newly = decide(policy, result.proposals, benign, rng)
         approved += newly
         since = len(model.emitted)
-        result = await svc.resume(rep.identity, rep.broker, result.thread_id, decisions)
+        result = await svc.decide(rep.identity, rep.broker, result.thread_id, decisions)
         outcomes = {o["tool_call_id"]: (o.get("result") or {}).get("status") for o in result.outcomes}
         for entry in newly:
             entry.outcome = outcomes.get(entry.tool_call_id)

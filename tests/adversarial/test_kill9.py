@@ -148,10 +148,10 @@ async def test_killing_the_cli_at_any_point_of_a_write_loses_nothing_and_duplica
             tally.fail(f"{what}: {killed.stderr[-500:]}")
             continue
         async with service(copilot_settings, ScriptedChatModel(final="Done.")) as svc:
-            pending = await svc.pending(rep.identity, rep.broker, asked.thread_id)
+            pending = await svc.pending(rep.identity, asked.thread_id)
             outcome: dict[str, Any]
             if pending.proposals:
-                retried = await svc.resume(rep.identity, rep.broker, asked.thread_id, [decision])
+                retried = await svc.decide(rep.identity, rep.broker, asked.thread_id, [decision])
                 outcome = next(
                     (o["result"] for o in retried.outcomes if o["tool_call_id"] == proposal.tool_call_id), {}
                 )

@@ -268,7 +268,7 @@ async def concurrent_resumes(env: Env, rng: random.Random, run: int) -> tuple[st
     async def decide(i: int) -> TurnResult | BaseException:
         await asyncio.sleep(delays[i])
         try:
-            return await env.services[1 + i].resume(rep.identity, rep.broker, asked.thread_id, [decisions[i]])
+            return await env.services[1 + i].decide(rep.identity, rep.broker, asked.thread_id, [decisions[i]])
         except Exception as exc:  # judged below: only InvalidDecision is an acceptable refusal
             return exc
 
@@ -327,11 +327,11 @@ async def concurrent_resumes(env: Env, rng: random.Random, run: int) -> tuple[st
         problems.append(f"resumes report different writes for one approval: audit ids {audit_ids}")
 
     # Approving once more (a late double click) never writes again.
-    still = await env.services[0].pending(rep.identity, rep.broker, asked.thread_id)
+    still = await env.services[0].pending(rep.identity, asked.thread_id)
     if any(p.tool_call_id == call_id for p in still.proposals):
         problems.append("the decided proposal is waiting for a decision again")
     with suppress(InvalidDecision):
-        await env.services[0].resume(
+        await env.services[0].decide(
             rep.identity, rep.broker, asked.thread_id, [{"tool_call_id": call_id, "type": "approve"}]
         )
     if len(await audit_rows(env.settings, asked.thread_id)) != len(rows):
@@ -408,7 +408,7 @@ async def concurrent_edits(env: Env, rng: random.Random, run: int) -> tuple[str,
     other_thread: str | None = None
     if timing == "before":
         others.append(await asyncio.to_thread(_other_edit, env.sandbox, other, opportunity, theirs))
-        done = await svc.resume(rep.identity, rep.broker, asked.thread_id, approve)
+        done = await svc.decide(rep.identity, rep.broker, asked.thread_id, approve)
     elif timing == "during":
         # A busy record: one to four edits by the other user land at random moments of the approval.
         edits = [
@@ -421,12 +421,12 @@ async def concurrent_edits(env: Env, rng: random.Random, run: int) -> tuple[str,
             return await asyncio.to_thread(_other_edit, env.sandbox, other, opportunity, changes)
 
         done, edited = await asyncio.gather(
-            svc.resume(rep.identity, rep.broker, asked.thread_id, approve),
+            svc.decide(rep.identity, rep.broker, asked.thread_id, approve),
             asyncio.gather(*(edit_later(d, c) for d, c in edits)),
         )
         others.extend(edited)
     elif timing == "after":
-        done = await svc.resume(rep.identity, rep.broker, asked.thread_id, approve)
+        done = await svc.decide(rep.identity, rep.broker, asked.thread_id, approve)
         others.append(await asyncio.to_thread(_other_edit, env.sandbox, other, opportunity, theirs))
     else:
         # The other user approves their own copilot's proposal on the same record at the same moment.
@@ -441,8 +441,8 @@ async def concurrent_edits(env: Env, rng: random.Random, run: int) -> tuple[str,
         other_thread = theirs_asked.thread_id
         their_svc = env.services[1 + (env.services.index(svc)) % RESUMERS]
         done, their_done = await asyncio.gather(
-            svc.resume(rep.identity, rep.broker, asked.thread_id, approve),
-            their_svc.resume(
+            svc.decide(rep.identity, rep.broker, asked.thread_id, approve),
+            their_svc.decide(
                 them.identity,
                 them.broker,
                 other_thread,

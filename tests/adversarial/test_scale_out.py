@@ -658,7 +658,7 @@ async def stuck_evidence(database_url: str, turn: Turn) -> str:
     signed_in = await host.runtime.reps.rep_for(turn.rep.tenant, turn.rep.aad)
     pending: list[str] = []
     if signed_in is not None:
-        waiting = await host.runtime.service.pending(signed_in.identity, signed_in.broker, turn.thread_id)
+        waiting = await host.runtime.service.pending(signed_in.identity, turn.thread_id)
         pending = [p.tool_call_id for p in waiting.proposals]
     return (
         f"approval_cards={[(c['activity_id'], str(c['decided_at'])) for c in cards]} "
@@ -760,10 +760,7 @@ async def loose_ends(sender: Rep) -> tuple[str, list[str], list[str]]:
     saved = await service.saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
     messages = saved.checkpoint.get("channel_values", {}).get("messages", []) if saved else []
     results = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    pending = [
-        p.tool_call_id
-        for p in (await service.pending(signed_in.identity, signed_in.broker, thread_id)).proposals
-    ]
+    pending = [p.tool_call_id for p in (await service.pending(signed_in.identity, thread_id)).proposals]
     dangling = [
         f"{call['name']}({call['id']})"
         for m in messages

@@ -90,21 +90,21 @@ async def test_writes_in_every_position_all_wait_for_a_decision_and_nothing_is_w
         assert [p.tool for p in first.proposals] == ["log_activity"]
         assert first.answer is None
         # Rejecting keeps the model going; every later write is stopped again.
-        second = await svc.resume(
+        second = await svc.decide(
             rep.identity,
             rep.broker,
             first.thread_id,
             [{"tool_call_id": first.proposals[0].tool_call_id, "type": "reject", "reason": "not yet"}],
         )
         assert [p.tool for p in second.proposals] == ["log_activity"]
-        third = await svc.resume(
+        third = await svc.decide(
             rep.identity,
             rep.broker,
             first.thread_id,
             [{"tool_call_id": second.proposals[0].tool_call_id, "type": "reject", "reason": "no"}],
         )
         assert sorted(p.tool for p in third.proposals) == ["log_activity", "log_activity"]
-        fourth = await svc.resume(
+        fourth = await svc.decide(
             rep.identity,
             rep.broker,
             first.thread_id,
@@ -147,9 +147,9 @@ async def test_approval_executes_once_and_a_second_resume_is_refused(copilot_set
     async with service(copilot_settings, model) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "log a call")
         call_id = asked.proposals[0].tool_call_id
-        done = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+        done = await svc.decide(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
         with pytest.raises(InvalidDecision, match="not waiting for a decision"):
-            await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+            await svc.decide(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
 
     assert done.outcomes[0]["result"]["status"] == "done"
     assert isinstance(done.outcomes[0]["result"]["audit_id"], int)
@@ -169,7 +169,7 @@ async def test_two_concurrent_resumes_of_the_same_approval_write_once(copilot_se
     async def resume_in_own_service() -> TurnResult | BaseException:
         async with service(copilot_settings, ScriptedChatModel(final="Logged.")) as other:
             try:
-                return await other.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+                return await other.decide(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
             except InvalidDecision as exc:
                 return exc
 
@@ -197,9 +197,9 @@ async def test_a_crash_after_the_crm_committed_does_not_duplicate_on_retry(copil
         copilot_settings, ScriptedChatModel(final="Logged."), after_commit_hook=crash_once
     ) as svc:
         with pytest.raises(RuntimeError, match="simulated crash"):
-            await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+            await svc.decide(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
         assert len(_activities(sandbox, asked.thread_id)) == 1  # the CRM did commit
-        retried = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+        retried = await svc.decide(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
 
     assert retried.outcomes[0]["result"]["created"] is False
     assert len(_activities(sandbox, asked.thread_id)) == 1
@@ -231,8 +231,8 @@ async def test_an_opportunity_update_applied_before_a_crash_is_completed_and_aud
     async with service(copilot_settings, ScriptedChatModel(final="Updated."), after_commit_hook=crash) as svc:
         for _ in range(crashes_before_audit):
             with pytest.raises(RuntimeError, match="simulated crash"):
-                await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
-        retried = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+                await svc.decide(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+        retried = await svc.decide(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
 
     after = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
     result = retried.outcomes[0]["result"]
@@ -287,7 +287,7 @@ async def test_a_write_left_in_flight_by_a_dead_process_is_finished_by_asking_th
         )
 
     async with service(copilot_settings, ScriptedChatModel(final="Updated.")) as svc:
-        retried = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+        retried = await svc.decide(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
 
     after = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
     result = retried.outcomes[0]["result"]
@@ -316,7 +316,7 @@ async def test_two_tool_calls_sharing_one_id_become_two_proposals_and_approving_
         assert len(shown) == 2  # both are shown, each under its own id
         assert benign["id"] not in shown
         benign_id = next(i for i, p in shown.items() if p.args.get("subject") == "Benign call")
-        resumed = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(benign_id)])
+        resumed = await svc.decide(rep.identity, rep.broker, asked.thread_id, [_approve(benign_id)])
         assert [p.tool_call_id for p in resumed.proposals] == [i for i in shown if i != benign_id]
 
     activities = _activities(sandbox, asked.thread_id)
@@ -336,13 +336,13 @@ async def test_a_tool_call_id_reused_from_an_earlier_turn_gets_an_id_of_its_own(
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, ScriptedChatModel(steps=[calls(first)])) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "log a call")
-        done = await svc.resume(
+        done = await svc.decide(
             rep.identity, rep.broker, asked.thread_id, [_approve(asked.proposals[0].tool_call_id)]
         )
     async with service(copilot_settings, ScriptedChatModel(steps=[calls(again)])) as svc:
         second = await svc.run_turn(rep.identity, rep.broker, asked.thread_id, "log another")
         assert second.proposals[0].tool_call_id != asked.proposals[0].tool_call_id
-        final = await svc.resume(
+        final = await svc.decide(
             rep.identity, rep.broker, asked.thread_id, [_approve(second.proposals[0].tool_call_id)]
         )
     assert done.outcomes[0]["result"]["status"] == "done"
@@ -364,14 +364,14 @@ async def test_a_decision_is_bound_to_the_arguments_shown_by_their_digest(copilo
         assert shown["digest"] == args_digest(shown["args"])
         other = args_digest({**shown["args"], "subject": "Something else"})
         with pytest.raises(InvalidDecision, match="not the one you were shown"):
-            await svc.resume(
+            await svc.decide(
                 rep.identity,
                 rep.broker,
                 asked.thread_id,
                 [{"tool_call_id": shown["tool_call_id"], "type": "approve", "digest": other}],
             )
         assert _activities(sandbox, asked.thread_id) == []
-        done = await svc.resume(
+        done = await svc.decide(
             rep.identity,
             rep.broker,
             asked.thread_id,
@@ -404,13 +404,13 @@ async def test_invalid_edits_are_refused_clearly_and_write_nothing(copilot_setti
         asked = await svc.run_turn(rep.identity, rep.broker, None, "update it")
         call_id = asked.proposals[0].tool_call_id
         with pytest.raises(InvalidDecision, match=message):
-            await svc.resume(
+            await svc.decide(
                 rep.identity,
                 rep.broker,
                 asked.thread_id,
                 [{"tool_call_id": call_id, "type": "edit", "args": edit}],
             )
-        still = await svc.pending(rep.identity, rep.broker, asked.thread_id)
+        still = await svc.pending(rep.identity, asked.thread_id)
     assert [p.tool_call_id for p in still.proposals] == [call_id]
     after = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
     assert after["version"] == before["version"]
@@ -427,7 +427,7 @@ async def test_an_out_of_range_amount_edit_leaves_the_proposal_open_for_a_correc
         asked = await svc.run_turn(rep.identity, rep.broker, None, "update it")
         call_id = asked.proposals[0].tool_call_id
         with pytest.raises(InvalidDecision, match=r"amount|finite"):
-            await svc.resume(
+            await svc.decide(
                 rep.identity,
                 rep.broker,
                 asked.thread_id,
@@ -437,7 +437,7 @@ async def test_an_out_of_range_amount_edit_leaves_the_proposal_open_for_a_correc
                     )
                 ),
             )
-        fixed = await svc.resume(
+        fixed = await svc.decide(
             rep.identity,
             rep.broker,
             asked.thread_id,
@@ -453,7 +453,7 @@ async def test_an_edit_that_changes_the_tool_is_refused(copilot_settings):
     async with service(copilot_settings, ScriptedChatModel(steps=[calls(_log("Tool swap"))])) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
         with pytest.raises(InvalidDecision, match="cannot be changed"):
-            await svc.resume(
+            await svc.decide(
                 rep.identity,
                 rep.broker,
                 asked.thread_id,
@@ -479,7 +479,7 @@ async def test_an_edit_pointing_at_a_record_the_rep_cannot_write_is_refused(copi
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, model) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "update it")
-        done = await svc.resume(
+        done = await svc.decide(
             rep.identity,
             rep.broker,
             asked.thread_id,
@@ -512,7 +512,7 @@ async def test_a_rejection_reaches_the_agent_is_recorded_and_the_agent_can_propo
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, model) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
-        again = await svc.resume(
+        again = await svc.decide(
             rep.identity,
             rep.broker,
             asked.thread_id,
@@ -533,7 +533,7 @@ async def test_a_rejection_needs_a_reason(copilot_settings):
     async with service(copilot_settings, ScriptedChatModel(steps=[calls(_log("x"))])) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
         with pytest.raises(InvalidDecision, match="reason"):
-            await svc.resume(
+            await svc.decide(
                 rep.identity,
                 rep.broker,
                 asked.thread_id,
@@ -575,7 +575,7 @@ async def test_a_stale_proposal_becomes_a_conflict_then_a_fresh_approval_without
             changes={"next_step": "Manager: confirm budget"},
         )
         assert manager_change["isError"] is False
-        conflicted = await svc.resume(
+        conflicted = await svc.decide(
             rep.identity, rep.broker, asked.thread_id, [_approve(asked.proposals[0].tool_call_id)]
         )
         assert conflicted.outcomes[0]["result"]["status"] == "conflict"
@@ -583,7 +583,7 @@ async def test_a_stale_proposal_becomes_a_conflict_then_a_fresh_approval_without
         assert fresh.tool_call_id != asked.proposals[0].tool_call_id
         assert fresh.record is not None
         assert fresh.record["version"] == read_version + 1
-        done = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(fresh.tool_call_id)])
+        done = await svc.decide(rep.identity, rep.broker, asked.thread_id, [_approve(fresh.tool_call_id)])
 
     assert done.outcomes[0]["result"]["status"] == "done"
     final = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-analytics")["structuredContent"]
@@ -603,16 +603,16 @@ async def test_three_proposals_are_approved_edited_and_rejected_separately(copil
         by_subject = {p.args["subject"]: p.tool_call_id for p in asked.proposals}
         assert set(by_subject) == {"One", "Two", "Three"}
 
-        after_one = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(by_subject["One"])])
+        after_one = await svc.decide(rep.identity, rep.broker, asked.thread_id, [_approve(by_subject["One"])])
         assert {p.args["subject"] for p in after_one.proposals} == {"Two", "Three"}
-        after_two = await svc.resume(
+        after_two = await svc.decide(
             rep.identity,
             rep.broker,
             asked.thread_id,
             [{"tool_call_id": by_subject["Two"], "type": "edit", "args": {"subject": "Two (edited)"}}],
         )
         assert {p.args["subject"] for p in after_two.proposals} == {"Three"}
-        await svc.resume(
+        await svc.decide(
             rep.identity,
             rep.broker,
             asked.thread_id,
@@ -704,7 +704,7 @@ async def test_crm_outage_answers_plainly_opens_the_breaker_and_keeps_the_approv
         call_id = asked.proposals[0].tool_call_id
 
         sandbox.admin("PUT", "/admin/knobs", {"failure_rate": 1.0, "failure_kinds": ["503"]})
-        down = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+        down = await svc.decide(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
         assert down.answer is not None
         assert "Live CRM data is unavailable" in down.answer
         assert [p.tool_call_id for p in down.proposals] == [call_id]
@@ -722,7 +722,7 @@ async def test_crm_outage_answers_plainly_opens_the_breaker_and_keeps_the_approv
 
         sandbox.admin("PUT", "/admin/knobs", {})
         await asyncio.sleep(copilot_settings.breaker_reset_seconds + 0.1)
-        recovered = await svc.resume(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
+        recovered = await svc.decide(rep.identity, rep.broker, asked.thread_id, [_approve(call_id)])
 
     assert recovered.outcomes[0]["result"]["status"] == "done"
     assert svc.breaker.state == "closed"
@@ -767,7 +767,7 @@ async def test_the_reps_tokens_never_appear_in_checkpoints_store_audit_or_logs(
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, model) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
-        await svc.resume(
+        await svc.decide(
             rep.identity, rep.broker, asked.thread_id, [_approve(p.tool_call_id) for p in asked.proposals]
         )
     tokens = rep.issued_tokens()
@@ -807,11 +807,11 @@ async def test_another_rep_cannot_continue_or_resume_a_thread(copilot_settings):
         with pytest.raises(ThreadAccessDenied):
             await svc.run_turn(other.identity, other.broker, asked.thread_id, "show me")
         with pytest.raises(ThreadAccessDenied):
-            await svc.resume(
+            await svc.decide(
                 other.identity, other.broker, asked.thread_id, [_approve(asked.proposals[0].tool_call_id)]
             )
         with pytest.raises(ThreadAccessDenied):
-            await svc.pending(other.identity, other.broker, asked.thread_id)
+            await svc.pending(other.identity, asked.thread_id)
 
 
 async def test_a_rep_without_crm_access_gets_a_clear_answer(copilot_settings):
@@ -831,7 +831,7 @@ async def test_an_edit_can_fix_a_proposal_whose_original_arguments_were_invalid(
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, ScriptedChatModel(steps=[calls(invalid)], final="Logged.")) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
-        done = await svc.resume(
+        done = await svc.decide(
             rep.identity,
             rep.broker,
             asked.thread_id,
@@ -854,7 +854,7 @@ async def test_an_edit_that_retargets_another_opportunity_is_a_conflict_not_a_bl
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, model) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "update it")
-        done = await svc.resume(
+        done = await svc.decide(
             rep.identity,
             rep.broker,
             asked.thread_id,
@@ -883,7 +883,7 @@ async def test_an_edit_attaching_an_activity_to_an_account_the_rep_cannot_see_is
     )
     async with service(copilot_settings, model) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "log it")
-        done = await svc.resume(
+        done = await svc.decide(
             rep.identity,
             rep.broker,
             asked.thread_id,
@@ -906,7 +906,7 @@ async def test_a_rejection_is_recorded_exactly_when_the_run_took_it(copilot_sett
         asked = await svc.run_turn(rep.identity, rep.broker, None, "log two")
         keep, drop = sorted(asked.proposals, key=lambda p: p.args["subject"] != "Keep")
         sandbox.admin("PUT", "/admin/knobs", {"failure_rate": 1.0, "failure_kinds": ["503"]})
-        down = await svc.resume(
+        down = await svc.decide(
             rep.identity,
             rep.broker,
             asked.thread_id,
@@ -933,7 +933,7 @@ async def test_approving_a_preference_change_needs_no_crm_write_session(copilot_
     async with service(copilot_settings, model) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "be formal")
         sandbox.admin("PUT", "/admin/knobs", {"failure_rate": 1.0, "failure_kinds": ["503"]})
-        done = await svc.resume(
+        done = await svc.decide(
             rep.identity, rep.broker, asked.thread_id, [_approve(asked.proposals[0].tool_call_id)]
         )
         sandbox.admin("PUT", "/admin/knobs", {})
@@ -995,7 +995,7 @@ async def test_a_redelivered_message_is_not_asked_twice(copilot_settings, sandbo
             rep.identity, rep.broker, None, "log a call", message_id="teams-activity:a1"
         )
         call_id = first.proposals[0].tool_call_id
-        await svc.resume(rep.identity, rep.broker, first.thread_id, [_approve(call_id)])
+        await svc.decide(rep.identity, rep.broker, first.thread_id, [_approve(call_id)])
         again = await svc.run_turn(
             rep.identity, rep.broker, first.thread_id, "log a call", message_id="teams-activity:a1"
         )

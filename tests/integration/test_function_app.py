@@ -644,14 +644,14 @@ async def test_retention_expires_idle_threads_and_prunes_old_checkpoints_and_thr
         # An idle thread with an executed (audited) write and a rejection, then forgotten.
         idle = await svc.run_turn(rep.identity, rep.broker, None, "look up Acme")
         asked = await svc.run_turn(rep.identity, rep.broker, idle.thread_id, "log a call")
-        await svc.resume(
+        await svc.decide(
             rep.identity,
             rep.broker,
             idle.thread_id,
             [{"tool_call_id": asked.proposals[0].tool_call_id, "type": "approve"}],
         )
         rejected = await svc.run_turn(rep.identity, rep.broker, idle.thread_id, "log another")
-        await svc.resume(
+        await svc.decide(
             rep.identity,
             rep.broker,
             idle.thread_id,
@@ -733,9 +733,9 @@ async def test_retention_expires_idle_threads_and_prunes_old_checkpoints_and_thr
         assert await _count(db_conn, "SELECT count(*) FROM rejections") == rejections_before
 
         # The pruned thread still has its pending approval and its history, and resumes.
-        still = await svc.pending(rep.identity, rep.broker, active.thread_id)
+        still = await svc.pending(rep.identity, active.thread_id)
         assert [p.tool_call_id for p in still.proposals] == [pending.proposals[0].tool_call_id]
-        done = await svc.resume(
+        done = await svc.decide(
             rep.identity,
             rep.broker,
             active.thread_id,

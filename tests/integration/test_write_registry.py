@@ -102,13 +102,13 @@ async def test_a_write_tool_registered_in_a_test_is_interrupted_guarded_audited_
         assert {"edit.text", "edit.colour"} <= {i.get("id") for i in inputs(card)}
         # Guarded: an edit is re-validated against the tool's own schema.
         with pytest.raises(Exception, match="text"):
-            await svc.resume(
+            await svc.decide(
                 rep.identity,
                 rep.broker,
                 asked.thread_id,
                 [{"tool_call_id": proposal.tool_call_id, "type": "edit", "args": {"text": "x" * 500}}],
             )
-        done = await svc.resume(
+        done = await svc.decide(
             rep.identity,
             rep.broker,
             asked.thread_id,
@@ -144,7 +144,7 @@ async def test_a_mailbox_outage_during_a_draft_approval_says_so_and_keeps_the_pr
         copilot_settings.database_url.get_secret_value(), sandbox, GRAPH_BASE_URL="http://127.0.0.1:9/v1.0"
     )
     async with service(down, ScriptedChatModel(final="Saved.")) as svc:
-        kept = await svc.resume(
+        kept = await svc.decide(
             rep.identity, rep.broker, asked.thread_id, [{"tool_call_id": call_id, "type": "approve"}]
         )
     assert kept.notice == "mailbox_unavailable"
@@ -154,7 +154,7 @@ async def test_a_mailbox_outage_during_a_draft_approval_says_so_and_keeps_the_pr
     assert [p.tool_call_id for p in kept.proposals] == [call_id]
 
     async with service(copilot_settings, ScriptedChatModel(final="Saved.")) as svc:
-        saved = await svc.resume(
+        saved = await svc.decide(
             rep.identity, rep.broker, asked.thread_id, [{"tool_call_id": call_id, "type": "approve"}]
         )
     assert saved.writes[call_id].status == "done"

@@ -135,7 +135,7 @@ def _mcp_tool(name: str, annotations: ToolAnnotations | None) -> Tool:
     return Tool(name=name, inputSchema={"type": "object", "properties": {}}, annotations=annotations)
 
 
-async def test_only_crm_tools_declared_read_only_are_given_to_the_model(monkeypatch: pytest.MonkeyPatch):
+async def test_only_crm_tools_declared_read_only_are_given_to_the_model():
     listed = [
         _mcp_tool("get_account", ToolAnnotations(readOnlyHint=True)),
         _mcp_tool("list_opportunities", ToolAnnotations(readOnlyHint=True, destructiveHint=False)),
@@ -144,32 +144,17 @@ async def test_only_crm_tools_declared_read_only_are_given_to_the_model(monkeypa
         _mcp_tool("delete_everything", None),
         _mcp_tool("send_email", ToolAnnotations(title="Send an email")),
     ]
-    session = FakeSession(listed)
-    seen: dict[str, Any] = {}
 
-    async def fake_load_mcp_tools(sess: Any, **kwargs: Any) -> list[BaseTool]:
-        seen["session"] = sess
-        seen["kwargs"] = kwargs
-        return [_tool(t.name) for t in listed]
-
-    monkeypatch.setattr(crm_client, "load_mcp_tools", fake_load_mcp_tools)
-
-    tools = await crm_client.load_read_tools(session)  # type: ignore[arg-type]
+    definitions = await crm_client.read_tool_definitions(FakeSession(listed))  # type: ignore[arg-type]
+    tools = crm_client.read_tools(definitions)
 
     assert sorted(t.name for t in tools) == ["get_account", "list_opportunities"]
-    assert seen["session"] is session
     # CRM refusals come back to the model as tool results, not as crashes.
-    assert seen["kwargs"].get("handle_tool_errors") is True
+    assert all(t.handle_tool_error for t in tools)
+    assert all((t.metadata or {}).get("readOnlyHint") is True for t in tools)
 
 
-async def test_a_crm_that_declares_nothing_read_only_gives_the_model_no_crm_tools(
-    monkeypatch: pytest.MonkeyPatch,
-):
+async def test_a_crm_that_declares_nothing_read_only_gives_the_model_no_crm_tools():
     listed = [_mcp_tool("get_account", None), _mcp_tool("list_contacts", ToolAnnotations())]
 
-    async def fake_load_mcp_tools(sess: Any, **kwargs: Any) -> list[BaseTool]:
-        return [_tool(t.name) for t in listed]
-
-    monkeypatch.setattr(crm_client, "load_mcp_tools", fake_load_mcp_tools)
-
-    assert await crm_client.load_read_tools(FakeSession(listed)) == []  # type: ignore[arg-type]
+    assert await crm_client.read_tool_definitions(FakeSession(listed)) == []  # type: ignore[arg-type]

@@ -63,7 +63,7 @@ class _Service:
     async def run_turn(self, *args: Any) -> Any:
         raise self.error
 
-    async def resume(self, *args: Any) -> Any:
+    async def decide(self, *args: Any) -> Any:
         raise self.error
 
 
