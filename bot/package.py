@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from copilot.settings import LOCAL_APP_ID
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 APP_PACKAGE_DIR = PROJECT_ROOT / "appPackage"
@@ -52,8 +54,9 @@ class PackageSettings(BaseSettings):
 
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
 
-    bot_app_id: str = Field(default="11111111-2222-4333-8444-555555555555", alias="BOT_APP_ID")
-    """The bot's Entra app (client) id; also the SSO app. Same default as ``copilot.settings``."""
+    bot_app_id: str = Field(default=LOCAL_APP_ID, alias="MicrosoftAppId")
+    """The bot's Entra app (client) id; also the SSO app: the bot's and the copilot's one
+    ``MicrosoftAppId``. Unset or empty = the local sandbox's (a package for local testing)."""
     bot_domain: str = Field(default="localhost", alias="BOT_DOMAIN")
     """Host name the bot is served from (no scheme, port or path), e.g. ``crm-copilot.contoso.com``."""
     app_version: str = Field(default="1.0.0", alias="APP_VERSION")
@@ -64,6 +67,11 @@ class PackageSettings(BaseSettings):
     terms_url: str = Field(default="https://www.example.com/crm-copilot/terms", alias="TERMS_URL")
     teams_app_id: str | None = Field(default=None, alias="TEAMS_APP_ID")
     """The Teams app id (manifest ``id``); unset = the bot app id."""
+
+    @field_validator("bot_app_id", mode="before")
+    @classmethod
+    def _unset_is_local(cls, value: object) -> object:
+        return LOCAL_APP_ID if value == "" else value
 
     @property
     def manifest_id(self) -> str:
@@ -76,7 +84,7 @@ class PackageSettings(BaseSettings):
 
 def _check_settings(settings: PackageSettings) -> None:
     """Raise ``ValueError`` naming the environment variable when a value would make a bad package."""
-    for env, value in (("BOT_APP_ID", settings.bot_app_id), ("TEAMS_APP_ID", settings.manifest_id)):
+    for env, value in (("MicrosoftAppId", settings.bot_app_id), ("TEAMS_APP_ID", settings.manifest_id)):
         if not _GUID.match(value):
             raise ValueError(f"{env} must be a GUID like 11111111-2222-4333-8444-555555555555; got {value!r}")
     domain = settings.bot_domain
@@ -410,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bot package",
         description="Build the Teams app package (zip) to upload in the Teams admin center. "
-        "Settings come from BOT_APP_ID, BOT_DOMAIN, APP_VERSION, PUBLISHER_NAME, WEBSITE_URL, "
+        "Settings come from MicrosoftAppId, BOT_DOMAIN, APP_VERSION, PUBLISHER_NAME, WEBSITE_URL, "
         "PRIVACY_URL, TERMS_URL and TEAMS_APP_ID.",
     )
     parser.add_argument("--out", type=Path, default=Path("build/appPackage.zip"), help="zip to write")

@@ -4,10 +4,33 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from copilot.errors import ConfigurationError
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+# The local sandbox's app registration and sign-in password: defaults in local development
+# only (a deployment must set its own, see ``_deployed_has_no_sandbox_defaults``).
+LOCAL_APP_ID = "11111111-2222-4333-8444-555555555555"
+_SANDBOX_APP_SECRET = SecretStr("sandbox-bot-secret")
+_SANDBOX_DEV_PASSWORD = SecretStr("sandbox-dev-password")
+
+_DEPLOYED_REQUIRED = {
+    "app_client_id": "MicrosoftAppId",
+    "app_client_secret": "MicrosoftAppPassword",
+    "crm_mcp_url": "CRM_MCP_URL",
+    "graph_base_url": "GRAPH_BASE_URL",
+    "entra_authority": "ENTRA_AUTHORITY",
+}
+"""Settings whose defaults point at the local sandbox: a deployment must give each."""
+
+
+def _given(value: object) -> bool:
+    if isinstance(value, SecretStr):
+        value = value.get_secret_value()
+    return bool(str(value).strip())
 
 
 class Settings(BaseSettings):
@@ -73,25 +96,71 @@ class Settings(BaseSettings):
     # --- Entra ID (on-behalf-of) ------------------------------------------------------------
     entra_authority: str = Field(default="https://localhost:8766", alias="ENTRA_AUTHORITY")
     entra_ca_bundle: Path | None = Field(default=None, alias="ENTRA_CA_BUNDLE")
-    """CA file for a private identity provider (the sandbox's); unset = system trust store."""
-    bot_app_id: str = Field(default="11111111-2222-4333-8444-555555555555", alias="BOT_APP_ID")
-    bot_app_password: SecretStr = Field(default=SecretStr("sandbox-bot-secret"), alias="BOT_APP_PASSWORD")
-    dev_sign_in_password: SecretStr | None = Field(
-        default=SecretStr("sandbox-dev-password"), alias="COPILOT_DEV_SIGN_IN_PASSWORD"
-    )
-    """Local development only: the CLI signs a rep in with this (ROPC) to get a user assertion."""
+    """CA file for a private identity provider; unset = the system trust store (and, in local
+    development only, the sandbox's CA when it exists)."""
+    app_client_id: str = Field(default="", alias="MicrosoftAppId")
+    """The bot's Entra app registration: the app Teams signs reps in to, and the client of the
+    on-behalf-of exchange (one setting, read by the bot too). Unset = the sandbox's (local only)."""
+    app_client_secret: SecretStr = Field(default=SecretStr(""), alias="MicrosoftAppPassword")
+    """That app's client secret. Unset = the sandbox's (local only)."""
+    dev_sign_in_password_setting: SecretStr | None = Field(default=None, alias="COPILOT_DEV_SIGN_IN_PASSWORD")
+    """Local development only: the CLI signs a rep in with this (ROPC) to get a user assertion;
+    unset = the sandbox's. Refused when deployed."""
+
+    @model_validator(mode="after")
+    def _deployed_has_no_sandbox_defaults(self) -> Settings:
+        """A deployment names every endpoint and secret itself: no sandbox default applies."""
+        if self.environment != "deployed":
+            return self
+        missing = [
+            alias
+            for name, alias in _DEPLOYED_REQUIRED.items()
+            if name not in self.model_fields_set or not _given(getattr(self, name))
+        ]
+        if missing:
+            raise ConfigurationError(
+                f"COPILOT_ENVIRONMENT=deployed needs {', '.join(missing)} set (the local sandbox's "
+                "defaults never apply to a deployment)"
+            )
+        if self.dev_sign_in_password_setting is not None:
+            raise ConfigurationError(
+                "COPILOT_DEV_SIGN_IN_PASSWORD is for local development only: unset it in a deployment"
+            )
+        return self
 
     @property
     def embedded_pgdata(self) -> Path:
         return self.data_dir / "postgres"
 
     @property
+    def local(self) -> bool:
+        """Local development (``COPILOT_ENVIRONMENT=local``): the sandbox's defaults apply."""
+        return self.environment == "local"
+
+    @property
     def ca_bundle(self) -> Path | None:
-        """The identity provider's CA: explicit, else the sandbox's if it exists."""
+        """The identity provider's CA: explicit, else (local only) the sandbox's if it exists."""
         if self.entra_ca_bundle is not None:
             return self.entra_ca_bundle
         sandbox_ca = self.data_dir / "sandbox" / "ca.pem"
-        return sandbox_ca if sandbox_ca.exists() else None
+        return sandbox_ca if self.local and sandbox_ca.exists() else None
+
+    @property
+    def obo_client_id(self) -> str:
+        """The on-behalf-of client: ``MicrosoftAppId``, else (local only) the sandbox's app."""
+        return self.app_client_id or LOCAL_APP_ID
+
+    @property
+    def obo_client_secret(self) -> SecretStr:
+        """The on-behalf-of client's secret: ``MicrosoftAppPassword``, else (local only) the sandbox's."""
+        return self.app_client_secret if self.app_client_secret.get_secret_value() else _SANDBOX_APP_SECRET
+
+    @property
+    def dev_sign_in_password(self) -> SecretStr | None:
+        """The local sign-in password (``None`` = local sign-in is off, as always when deployed)."""
+        if not self.local:
+            return None
+        return self.dev_sign_in_password_setting or _SANDBOX_DEV_PASSWORD
 
     def crm_scopes(self, *, write: bool) -> list[str]:
         """Delegated CRM scopes: read always, write only for an approved write."""

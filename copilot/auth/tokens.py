@@ -78,8 +78,8 @@ class OboTokenBroker:
                 kwargs["connection_verify"] = str(self.settings.ca_bundle)
             self._credential = OnBehalfOfCredential(
                 tenant_id=self.identity.tenant_id,
-                client_id=self.settings.bot_app_id,
-                client_secret=self.settings.bot_app_password.get_secret_value(),
+                client_id=self.settings.obo_client_id,
+                client_secret=self.settings.obo_client_secret.get_secret_value(),
                 user_assertion=self.user_assertion,
                 authority=self.settings.entra_authority,
                 disable_instance_discovery=True,
@@ -125,7 +125,7 @@ async def dev_sign_in(settings: Settings, username: str) -> str:
     same on-behalf-of path as a real Teams SSO token.
     """
     if settings.dev_sign_in_password is None:
-        raise AuthError("local sign-in is disabled (COPILOT_DEV_SIGN_IN_PASSWORD is unset)")
+        raise AuthError("local sign-in is for local development only (COPILOT_ENVIRONMENT=local)")
     host = urlparse(settings.entra_authority).hostname or ""
     if host not in ("localhost", "127.0.0.1", "::1"):
         # A password sign-in is for the local sandbox only, never a real tenant.
@@ -136,10 +136,10 @@ async def dev_sign_in(settings: Settings, username: str) -> str:
     )
     form = {
         "grant_type": "password",
-        "client_id": settings.bot_app_id,
+        "client_id": settings.obo_client_id,
         "username": username,
         "password": settings.dev_sign_in_password.get_secret_value(),
-        "scope": f"api://localhost/{settings.bot_app_id}/access_as_user",
+        "scope": f"api://localhost/{settings.obo_client_id}/access_as_user",
     }
     try:
         async with httpx.AsyncClient(verify=verify, timeout=15) as client:

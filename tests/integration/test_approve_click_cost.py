@@ -58,7 +58,9 @@ def _counting(costs: Costs, kind: str, original: Callable[..., Any]) -> Callable
 @pytest.fixture
 def costs(monkeypatch: pytest.MonkeyPatch) -> Costs:
     costs = Costs()
-    monkeypatch.setattr(copilot.runner, "build_agent", _counting(costs, "compile", copilot.runner.build_agent))
+    monkeypatch.setattr(
+        copilot.runner, "build_agent", _counting(costs, "compile", copilot.runner.build_agent)
+    )
     monkeypatch.setattr(threads, "authorize", _counting(costs, "authorize", threads.authorize))
     monkeypatch.setattr(Pregel, "aget_state", _counting(costs, "state_read", Pregel.aget_state))
 
@@ -147,7 +149,9 @@ async def test_a_rejection_exchanges_no_token_and_opens_no_session(
         card_activity = teams.connector.cards()[-1]
         actions = find_actions(card_of(card_activity), "Reject")
         costs.reset()
-        await teams.submit(card_activity.activity_id or "", {**actions[0]["data"], "reject.reason": "not now"})
+        await teams.submit(
+            card_activity.activity_id or "", {**actions[0]["data"], "reject.reason": "not now"}
+        )
         assert "not now" in repr(card_of(teams.connector.updates()[-1]))
 
     _assert_one_click_budget(costs, compilations=0)

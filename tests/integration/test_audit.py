@@ -562,15 +562,25 @@ def test_local_development_generates_one_private_key_under_the_data_dir(tmp_path
     assert first.current.key_id.startswith("local-")
 
 
+DEPLOYED: dict[str, Any] = {
+    "COPILOT_ENVIRONMENT": "deployed",
+    "MicrosoftAppId": "0f1e2d3c-4b5a-4697-8877-665544332211",
+    "MicrosoftAppPassword": "a-real-secret",
+    "CRM_MCP_URL": "https://crm.contoso.example/mcp",
+    "GRAPH_BASE_URL": "https://graph.microsoft.com/v1.0",
+    "ENTRA_AUTHORITY": "https://login.microsoftonline.com",
+}
+
+
 def test_a_deployment_without_a_configured_key_refuses_to_start(tmp_path):
-    settings = Settings(COPILOT_DATA_DIR=tmp_path, COPILOT_ENVIRONMENT="deployed")
+    settings = Settings(COPILOT_DATA_DIR=tmp_path, **DEPLOYED)
     with pytest.raises(ConfigurationError, match="COPILOT_AUDIT_HMAC_KEYS is not set"):
         audit.audit_config(settings)
     assert not (tmp_path / "audit").exists(), "no key is generated for a deployment"
 
     configured = Settings(
         COPILOT_DATA_DIR=tmp_path,
-        COPILOT_ENVIRONMENT="deployed",
+        **DEPLOYED,
         COPILOT_AUDIT_HMAC_KEYS=SecretStr(f"{_key_entry('k2', 2)},{_key_entry('k1', 1)}"),
         COPILOT_AUDIT_ANCHOR_FILE=tmp_path / "anchors.jsonl",
     )

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "node_modules" / "@microsoft" / "app-manifest" / "build" / "json-schemas" / "teams"
 EXPECTED_COMMANDS = ["my pipeline", "summarise", "log a call", "my preferences", "help"]
 SETTINGS_ENV = (
-    "BOT_APP_ID",
+    "MicrosoftAppId",
     "BOT_DOMAIN",
     "APP_VERSION",
     "PUBLISHER_NAME",
@@ -54,7 +54,7 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _settings(**overrides: str) -> PackageSettings:
     values = {
-        "BOT_APP_ID": "0f1e2d3c-4b5a-4697-8877-665544332211",
+        "MicrosoftAppId": "0f1e2d3c-4b5a-4697-8877-665544332211",
         "BOT_DOMAIN": "crm-copilot.contoso.com",
         "APP_VERSION": "2.3.4",
         "PUBLISHER_NAME": "Contoso Sales IT",
@@ -238,7 +238,7 @@ def test_accent_colour_is_the_colour_icon_background():
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"BOT_APP_ID": "my-bot"}, "BOT_APP_ID must be a GUID"),
+        ({"MicrosoftAppId": "my-bot"}, "MicrosoftAppId must be a GUID"),
         ({"TEAMS_APP_ID": "not-a-guid"}, "TEAMS_APP_ID must be a GUID"),
         ({"BOT_DOMAIN": "https://crm-copilot.contoso.com"}, "BOT_DOMAIN must be a bare host name"),
         ({"BOT_DOMAIN": "crm-copilot.contoso.com/api/messages"}, "BOT_DOMAIN must be a bare host name"),
@@ -255,7 +255,7 @@ def test_invalid_settings_fail_with_a_message_naming_the_variable(overrides: dic
 
 
 def test_settings_come_from_environment_variables(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("BOT_APP_ID", "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee")
+    monkeypatch.setenv("MicrosoftAppId", "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee")
     monkeypatch.setenv("BOT_DOMAIN", "bot.example.net")
     monkeypatch.setenv("APP_VERSION", "3.0.1")
     settings = PackageSettings()
@@ -267,10 +267,13 @@ def test_settings_come_from_environment_variables(monkeypatch: pytest.MonkeyPatc
     assert settings.manifest_id == settings.bot_app_id
 
 
-def test_default_bot_app_id_matches_the_copilot_settings_default():
+def test_an_unset_or_empty_app_id_is_the_local_app_the_copilot_signs_in_with_locally():
     from copilot.settings import Settings
 
-    assert PackageSettings.model_fields["bot_app_id"].default == Settings.model_fields["bot_app_id"].default
+    local = Settings().obo_client_id
+    assert PackageSettings().bot_app_id == local
+    # The bot's local development mode sets MicrosoftAppId to nothing.
+    assert PackageSettings(MicrosoftAppId="").bot_app_id == local
 
 
 # --- icons ----------------------------------------------------------------------------------
@@ -340,7 +343,7 @@ def test_bad_settings_leave_no_package_behind(tmp_path: Path):
 def test_cli_writes_the_package_and_reports_app_id_and_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
-    monkeypatch.setenv("BOT_APP_ID", "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee")
+    monkeypatch.setenv("MicrosoftAppId", "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee")
     monkeypatch.setenv("APP_VERSION", "1.2.3")
     out = tmp_path / "pkg.zip"
     assert main(["--out", str(out)]) == 0
