@@ -49,9 +49,10 @@ def build_agent(
     approval gate wraps the write guard, which wraps the breaker and retry, so a write
     can only execute after a decision and retries never re-ask the rep.
     """
-    tools: list[BaseTool] = [*crm_read_tools, *local_read_tools(), *write_tools()]
+    reads = [*crm_read_tools, *local_read_tools()]
+    tools: list[BaseTool] = [*reads, *write_tools()]
     hitl = approval_middleware()
-    assert_every_write_is_interrupted(tools, hitl, read_only={t.name for t in crm_read_tools})
+    assert_every_write_is_interrupted(tools, hitl, read_only={t.name for t in reads})
     middleware: list[AgentMiddleware[Any, Any, Any]] = [
         RepContextMiddleware(),
         *pii_middleware(settings.phone_region),

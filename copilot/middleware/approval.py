@@ -13,7 +13,6 @@ from langgraph.runtime import Runtime
 
 from copilot.errors import ConfigurationError
 from copilot.proposals import describe_proposal
-from copilot.tools.schemas import LOCAL_READ_TOOLS
 from copilot.writes import write_tools
 
 REQUIRED_DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
@@ -38,14 +37,14 @@ def assert_every_write_is_interrupted(
 ) -> None:
     """Refuse to build an agent in which any tool that may change something runs unreviewed.
 
-    A tool counts as read-only only if the CRM declared it so (``readOnlyHint``) or it is
-    one of the copilot's own known read tools; everything else must be interrupted with
+    A tool counts as read-only only if it is in ``read_only``: the CRM declared it so
+    (``readOnlyHint``), or it is one of the copilot's own read tools; everything else must be interrupted with
     approve, edit and reject. And there is no sending of email, ever.
     """
     for tool in tools:
         if "send" in tool.name.lower():
             raise ConfigurationError(f"tool {tool.name!r} looks like a send tool; the copilot only drafts")
-        if tool.name in read_only or tool.name in LOCAL_READ_TOOLS:
+        if tool.name in read_only:
             continue
         config = hitl.interrupt_on.get(tool.name)
         allowed = set(config["allowed_decisions"]) if config else set()

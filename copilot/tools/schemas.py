@@ -105,7 +105,3 @@ class UpdatePreferencesArgs(_Args):
 
 class NoArgs(_Args):
     """A tool without arguments."""
-
-
-LOCAL_READ_TOOLS = ("get_preferences",)
-"""Read tools the copilot implements itself (not from the CRM's MCP server)."""

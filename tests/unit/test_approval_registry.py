@@ -12,7 +12,6 @@ from mcp.types import ListToolsResult, Tool, ToolAnnotations
 from copilot.errors import ConfigurationError
 from copilot.middleware.approval import approval_middleware, assert_every_write_is_interrupted
 from copilot.tools import crm_client
-from copilot.tools.schemas import LOCAL_READ_TOOLS
 from copilot.tools.write_tools import local_read_tools, write_tools
 from copilot.writes import WRITE_TOOL_SCHEMAS
 
@@ -30,6 +29,10 @@ def _real_tools() -> list[BaseTool]:
     return [*(_tool(n) for n in sorted(CRM_READS)), *local_read_tools(), *write_tools()]
 
 
+def _read_only() -> set[str]:
+    return set(CRM_READS) | {t.name for t in local_read_tools()}
+
+
 def _interrupting(*names: str, mode: str = "per_call") -> HumanInTheLoopMiddleware[Any, Any, Any]:
     interrupt_on: dict[str, bool | InterruptOnConfig] = {
         name: InterruptOnConfig(allowed_decisions=["approve", "edit", "reject"]) for name in names
@@ -38,14 +41,14 @@ def _interrupting(*names: str, mode: str = "per_call") -> HumanInTheLoopMiddlewa
 
 
 def test_the_real_configuration_passes_the_start_up_check():
-    assert_every_write_is_interrupted(_real_tools(), approval_middleware(), read_only=set(CRM_READS))
+    assert_every_write_is_interrupted(_real_tools(), approval_middleware(), read_only=_read_only())
 
 
 def test_a_tool_that_is_neither_read_only_nor_interrupted_is_refused():
     tools = [*_real_tools(), _tool("delete_account")]
 
     with pytest.raises(ConfigurationError, match="delete_account") as raised:
-        assert_every_write_is_interrupted(tools, approval_middleware(), read_only=set(CRM_READS))
+        assert_every_write_is_interrupted(tools, approval_middleware(), read_only=_read_only())
 
     assert raised.value.fields.get("tool") == "delete_account"
 
@@ -55,7 +58,7 @@ def test_a_crm_write_tool_is_refused_unless_declared_read_only():
     tools = [*_real_tools(), _tool("upsert_activity")]
 
     with pytest.raises(ConfigurationError, match="upsert_activity"):
-        assert_every_write_is_interrupted(tools, approval_middleware(), read_only=set(CRM_READS))
+        assert_every_write_is_interrupted(tools, approval_middleware(), read_only=_read_only())
 
 
 def test_a_tool_interrupted_without_all_three_decisions_is_refused():
@@ -71,7 +74,7 @@ def test_a_tool_interrupted_without_all_three_decisions_is_refused():
     )
 
     with pytest.raises(ConfigurationError, match="log_activity"):
-        assert_every_write_is_interrupted(_real_tools(), hitl, read_only=set(CRM_READS))
+        assert_every_write_is_interrupted(_real_tools(), hitl, read_only=_read_only())
 
 
 @pytest.mark.parametrize("name", ["send_email", "SendMail", "crm_send_quote"])
@@ -79,7 +82,7 @@ def test_a_send_tool_is_refused_even_if_interrupted(name: str):
     hitl = _interrupting(*WRITE_TOOL_SCHEMAS, name)
 
     with pytest.raises(ConfigurationError, match="send"):
-        assert_every_write_is_interrupted([*_real_tools(), _tool(name)], hitl, read_only=set(CRM_READS))
+        assert_every_write_is_interrupted([*_real_tools(), _tool(name)], hitl, read_only=_read_only())
 
 
 def test_a_send_tool_is_refused_even_if_declared_read_only():
@@ -87,7 +90,7 @@ def test_a_send_tool_is_refused_even_if_declared_read_only():
         assert_every_write_is_interrupted(
             [*_real_tools(), _tool("send_email")],
             approval_middleware(),
-            read_only={*CRM_READS, "send_email"},
+            read_only={*_read_only(), "send_email"},
         )
 
 
@@ -96,7 +99,7 @@ def test_approvals_in_batched_mode_are_refused():
     assert hitl.interrupt_mode != "per_call"
 
     with pytest.raises(ConfigurationError, match="per call"):
-        assert_every_write_is_interrupted(_real_tools(), hitl, read_only=set(CRM_READS))
+        assert_every_write_is_interrupted(_real_tools(), hitl, read_only=_read_only())
 
 
 def test_the_approval_middleware_interrupts_exactly_the_write_tools_per_call_with_all_three_decisions():
@@ -116,7 +119,7 @@ def test_the_approval_middleware_interrupts_exactly_the_write_tools_per_call_wit
 
 def test_the_copilots_own_tools_are_its_writes_and_its_known_local_reads():
     assert {t.name for t in write_tools()} == set(WRITE_TOOL_SCHEMAS)
-    assert {t.name for t in local_read_tools()} == set(LOCAL_READ_TOOLS)
+    assert {t.name for t in local_read_tools()} == {"get_preferences"}
     assert not {t.name for t in local_read_tools()} & set(WRITE_TOOL_SCHEMAS)
 
 
