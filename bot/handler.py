@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Literal
 
 from botbuilder.core import CardFactory, InvokeResponse, MessageFactory, TurnContext
 from botbuilder.core.teams import TeamsActivityHandler
@@ -28,7 +28,7 @@ from botbuilder.schema import (
 from botframework.connector.token_api.models import TokenExchangeResource
 
 from bot import cards, conversations
-from bot.card_submit import InvalidSubmission, parse_submission, to_decision
+from bot.card_submit import CardSubmission, InvalidSubmission, parse_submission, to_decision
 from bot.progress import TurnProgress
 from bot.rep_tokens import RepTokens, SignedInRep, SsoRepTokens
 from bot.settings import BotSettings
@@ -249,25 +249,19 @@ class CopilotBot(TeamsActivityHandler):
             return built
 
         progress = TurnProgress(turn_context)
+        result: TurnResult | Literal["not_pending"] = "not_pending"
         async with conversations.deciding(
             self.service.pool, submission.thread_id, submission.tool_call_id
         ) as hold:
-            if not hold.granted:
-                await turn_context.send_activity(ALREADY_DECIDED)
-                return
-            try:
-                result = await self.service.decide(
-                    rep.identity, rep.broker, submission.thread_id, decision_for, progress.update
-                )
-            except (ThreadAccessDenied, ThreadNotFound):
-                await turn_context.send_activity(NOT_YOURS)
-                return
-            except ProposalNotPending:
-                result = None
-            except (InvalidSubmission, InvalidDecision) as exc:
-                await turn_context.send_activity(exc.message)
-                return
-            if result is not None:
+            # Not held: decided already, or being decided by another click right now.
+            # Either way it is answered below, by _show_decided, which checks the thread
+            # is the rep's before saying anything about it.
+            if hold.granted:
+                decided = await self._decide(turn_context, rep, submission, decision_for, progress)
+                if decided is None:
+                    return
+                result = decided
+            if isinstance(result, TurnResult):
                 proposal = result.decided.get(submission.tool_call_id)
                 if proposal is not None:
                     await self._update_card(turn_context, submission.thread_id, proposal, built[0], result)
@@ -279,10 +273,32 @@ class CopilotBot(TeamsActivityHandler):
                     p.tool_call_id == submission.tool_call_id for p in result.proposals
                 ):
                     await hold.mark_decided()
-        if result is None:
+        if result == "not_pending":
             await self._show_decided(turn_context, rep, submission.thread_id, submission.tool_call_id)
             return
         await self._send_result(turn_context, result, progress)
+
+    async def _decide(
+        self,
+        turn_context: TurnContext,
+        rep: SignedInRep,
+        submission: CardSubmission,
+        decision_for: Callable[[Mapping[str, Proposal]], list[dict[str, Any]]],
+        progress: TurnProgress,
+    ) -> TurnResult | Literal["not_pending"] | None:
+        """The decision's result, or ``"not_pending"``; None when the rep was already told
+        why nothing happened."""
+        try:
+            return await self.service.decide(
+                rep.identity, rep.broker, submission.thread_id, decision_for, progress.update
+            )
+        except (ThreadAccessDenied, ThreadNotFound):
+            await turn_context.send_activity(NOT_YOURS)
+        except ProposalNotPending:
+            return "not_pending"
+        except (InvalidSubmission, InvalidDecision) as exc:
+            await turn_context.send_activity(exc.message)
+        return None
 
     async def _show_decided(
         self, turn_context: TurnContext, rep: SignedInRep, thread_id: str, tool_call_id: str
@@ -293,7 +309,11 @@ class CopilotBot(TeamsActivityHandler):
         after the write and its checkpoint and before the card was updated, the rep never
         saw the outcome: show it now, on the card, instead of "already decided".
         """
-        decided = await self.service.decided(rep.identity, thread_id, tool_call_id)
+        try:
+            decided = await self.service.decided(rep.identity, thread_id, tool_call_id)
+        except (ThreadAccessDenied, ThreadNotFound):
+            await turn_context.send_activity(NOT_YOURS)
+            return
         async with conversations.deciding(self.service.pool, thread_id, tool_call_id) as hold:
             if decided is None or not hold.granted:
                 await turn_context.send_activity(ALREADY_DECIDED)

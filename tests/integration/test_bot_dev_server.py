@@ -122,6 +122,23 @@ async def test_submissions_by_another_rep_or_tampered_are_refused_without_writin
     assert teams.connector.updates() == []
 
 
+async def test_another_rep_clicking_a_decided_card_learns_nothing_about_it(
+    teams: Teams, sandbox: SandboxProcess
+):
+    await teams.say("log a task for Acme: send the contract")
+    card_activity = teams.connector.cards()[-1]
+    approve = _decision(card_of(card_activity), "Approve")
+    await teams.submit(card_activity.activity_id or "", approve)
+    megan = find_user("megan")
+    assert megan is not None
+
+    await teams.submit(card_activity.activity_id or "", approve, aad=megan.aad_object_id)
+
+    # Not "already decided": whether and how it was decided is the owner's business.
+    assert "belongs to another conversation or another person" in teams.last_text()
+    assert len(_activities_with(sandbox, f"{approve['thread_id']}:")) == 1
+
+
 async def test_a_rep_whose_crm_access_was_revoked_is_told_plainly(teams: Teams):
     adele = find_user("adele")
     assert adele is not None
