@@ -545,12 +545,16 @@ _CONFLICT_EXTRA = ("stage", "close_date", "amount", "next_step", "version")
 
 
 def _final_values(proposal: Proposal, detail: dict[str, Any]) -> dict[str, Any]:
-    """The values that were written: ``detail["args"]``, else the written record, else the proposal."""
-    given = detail.get("args")
-    if isinstance(given, dict) and given:
-        return given
+    """The values that were written, for every field the executed arguments set.
+
+    The executed arguments are the outcome's ``applied`` (an edit may set fields the
+    proposal did not), else ``detail["args"]``, else the proposal's; each value is the
+    written record's where the write returned it, else the argument.
+    """
+    given = detail.get("applied") or detail.get("args")
+    args: dict[str, Any] = given if isinstance(given, dict) and given else proposal.args
     written: dict[str, Any] = next((detail[k] for k in _WRITTEN_KEYS if isinstance(detail.get(k), dict)), {})
-    return {n: written.get(n, proposal.args[n]) for n in _shown_fields(proposal.tool, proposal.args)}
+    return {n: written.get(n, args[n]) for n in _shown_fields(proposal.tool, args)}
 
 
 def outcome_card(proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any]) -> Card:

@@ -174,6 +174,9 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                     self._after_commit_hook(key)
                 audit_entry: audit.AuditEntry | None = None
                 if outcome.status == "done":
+                    # Said in the outcome, so the rep's card and the model's answer show what
+                    # was written, fields only the edit set included.
+                    outcome = outcome.model_copy(update={"applied": final_args})
                     now = dt.datetime.now(dt.UTC)
                     proposed_at = dt.datetime.fromisoformat(snapshot["taken_at"]) if snapshot else None
                     audit_entry = audit.AuditEntry(

@@ -72,6 +72,8 @@ class WriteOutcome(BaseModel):
     """The backend's own answer (the activity, the opportunity and its previous values, the draft)."""
     replayed: bool = False
     """Returned from the idempotency record: the write had already been carried out."""
+    applied: dict[str, Any] | None = None
+    """For ``done``: the arguments it was carried out with, the rep's edits included."""
 
     @classmethod
     def done(cls, data: Mapping[str, Any], message: str = "") -> WriteOutcome:
@@ -107,6 +109,8 @@ class WriteOutcome(BaseModel):
             out["audit_id"] = self.audit_id
         if self.replayed:
             out["replayed"] = True
+        if self.applied is not None:
+            out["applied"] = self.applied
         return out
 
     @classmethod
@@ -122,6 +126,7 @@ class WriteOutcome(BaseModel):
         current = flat.pop("current", None)
         audit_id = flat.pop("audit_id", None)
         replayed = bool(flat.pop("replayed", False))
+        applied = flat.pop("applied", None)
         typed: OutcomeStatus = (
             status if status in ("done", "conflict") else ("refused" if code != "mailbox" else "failed")
         )
@@ -133,4 +138,5 @@ class WriteOutcome(BaseModel):
             audit_id=audit_id,
             data=flat,
             replayed=replayed,
+            applied=applied if isinstance(applied, dict) else None,
         )

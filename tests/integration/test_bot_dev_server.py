@@ -89,6 +89,22 @@ async def test_log_a_call_edit_and_approve_updates_the_card_and_writes_once(
     assert "already decided" in teams.last_text()
 
 
+async def test_a_field_only_the_edit_added_is_shown_on_the_approved_card(teams: Teams):
+    await teams.say("push the Acme expansion to Dec 20 and move it to proposal")
+    card_activity = teams.connector.cards()[-1]
+    card = card_of(card_activity)
+    assert "Next step" not in repr(card["body"][:2]), "the proposal itself sets no next step"
+    data = _decision(card, "Edit and approve", **{"edit.next_step": "Send the revised quote"})
+
+    await teams.submit(card_activity.activity_id or "", data)
+
+    approved = repr(card_of(teams.connector.updates()[-1]))
+    assert "Approved" in approved
+    assert "Send the revised quote" in approved
+    answer = teams.last_text()
+    assert "next step → Send the revised quote" in answer, answer
+
+
 async def test_a_rejection_with_a_reason_writes_nothing_and_updates_the_card(
     teams: Teams, sandbox: SandboxProcess
 ):

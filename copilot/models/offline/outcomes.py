@@ -66,7 +66,9 @@ def reproposal(prior: list[Call]) -> Step:
 def confirmation(ctx: PlanContext, role: WriteRole, prior: list[Call], result: ToolResult) -> str:
     """What was written, citing the record the write returned."""
     data = result.obj
-    args = prior[-1].args
+    # What was carried out (the rep may have edited the call), else what was asked.
+    applied = data.get("applied")
+    args = applied if isinstance(applied, dict) else prior[-1].args
     match role:
         case "activity_log":
             act = as_dict(data.get("activity"))
