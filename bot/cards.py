@@ -85,6 +85,14 @@ WELCOME_COMMANDS: tuple[str, ...] = (
     "help",
     "my preferences",
 )
+HELP_COMMANDS: frozenset[str] = frozenset({"help", "what can you do", "?"})
+"""Messages (lower-cased) answered with the help card."""
+RESET_COMMANDS: tuple[str, ...] = ("new conversation", "start over", "reset")
+"""Messages (lower-cased) that start a new thread; the first is the one the cards suggest."""
+EMPTY_MESSAGE_REPLY = (
+    'Ask me about your accounts, deals or contacts, for example "my pipeline". '
+    'Say "help" to see what I can do.'
+)
 
 # --- fields: labels, which ones a rep may edit, how they are typed ------------------------
 
@@ -682,6 +690,47 @@ def welcome_card() -> Card:
         {"type": "Action.Submit", "title": text, "data": command_data(text)} for text in WELCOME_COMMANDS
     ]
     return _card(body, actions, fallback="CRM sales copilot: ask about your accounts and pipeline.")
+
+
+def help_card() -> Card:
+    """What the copilot can do, from the write-tool registry, with example buttons (pure).
+
+    The changes it can propose are listed from the registry (title and the fields a rep
+    may edit), so a new write tool appears here without touching this card.
+    """
+    body: list[Card] = [
+        _header("What I can do", "Ask in your own words; I answer from the CRM as you."),
+        _text("**Answer questions** from live CRM data, with your permissions, citing each record:"),
+        _text(
+            "account summaries, your pipeline (by stage or closing this quarter), deal amounts, "
+            "close dates and next steps, contacts by title, the last activity on an account.",
+            spacing="Small",
+        ),
+        _text("**Propose changes** that you approve, edit or reject on their own card:", spacing="Medium"),
+    ]
+    for tool in write_tools():
+        fields = ", ".join(_label(name).lower() for name in tool.editable)
+        body.append(_text(f"- {tool.title}" + (f" ({fields})" if fields else ""), spacing="Small"))
+    body += [
+        _text(
+            "Nothing is written without your decision, and I never send email: drafts stay in "
+            "your Outlook drafts.",
+            spacing="Medium",
+        ),
+        _text(
+            f"Say **{RESET_COMMANDS[0]}** to start over, **help** to see this again.",
+            spacing="Small",
+            isSubtle=True,
+        ),
+    ]
+    actions: list[Card] = [
+        {"type": "Action.Submit", "title": text, "data": command_data(text)}
+        for text in WELCOME_COMMANDS
+        if text not in HELP_COMMANDS
+    ]
+    return _card(
+        body, actions, fallback="What I can do: answer from the CRM, and propose changes you approve."
+    )
 
 
 def notice_card(title: str, text: str, *, correlation_id: str | None = None) -> Card:

@@ -38,8 +38,6 @@ from copilot.runner import CopilotService, Proposal, TurnResult
 
 logger = logging.getLogger(__name__)
 
-RESET_COMMANDS = {"new conversation", "start over", "reset"}
-HELP_COMMANDS = {"help", "what can you do", "?"}
 NOT_YOURS = (
     "This card belongs to another conversation or another person, so I can't act on it. Nothing was changed."
 )
@@ -157,17 +155,19 @@ class CopilotBot(TeamsActivityHandler):
 
     async def _on_question(self, turn_context: TurnContext, text: str) -> None:
         if not text:
+            # Only spaces, or only an attachment: say what to ask rather than nothing.
+            await turn_context.send_activity(cards.EMPTY_MESSAGE_REPLY)
             return
-        if text.lower() in HELP_COMMANDS:
+        if text.lower() in cards.HELP_COMMANDS:
             await turn_context.send_activity(
-                MessageFactory.attachment(CardFactory.adaptive_card(cards.welcome_card()))
+                MessageFactory.attachment(CardFactory.adaptive_card(cards.help_card()))
             )
             return
         rep = await self._rep(turn_context)
         if rep is None:
             return
         conversation_id = turn_context.activity.conversation.id
-        if text.lower() in RESET_COMMANDS:
+        if text.lower() in cards.RESET_COMMANDS:
             await conversations.forget(self.service.pool, conversation_id, rep.identity)
             await turn_context.send_activity("Starting a new conversation.")
             return
@@ -195,11 +195,14 @@ class CopilotBot(TeamsActivityHandler):
         self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None
     ) -> None:
         if result.answer:
-            card = cards.answer_card(
-                result.answer, result.citations, record_url_template=self.settings.record_url_template
-            )
-            message = MessageFactory.attachment(CardFactory.adaptive_card(card))
-            message.text = result.answer if not result.citations else None
+            if result.citations:
+                card = cards.answer_card(
+                    result.answer, result.citations, record_url_template=self.settings.record_url_template
+                )
+                message = MessageFactory.attachment(CardFactory.adaptive_card(card))
+            else:
+                # Nothing to cite: the text alone (a card too would show it twice).
+                message = MessageFactory.text(result.answer)
             if progress is not None:
                 message.entities = progress.final_entities()
             await turn_context.send_activity(message)

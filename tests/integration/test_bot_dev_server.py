@@ -26,6 +26,7 @@ from cryptography.fernet import Fernet
 
 from bot.settings import BotSettings
 from copilot.settings import Settings
+from copilot.writes import write_tools
 from sandbox.directory import find_user
 from tests.support.channel_tokens import ChannelTokens, channel_tokens
 from tests.support.fake_connector import card_of, find_actions
@@ -153,6 +154,27 @@ async def test_another_rep_clicking_a_decided_card_learns_nothing_about_it(
     # Not "already decided": whether and how it was decided is the owner's business.
     assert "belongs to another conversation or another person" in teams.last_text()
     assert len(_activities_with(sandbox, f"{approve['thread_id']}:")) == 1
+
+
+async def test_an_answer_without_citations_arrives_once_as_text(teams: Teams):
+    await teams.say("my preferences")
+    replies = [m for m in teams.connector.messages() if m.body.get("type") == "message"]
+    assert len(replies) == 1, [r.body for r in replies]
+    assert replies[0].body.get("text")
+    assert not replies[0].body.get("attachments")
+
+
+async def test_a_message_of_only_spaces_gets_told_what_to_ask(teams: Teams):
+    await teams.say("   ")
+    assert "my pipeline" in teams.last_text()
+
+
+async def test_help_lists_every_change_the_copilot_can_propose(teams: Teams):
+    await teams.say("help")
+    shown = repr(card_of(teams.connector.cards()[-1]))
+    for tool in write_tools():
+        assert tool.title in shown
+    assert "never send" in shown
 
 
 async def test_a_rep_whose_crm_access_was_revoked_is_told_plainly(teams: Teams):
