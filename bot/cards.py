@@ -96,29 +96,23 @@ EMPTY_MESSAGE_REPLY = (
 
 # --- fields: labels, which ones a rep may edit, how they are typed ------------------------
 
-FIELD_LABELS: dict[str, str] = {
-    "type": "Type",
-    "subject": "Subject",
-    "notes": "Notes",
-    "account_id": "Account",
-    "opportunity_id": "Opportunity",
-    "occurred_at": "When",
-    "stage": "Stage",
-    "close_date": "Close date",
-    "amount": "Amount",
-    "next_step": "Next step",
-    "contact_id": "Contact",
-    "body": "Message",
-    "email_tone": "Email tone",
-    "signature": "Signature",
-    "followup_cadence_days": "Follow-up cadence (days)",
-    "reset": "Reset to defaults",
+RECORD_LABELS: dict[str, str] = {
     "currency": "Currency",
     "probability": "Probability",
     "name": "Name",
     "title": "Title",
-    "version": "Version",
 }
+"""Labels of record fields that are no write tool's argument (shown in conflicts); an
+argument's label is its schema field's ``title``."""
+
+
+def field_label(name: str) -> str:
+    """The label a rep reads for a field: its write-tool schema title, else a record label."""
+    for tool in write_tools():
+        field = tool.args_schema.model_fields.get(name)
+        if field is not None and field.title:
+            return field.title
+    return RECORD_LABELS.get(name, name.replace("_", " ").capitalize())
 
 
 class _EditableView(Mapping[str, tuple[str, ...]]):
@@ -226,7 +220,7 @@ def field_spec(tool: str, name: str) -> FieldSpec:
     required = info.is_required()
     return FieldSpec(
         name=name,
-        label=FIELD_LABELS.get(name, name.replace("_", " ").capitalize()),
+        label=field_label(name),
         kind=kind,
         optional=optional,
         required=required,
@@ -275,7 +269,7 @@ def format_value(value: Any, *, field: str = "", currency: str | None = None) ->
 
 
 def _label(name: str) -> str:
-    return FIELD_LABELS.get(name, name.replace("_", " ").capitalize())
+    return field_label(name)
 
 
 def _text(text: str, **props: Any) -> Card:
@@ -306,7 +300,6 @@ def _card(body: list[Card], actions: list[Card] | None = None, *, fallback: str 
         "$schema": SCHEMA_URL,
         "version": CARD_VERSION,
         "body": body,
-        "msteams": {"width": "Full"},
     }
     if actions:
         card["actions"] = actions
@@ -330,15 +323,21 @@ def _target_line(proposal: Proposal) -> str | None:
     target = record.get("target")
     if not target:
         return None
-    name = target.get("name") or "(unnamed)"
-    if not target.get("id"):
-        return name
-    version = record.get("version")
-    line = f"{name} [{target['id']}]" + (f" · version {version}" if version is not None else "")
+    # The record as a rep knows it: its name (its id and version stay in the card's data
+    # and the audit log); the id only when the record has no name.
+    name = target.get("name") or target.get("id") or "(unnamed)"
     if _shows_draft(proposal.tool):
         title = (record.get("current") or {}).get("title")
-        line = f"To: {name}" + (f" ({title})" if title else "") + f" [{target['id']}]"
-    return line
+        return f"To: {name}" + (f" ({title})" if title else "")
+    return str(name)
+
+
+def _record_name(proposal: Proposal, value: Any) -> Any:
+    """A record id argument as its name when it is the proposal's target (ids are internal)."""
+    target: dict[str, Any] = dict((proposal.record or {}).get("target") or {})
+    if isinstance(value, str) and value and value == target.get("id") and target.get("name"):
+        return target["name"]
+    return value
 
 
 def _shown_fields(tool: str, args: dict[str, Any]) -> list[str]:
@@ -378,7 +377,10 @@ def _field_blocks(proposal: Proposal) -> list[Card]:
         return blocks
     short = [n for n in names if n not in _multiline(proposal.tool)]
     if short:
-        pairs = [(_label(n), format_value(proposal.args[n], field=n, currency=currency)) for n in short]
+        pairs = [
+            (_label(n), format_value(_record_name(proposal, proposal.args[n]), field=n, currency=currency))
+            for n in short
+        ]
         blocks.append({"type": "Container", "separator": True, "items": [_facts(pairs)]})
     for name in names:
         if name in _multiline(proposal.tool):
@@ -549,7 +551,7 @@ _OUTCOME_HEADERS: dict[str, tuple[str, str]] = {
 _WRITTEN_KEYS = ("opportunity", "activity", "preferences", "draft")
 """Where a write tool's result carries the record as written (see ``copilot.tools.write_tools``)."""
 
-_CONFLICT_EXTRA = ("stage", "close_date", "amount", "next_step", "version")
+_CONFLICT_EXTRA = ("stage", "close_date", "amount", "next_step")
 
 
 def _final_values(proposal: Proposal, detail: dict[str, Any]) -> dict[str, Any]:
@@ -586,7 +588,7 @@ def outcome_card(proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any]
         else:
             body.append(_text("Done: the change was written once and recorded in the audit log."))
         pairs = [
-            (_label(n), format_value(final[n], field=n, currency=currency))
+            (_label(n), format_value(_record_name(proposal, final[n]), field=n, currency=currency))
             for n in _shown_fields(proposal.tool, final)
             if n not in _multiline(proposal.tool) or not _shows_draft(proposal.tool)
         ]

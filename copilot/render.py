@@ -61,10 +61,10 @@ def render_result(result: TurnResult) -> str:
         parts.append(result.answer)
     if result.citations:
         parts.append("Sources: " + ", ".join(result.citations))
-    for outcome in result.outcomes:
-        res = outcome.get("result", {})
-        if res.get("audit_id") is not None:
-            parts.append(f"✓ {outcome['tool']} executed (audit #{res['audit_id']})")
+    for call_id, outcome in result.writes.items():
+        if outcome.status == "done":
+            proposal = result.decided.get(call_id)
+            parts.append(f"✓ Done: {write_title(proposal.tool) if proposal else 'the change'}")
     if result.proposals:
         parts.append(f"{len(result.proposals)} proposal(s) need your decision:")
         total = len(result.proposals)

@@ -1,5 +1,7 @@
 """Pydantic argument schemas of the copilot's own (write and preference) tools.
 
+Each field's ``title`` is its label wherever a rep reads it (cards, answers).
+
 These are what the model fills in, what a rep edits in a card, and what the write
 guard re-validates: one schema per tool, ``extra="forbid"`` so an unknown field is an
 error, not silently dropped. Fields the rep may not change (owner, commission,
@@ -30,14 +32,18 @@ class _Args(BaseModel):
 class LogActivityArgs(_Args):
     """Log a call, meeting, email or task against an account and/or opportunity."""
 
-    type: ActivityType = Field(description="call, meeting, email or task")
-    subject: str = Field(min_length=1, max_length=200, description="One-line summary")
-    notes: str = Field(default="", max_length=4000, description="What was discussed, next steps")
-    account_id: str | None = Field(
-        default=None, description="Account record id (as a tool result returned it)"
+    type: ActivityType = Field(title="Type", description="call, meeting, email or task")
+    subject: str = Field(title="Subject", min_length=1, max_length=200, description="One-line summary")
+    notes: str = Field(
+        default="", title="Notes", max_length=4000, description="What was discussed, next steps"
     )
-    opportunity_id: str | None = Field(default=None, description="Opportunity record id")
-    occurred_at: dt.datetime | None = Field(default=None, description="When it happened (ISO); default now")
+    account_id: str | None = Field(
+        default=None, title="Account", description="Account record id (as a tool result returned it)"
+    )
+    opportunity_id: str | None = Field(default=None, title="Opportunity", description="Opportunity record id")
+    occurred_at: dt.datetime | None = Field(
+        default=None, title="When", description="When it happened (ISO); default now"
+    )
 
     @model_validator(mode="after")
     def _regarding_something(self) -> LogActivityArgs:
@@ -49,17 +55,22 @@ class LogActivityArgs(_Args):
 class UpdateOpportunityArgs(_Args):
     """Change an opportunity's stage, close date, amount and/or next step."""
 
-    opportunity_id: str = Field(min_length=1, description="Opportunity record id")
-    stage: Stage | None = Field(default=None, description="New stage")
-    close_date: dt.date | None = Field(default=None, description="New close date (ISO date)")
+    opportunity_id: str = Field(min_length=1, title="Opportunity", description="Opportunity record id")
+    stage: Stage | None = Field(default=None, title="Stage", description="New stage")
+    close_date: dt.date | None = Field(
+        default=None, title="Close date", description="New close date (ISO date)"
+    )
     amount: float | None = Field(
         default=None,
+        title="Amount",
         ge=0,
         le=MAX_AMOUNT,
         allow_inf_nan=False,
         description="New amount in the opportunity's currency",
     )
-    next_step: str | None = Field(default=None, max_length=500, description="New next step")
+    next_step: str | None = Field(
+        default=None, title="Next step", max_length=500, description="New next step"
+    )
 
     @model_validator(mode="after")
     def _changes_something(self) -> UpdateOpportunityArgs:
@@ -77,23 +88,32 @@ class DraftFollowupEmailArgs(_Args):
     """Save a follow-up email to the rep's Outlook drafts (never sent)."""
 
     contact_id: str = Field(
-        min_length=1, description="Contact record id; the address is looked up in the CRM"
+        min_length=1, title="Contact", description="Contact record id; the address is looked up in the CRM"
     )
-    subject: str = Field(min_length=1, max_length=200)
+    subject: str = Field(title="Subject", min_length=1, max_length=200)
     body: str = Field(
-        min_length=1, max_length=8000, description="The message text, without greeting/signature"
+        title="Message",
+        min_length=1,
+        max_length=8000,
+        description="The message text, without greeting/signature",
     )
-    account_id: str | None = Field(default=None, description="Account the email is about")
-    opportunity_id: str | None = Field(default=None, description="Opportunity the email is about")
+    account_id: str | None = Field(default=None, title="Account", description="Account the email is about")
+    opportunity_id: str | None = Field(
+        default=None, title="Opportunity", description="Opportunity the email is about"
+    )
 
 
 class UpdatePreferencesArgs(_Args):
     """Change (or reset) the rep's own drafting preferences."""
 
-    email_tone: EmailTone | None = None
-    signature: str | None = Field(default=None, max_length=500)
-    followup_cadence_days: int | None = Field(default=None, ge=1, le=90)
-    reset: bool = Field(default=False, description="Restore the defaults (ignores the other fields)")
+    email_tone: EmailTone | None = Field(default=None, title="Email tone")
+    signature: str | None = Field(default=None, title="Signature", max_length=500)
+    followup_cadence_days: int | None = Field(default=None, title="Follow-up cadence (days)", ge=1, le=90)
+    reset: bool = Field(
+        default=False,
+        title="Reset to defaults",
+        description="Restore the defaults (ignores the other fields)",
+    )
 
     @model_validator(mode="after")
     def _changes_something(self) -> UpdatePreferencesArgs:

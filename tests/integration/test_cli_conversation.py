@@ -244,7 +244,7 @@ def test_chat_shows_each_proposal_as_a_table_and_applies_an_edit(cli_env, sandbo
     assert "current" in out
     assert "proposed" in out
     assert "Daydreaming" in out  # the error names the bad value
-    assert "✓ update_opportunity executed" in out
+    assert "✓ Done: Update an opportunity" in out
     final = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
     assert final["stage"] == "Negotiation"
 

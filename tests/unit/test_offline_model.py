@@ -731,7 +731,11 @@ def test_preference_changes_are_proposed_as_update_preferences(question: str, ar
 def test_show_my_preferences_reads_them() -> None:
     produced, _ = _ask("show my preferences")
     assert _calls(produced[0]) == [("get_preferences", {})]
-    assert "email tone: friendly" in produced[-1].text
+    text = produced[-1].text
+    assert "Email tone: friendly" in text
+    # Labels come from the bound tools' field titles, never the raw keys.
+    assert "Follow-up cadence (days): 3" in text
+    assert "followup" not in text
 
 
 # --- the model as a LangChain chat model ---------------------------------------------------------

@@ -80,6 +80,8 @@ def describe_tool(tool: object) -> BoundTool:
         found = tool.get("annotations") or tool.get("metadata") or {}
         annotations = found if isinstance(found, Mapping) else {}
     params = function.get("parameters")
+    if isinstance(tool, BaseTool) and isinstance(params, dict):
+        params = _with_field_titles(tool, params)
     title = annotations.get("title")
     return BoundTool(
         name=str(function["name"]),
@@ -89,6 +91,26 @@ def describe_tool(tool: object) -> BoundTool:
         read_only=annotations.get("readOnlyHint") is True,
         title=title if isinstance(title, str) else "",
     )
+
+
+def _with_field_titles(tool: BaseTool, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with each argument's ``title`` (its label) put back where the tool has one.
+
+    LangChain drops titles when it converts a Pydantic schema for a provider; a JSON
+    schema (an MCP tool's) keeps whatever titles the server gave.
+    """
+    schema = tool.args_schema
+    fields = getattr(schema, "model_fields", None)
+    props = params.get("properties")
+    if not isinstance(fields, dict) or not isinstance(props, dict):
+        return params
+    titled = {
+        name: {**prop, "title": fields[name].title}
+        if isinstance(prop, dict) and name in fields and fields[name].title
+        else prop
+        for name, prop in props.items()
+    }
+    return {**params, "properties": titled}
 
 
 def words(text: str) -> set[str]:
@@ -162,6 +184,15 @@ class ToolCatalog:
         """The argument schema of the tool called ``name``, if it is bound."""
         tool = self.tools.get(name)
         return tool.parameters if tool else None
+
+    def label(self, name: str) -> str:
+        """How a rep reads the argument or field ``name``: a bound tool's title for it, else
+        the name in words."""
+        for tool in self.tools.values():
+            prop = tool.properties.get(name)
+            if isinstance(prop, dict) and isinstance(prop.get("title"), str) and prop["title"]:
+                return str(prop["title"])
+        return name.replace("_", " ")
 
     def without_role(self) -> list[str]:
         """Bound tools that serve no role: structured-output schemas, or tools the model cannot use."""

@@ -201,8 +201,8 @@ def rejection_sentence(role: WriteRole, reason: str) -> str:
     return f"Understood — I did not {action(role)}; you rejected the proposal.{because} Nothing was changed."
 
 
-def preferences_lines(data: Any) -> list[str]:
-    """Preferences as ``- key: value`` lines (whatever shape the tool returns)."""
+def preferences_lines(data: Any, label: Callable[[str], str]) -> list[str]:
+    """Preferences as ``- Label: value`` lines (whatever shape the tool returns)."""
     prefs = data.get("preferences", data) if isinstance(data, dict) else data
     if not isinstance(prefs, dict):
         return [f"- {_short(prefs, 300)}"]
@@ -210,6 +210,5 @@ def preferences_lines(data: Any) -> list[str]:
     for key, value in prefs.items():
         if key in ("status", "audit_id"):
             continue
-        label = key.replace("_", " ")
-        lines.append(f"- {label}: {_short(value if value not in (None, '') else 'not set', 300)}")
+        lines.append(f"- {label(key)}: {_short(value if value not in (None, '') else 'not set', 300)}")
     return lines

@@ -3,6 +3,7 @@ conflict, or confirm what was written. A proposal is never repeated otherwise.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, assert_never
 
 from copilot.models.offline import compose as c
@@ -12,12 +13,6 @@ from copilot.models.offline.state import Call, ToolResult, as_dict
 from copilot.models.offline.steps import PlannedCall, Step, answer
 
 MAX_REPROPOSALS = 3
-_LABELS = {
-    "close_date": "close date",
-    "next_step": "next step",
-    "email_tone": "email tone",
-    "followup_cadence_days": "follow-up cadence (days)",
-}
 
 
 def after_write(ctx: PlanContext, role: WriteRole) -> Step | None:
@@ -31,13 +26,13 @@ def after_write(ctx: PlanContext, role: WriteRole) -> Step | None:
     if result.rejected:
         return answer(c.rejection_sentence(role, result.reason))
     if role == "opportunity_update" and result.conflict:
-        return reproposal(prior)
+        return reproposal(ctx, prior)
     if not result.ok:
         return answer(c.error_sentence(result, "that record"))
     return answer(confirmation(ctx, role, prior, result))
 
 
-def reproposal(prior: list[Call]) -> Step:
+def reproposal(ctx: PlanContext, prior: list[Call]) -> Step:
     """The same change again after a version conflict (unless it is moot or keeps conflicting)."""
     last = prior[-1]
     data = last.result.obj if last.result is not None else {}
@@ -46,7 +41,7 @@ def reproposal(prior: list[Call]) -> Step:
     current = as_dict(data.get("current")) or as_dict(details.get("current"))
     wanted = {k: v for k, v in last.args.items() if k != "opportunity_id"}
     opp_ref = f"{current.get('name', 'The opportunity')} {c.cite(current.get('id') or last.args.get('opportunity_id'))}"
-    now = describe_changes({k: current.get(k) for k in wanted}) if current else ""
+    now = describe_changes({k: current.get(k) for k in wanted}, ctx.tools.label) if current else ""
     if current and all(same(current.get(k), v) for k, v in wanted.items()):
         return answer(
             f"{opp_ref} changed since I read it, and it already has the values you asked for ({now}). Nothing to update."
@@ -82,7 +77,7 @@ def confirmation(ctx: PlanContext, role: WriteRole, prior: list[Call], result: T
             opp = as_dict(data.get("opportunity"))
             changes = {k: opp.get(k, v) for k, v in args.items() if k != "opportunity_id"}
             name = opp.get("name", "the opportunity")
-            text = f"Updated {name} {c.cite(opp.get('id') or args.get('opportunity_id'))}: {describe_changes(changes)}."
+            text = f"Updated {name} {c.cite(opp.get('id') or args.get('opportunity_id'))}: {describe_changes(changes, ctx.tools.label)}."
             if len(prior) > 1:
                 text += (
                     " (The record had changed after I first read it; this is the change you approved again.)"
@@ -95,7 +90,7 @@ def confirmation(ctx: PlanContext, role: WriteRole, prior: list[Call], result: T
         case "preferences_update":
             if args.get("reset"):
                 return "Reset your drafting preferences to the defaults."
-            return "Updated your preferences: " + describe_changes(args) + "."
+            return "Updated your preferences: " + describe_changes(args, ctx.tools.label) + "."
         case _:
             assert_never(role)
 
@@ -141,12 +136,14 @@ def same(a: object, b: object) -> bool:
     return str(a).strip().lower() == str(b).strip().lower()
 
 
-def describe_changes(changes: dict[str, Any]) -> str:
-    """``close date → 2026-12-15, stage → Negotiation``."""
+def describe_changes(changes: dict[str, Any], label: Callable[[str], str]) -> str:
+    """``close date → 2026-12-15, stage → Negotiation``, each field by ``label`` (the bound tools' titles)."""
     parts = []
     for key, value in changes.items():
         if key in ("opportunity_id", "reset") or value is None:
             continue
         shown = c.money(value) if key == "amount" else value
-        parts.append(f"{_LABELS.get(key, key)} → {shown}")
+        name = label(key)
+        # Inside a sentence: "stage → Proposal, close date → 2026-12-20".
+        parts.append(f"{name[:1].lower()}{name[1:]} → {shown}")
     return ", ".join(parts)

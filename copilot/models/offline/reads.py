@@ -43,7 +43,9 @@ def preferences(ctx: PlanContext) -> Step:
         return result
     if not result.ok:
         return answer(c.error_sentence(result, "your preferences"))
-    return answer("Your drafting preferences:\n" + "\n".join(c.preferences_lines(result.data)))
+    return answer(
+        "Your drafting preferences:\n" + "\n".join(c.preferences_lines(result.data, ctx.tools.label))
+    )
 
 
 def opportunity_filters(ctx: PlanContext) -> dict[str, Any]:
