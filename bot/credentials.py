@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from azure.identity import ClientSecretCredential
 from botframework.connector.auth import (
     AppCredentials,
     MicrosoftAppCredentials,
@@ -25,6 +24,10 @@ class AzureIdentityAppCredentials(AppCredentials):
     """Bot Connector credentials whose tokens come from ``ClientSecretCredential``."""
 
     def __init__(self, settings: BotSettings, oauth_scope: str | None):
+        # Imported when the bot first sends (a reply), not when the HTTP edge only validates
+        # channel tokens: azure-identity adds a fifth of a second to the webhook's cold start.
+        from azure.identity import ClientSecretCredential
+
         super().__init__(
             app_id=settings.microsoft_app_id, oauth_scope=oauth_scope or settings.connector_scope
         )

@@ -1,4 +1,18 @@
-"""Wiring: the copilot service, rep tokens, the adapter and the bot, for any host."""
+"""Wiring: the copilot service, rep tokens, the adapter and the bot, for any host.
+
+Two halves with different weights:
+
+* the **HTTP edge** (``channel_token_header``, ``authenticate_activity``,
+  ``accept_activity``, ``activity_from_json``, ``refusal``, ...) needs botbuilder's
+  token validation and activity model, nothing of the copilot;
+* the **turn** (``open_runtime``, ``run_inline``) needs the bot handler and the copilot
+  service, i.e. the agent stack (LangChain, LangGraph, MCP).
+
+The Functions HTTP trigger uses only the first half for everything it enqueues, so this
+module imports the second half (``bot.handler``, ``bot.rep_tokens``, ``copilot.runner``)
+inside ``open_runtime``, on first use, not at import time: importing them costs seconds
+(see ``tests/unit/test_light_http_trigger.py``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +21,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jwt
 from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFrameworkAuthentication
@@ -33,12 +47,14 @@ from bot.activity_input import (
     validate_activity,
 )
 from bot.credentials import AzureIdentityCredentialsFactory
-from bot.handler import CopilotBot, on_turn_error
-from bot.rep_tokens import DevRepTokens, RepTokens, SsoRepTokens
 from bot.settings import BotSettings
 from copilot.errors import ConfigurationError
-from copilot.runner import CopilotService, open_service
 from copilot.settings import Settings
+
+if TYPE_CHECKING:  # the turn's half: imported by open_runtime on first use (see the docstring)
+    from bot.handler import CopilotBot
+    from bot.rep_tokens import RepTokens
+    from copilot.runner import CopilotService
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +83,31 @@ def build_authentication(bot_settings: BotSettings) -> ConfigurationBotFramework
     )
 
 
+def sso_token_key(bot_settings: BotSettings) -> str:
+    """The Fernet key for cached delegated tokens; :class:`ConfigurationError` if a deployment lacks it."""
+    key = bot_settings.token_encryption_key
+    if key is None:
+        raise ConfigurationError("COPILOT_TOKEN_ENCRYPTION_KEY is required when MicrosoftAppId is set")
+    return key.get_secret_value()
+
+
 @asynccontextmanager
-async def open_runtime(settings: Settings, bot_settings: BotSettings) -> AsyncIterator[BotRuntime]:
-    """Everything a host (dev server, Azure Functions) needs to run turns."""
+async def open_runtime(
+    settings: Settings,
+    bot_settings: BotSettings,
+    *,
+    authentication: BotFrameworkAuthentication | None = None,
+) -> AsyncIterator[BotRuntime]:
+    """Everything a host (dev server, Azure Functions) needs to run turns.
+
+    ``authentication`` is the host's channel-token validation and Bot Connector
+    credentials if it built them already (``build_authentication``); else built here.
+    """
+    # The agent stack, loaded only by hosts that run turns (see the module docstring).
+    from bot.handler import CopilotBot, on_turn_error
+    from bot.rep_tokens import DevRepTokens, SsoRepTokens
+    from copilot.runner import open_service
+
     if bot_settings.dev_mode:
         logger.warning(DEV_MODE_WARNING)
     async with open_service(settings) as service:
@@ -77,13 +115,8 @@ async def open_runtime(settings: Settings, bot_settings: BotSettings) -> AsyncIt
         if bot_settings.dev_mode:
             reps = DevRepTokens(settings)
         else:
-            key = bot_settings.token_encryption_key
-            if key is None:
-                raise ConfigurationError(
-                    "COPILOT_TOKEN_ENCRYPTION_KEY is required when MicrosoftAppId is set"
-                )
-            reps = SsoRepTokens(settings, service.pool, key.get_secret_value())
-        adapter = CloudAdapter(build_authentication(bot_settings))
+            reps = SsoRepTokens(settings, service.pool, sso_token_key(bot_settings))
+        adapter = CloudAdapter(authentication or build_authentication(bot_settings))
         adapter.on_turn_error = on_turn_error
         bot = CopilotBot(service, reps, bot_settings)
         yield BotRuntime(settings, bot_settings, service, adapter, bot, reps)
@@ -144,7 +177,7 @@ def channel_token_header(authorization: Sequence[str], bot_settings: BotSettings
 
 
 async def authenticate_activity(
-    adapter: CloudAdapter,
+    auth: BotFrameworkAuthentication,
     bot_settings: BotSettings,
     authorization: Sequence[str],
     hints: RoutingHints,
@@ -166,7 +199,6 @@ async def authenticate_activity(
     header = channel_token_header(authorization, bot_settings)
     # Only what botbuilder reads: a recipient without a role keeps it off the skill path.
     probe = Activity(channel_id=hints.channel_id, service_url=hints.service_url, recipient=ChannelAccount())
-    auth = adapter.bot_framework_authentication
     try:
         return await auth.authenticate_request(probe, header)
     except (PermissionError, jwt.PyJWTError, LookupError) as exc:
@@ -189,7 +221,7 @@ class InboundActivity:
 
 
 async def accept_activity(
-    adapter: CloudAdapter, bot_settings: BotSettings, raw: bytes, authorization: Sequence[str]
+    auth: BotFrameworkAuthentication, bot_settings: BotSettings, raw: bytes, authorization: Sequence[str]
 ) -> InboundActivity:
     """Size, then the token, then the activity: :class:`Unauthenticated` or :class:`InvalidActivity`.
 
@@ -208,7 +240,7 @@ async def accept_activity(
         body = read_json(raw)
     except InvalidActivity as exc:
         unreadable = exc  # reported only once the caller is known
-    result = await authenticate_activity(adapter, bot_settings, authorization, routing_hints(body))
+    result = await authenticate_activity(auth, bot_settings, authorization, routing_hints(body))
     if unreadable is not None:
         raise unreadable
     shape = validate_activity(body)
@@ -307,7 +339,9 @@ async def run_inline(runtime: BotRuntime, inbound: InboundActivity) -> Answer:
 async def process_request(runtime: BotRuntime, raw: bytes, authorization: Sequence[str]) -> Answer:
     """The dev server's whole request: authenticate, validate, run the turn inline."""
     try:
-        inbound = await accept_activity(runtime.adapter, runtime.bot_settings, raw, authorization)
+        inbound = await accept_activity(
+            runtime.adapter.bot_framework_authentication, runtime.bot_settings, raw, authorization
+        )
     except (Unauthenticated, InvalidActivity) as exc:
         log_refusal(exc)
         return refusal(exc)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot import DEFAULT_TURN_QUEUE
+
 
 class BotSettings(BaseSettings):
     """Bot Framework and hosting configuration (environment variables, see README)."""
@@ -34,7 +36,7 @@ class BotSettings(BaseSettings):
     connector_ca_bundle: str | None = Field(default=None, alias="BOT_CONNECTOR_CA_BUNDLE")
 
     queue_connection: str = Field(default="UseDevelopmentStorage=true", alias="AzureWebJobsStorage")
-    queue_name: str = Field(default="copilot-turns", alias="COPILOT_TURN_QUEUE")
+    queue_name: str = Field(default=DEFAULT_TURN_QUEUE, alias="COPILOT_TURN_QUEUE")
 
     token_encryption_key: SecretStr | None = Field(default=None, alias="COPILOT_TOKEN_ENCRYPTION_KEY")
     """Fernet key for cached delegated tokens; required in deployments (SSO)."""

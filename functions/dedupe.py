@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from botbuilder.schema import Activity
+if TYPE_CHECKING:  # types only: bot/ builds the activity, functions.host the pool
+    from botbuilder.schema import Activity
 
-from bot.conversations import Pool
+    from bot.conversations import Pool
 
 
 async def first_delivery(pool: Pool, activity: Activity) -> bool:

@@ -28,6 +28,13 @@ Responses:
   (model + CRM calls) and Teams retries webhooks that answer slowly, so the turn never
   runs inside this request.
 * ``500`` + a reference: our own failure (e.g. the signing keys unreachable), logged.
+
+Cold start: the Functions worker indexes the app by importing ``function_app``, which
+imports every blueprint, so this module imports only ``azure.functions`` at load time;
+what a request needs is imported by :func:`_handle` on the first request. Enqueueing
+needs only the HTTP edge (``functions.host.get_edge``: settings, token validation, the
+de-duplication pool, the queue), never the agent (LangChain, LangGraph, MCP); only an
+``invoke``, answered inline, opens the bot runtime (``get_host``) and with it the agent.
 """
 
 from __future__ import annotations
@@ -35,22 +42,12 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
 
-from bot.activity_input import InvalidActivity
-from bot.runtime import (
-    Answer,
-    Unauthenticated,
-    accept_activity,
-    log_refusal,
-    refusal,
-    run_inline,
-)
-from functions.dedupe import first_delivery
-from functions.envelope import TurnEnvelope
-from functions.host import get_host
+if TYPE_CHECKING:
+    from bot.runtime import Answer
 
 logger = logging.getLogger(__name__)
 
@@ -75,26 +72,34 @@ async def messages(req: func.HttpRequest) -> func.HttpResponse:
 
 
 async def _handle(req: func.HttpRequest) -> func.HttpResponse:
-    host = await get_host()
-    runtime = host.runtime
+    # Imported on the first request, not when the app is indexed (see the module docstring).
+    # None of these imports the agent stack.
+    from bot.activity_input import InvalidActivity
+    from bot.runtime import Unauthenticated, accept_activity, log_refusal, refusal, run_inline
+    from functions.dedupe import first_delivery
+    from functions.envelope import TurnEnvelope
+    from functions.host import get_edge, get_host
+
+    edge = await get_edge()
     # The Functions host joins repeated headers into one value; botbuilder refuses that.
     authorization = [value] if (value := req.headers.get("Authorization")) is not None else []
     try:
-        inbound = await accept_activity(runtime.adapter, runtime.bot_settings, req.get_body(), authorization)
+        inbound = await accept_activity(edge.auth, edge.bot_settings, req.get_body(), authorization)
     except (Unauthenticated, InvalidActivity) as exc:
         log_refusal(exc)
         return _answer(refusal(exc))
     activity = inbound.activity
     if inbound.shape.type == "invoke":
-        return _answer(await run_inline(runtime, inbound))
+        # The channel waits for the turn's own response: this one needs the bot (and the agent).
+        return _answer(await run_inline((await get_host()).runtime, inbound))
     message = TurnEnvelope.accepted(inbound.body, inbound.auth).to_json()
     if _base64_size(message) > MAX_QUEUE_MESSAGE_BYTES:
         logger.warning("refused activity %s: too large to queue", activity.id)
         return _json_response(413, {"error": "too_large", "message": "the activity is too large to process"})
-    if not await first_delivery(runtime.service.pool, activity):
+    if not await first_delivery(edge.pool, activity):
         logger.info("activity %s was already accepted (a webhook retry); not queued again", activity.id)
         return func.HttpResponse(status_code=202)
-    await host.queue.send_message(message)
+    await edge.queue.send_message(message)
     logger.info(
         "queued %s activity %s (conversation %s)", activity.type, activity.id, inbound.shape.conversation.id
     )

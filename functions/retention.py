@@ -1,17 +1,22 @@
 """Daily retention (03:30 UTC): expire idle threads, prune old checkpoint versions, and
-forget the webhook deliveries this app de-duplicates against (``inbound_activities``)."""
+forget the webhook deliveries this app de-duplicates against (``inbound_activities``).
+
+Cold start: ``function_app`` imports every blueprint when the app is indexed, the HTTP
+trigger's included, so this module imports only ``azure.functions`` at load time; the
+retention code (LangGraph's checkpointer) and the host are imported when the timer fires.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import azure.functions as func
 
-from copilot.persistence.retention import RetentionReport, apply_retention
-from functions.dedupe import prune_deliveries
-from functions.host import get_host
+if TYPE_CHECKING:
+    from copilot.persistence.retention import RetentionReport
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +37,11 @@ async def retention(timer: func.TimerRequest) -> None:
 
 async def run_retention() -> RetentionReport:
     """Apply the retention policy once, with the host's database pool and checkpointer."""
+    # Imported when the timer fires, not when the app is indexed (see the module docstring).
+    from copilot.persistence.retention import apply_retention
+    from functions.dedupe import prune_deliveries
+    from functions.host import get_host
+
     host = await get_host()
     service = host.runtime.service
     days = host.runtime.bot_settings.retention_days

@@ -8,6 +8,11 @@ retried. Only a failure outside it — the error reply itself failing, a broken 
 the host not starting — makes the Functions host retry the message; after
 ``maxDequeueCount`` (host.json) it moves to ``<queue>-poison``, where ``turns_poison``
 logs it and tells the rep.
+
+Cold start: the Functions worker indexes the app by importing ``function_app``, which
+imports every blueprint, the HTTP trigger's included. So this module imports only
+``azure.functions`` at load time; the handlers import the envelope, botbuilder and the
+host (whose runtime loads the agent: LangChain, LangGraph, MCP) on their first message.
 """
 
 from __future__ import annotations
@@ -16,14 +21,16 @@ import datetime as dt
 import logging
 import os
 import uuid
+from typing import TYPE_CHECKING
 
 import azure.functions as func
-from botbuilder.core import TurnContext
-from botbuilder.schema import Activity, ActivityTypes
 
-from bot.settings import BotSettings
-from functions.envelope import InvalidEnvelope, TurnEnvelope
-from functions.host import get_host
+from bot import DEFAULT_TURN_QUEUE
+
+if TYPE_CHECKING:
+    from botbuilder.schema import Activity
+
+    from functions.envelope import TurnEnvelope
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +41,12 @@ CONNECTION = "AzureWebJobsStorage"
 
 
 def turn_queue_name() -> str:
-    """``COPILOT_TURN_QUEUE`` (read when the app is indexed), else BotSettings' default."""
-    default = str(BotSettings.model_fields["queue_name"].default)
-    return os.environ.get("COPILOT_TURN_QUEUE") or default
+    """``COPILOT_TURN_QUEUE`` (read when the app is indexed), else BotSettings' default.
+
+    The default comes from ``bot`` itself, not ``bot.settings``: indexing the app should not
+    import pydantic-settings (``tests/unit/test_function_app.py`` checks they agree).
+    """
+    return os.environ.get("COPILOT_TURN_QUEUE") or DEFAULT_TURN_QUEUE
 
 
 TURN_QUEUE = turn_queue_name()
@@ -54,6 +64,10 @@ FAILED_MESSAGE = (
 @bp.queue_trigger(arg_name="msg", queue_name=TURN_QUEUE, connection=CONNECTION)
 async def turns(msg: func.QueueMessage) -> None:
     """Run one queued turn (exceptions propagate: the host retries, then moves it to poison)."""
+    # Imported on the first message, not when the app is indexed (see the module docstring).
+    from functions.envelope import InvalidEnvelope, TurnEnvelope
+    from functions.host import get_host
+
     try:
         envelope = TurnEnvelope.from_json(msg.get_body())
         activity = envelope.to_activity()
@@ -78,6 +92,10 @@ async def turns(msg: func.QueueMessage) -> None:
 @bp.queue_trigger(arg_name="msg", queue_name=POISON_QUEUE, connection=CONNECTION)
 async def turns_poison(msg: func.QueueMessage) -> None:
     """A turn failed on every attempt: log it in full and tell the rep plainly."""
+    from botbuilder.schema import ActivityTypes
+
+    from functions.envelope import InvalidEnvelope, TurnEnvelope
+
     ref = (msg.id or uuid.uuid4().hex).replace("-", "")[:8]
     try:
         envelope = TurnEnvelope.from_json(msg.get_body())
@@ -108,6 +126,10 @@ async def turns_poison(msg: func.QueueMessage) -> None:
 
 async def notify_failure(envelope: TurnEnvelope, activity: Activity, ref: str) -> None:
     """Tell the rep, proactively in the activity's conversation, that their request failed."""
+    from botbuilder.core import TurnContext
+
+    from functions.host import get_host
+
     host = await get_host()
     reference = TurnContext.get_conversation_reference(activity)
 

@@ -127,7 +127,7 @@ def _runtime_imports(path: str) -> set[str]:
 def test_the_http_trigger_leaves_botbuilder_to_bot():
     # botbuilder is bot/'s business: the trigger and its queue message only call bot/ (the
     # edge checks in bot.activity_input and bot.runtime are shared with the dev server).
-    for path in ("functions/messages.py", "functions/envelope.py"):
+    for path in ("functions/messages.py", "functions/envelope.py", "functions/dedupe.py"):
         imports = _runtime_imports(path)
         assert not {name for name in imports if name.startswith(("botbuilder", "botframework"))}, path
     assert "bot.activity_input" in _runtime_imports("functions/messages.py")
