@@ -8,7 +8,8 @@
 ``in_audit``       the audit row is inserted, its transaction not yet committed;
 ``after_done``     the key and audit row are committed, the checkpoint not yet written;
 ``before_card``    (bot) the decision ran to its end, the card not yet updated;
-``random``         a timer fires after ``CRASH_AFTER_MS`` milliseconds, wherever the process is.
+``random``         a timer fires after ``CRASH_AFTER_MS`` milliseconds, wherever the process is
+                   (for the bot: counted from the decision's arrival, not from start-up).
 
 A kill is SIGKILL to the process itself: no ``finally``, no ``except``, no flush, no
 connection closed politely. That is what a host crash or an OOM kill does.
@@ -27,7 +28,14 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _install(point: str) -> None:
+def _arm_timer() -> None:
+    delay = int(os.environ.get("CRASH_AFTER_MS", "1000")) / 1000
+    timer = threading.Timer(delay, _die)
+    timer.daemon = True
+    timer.start()
+
+
+def _install(point: str, target: str) -> None:
     from copilot.persistence import audit, idempotency
 
     if point == "after_begin":
@@ -71,18 +79,27 @@ def _install(point: str) -> None:
             _die()
 
         CopilotBot._update_card = die  # type: ignore[method-assign]
+    elif point == "random" and target == "bot":
+        # A bot starts slower than any delay worth testing: the clock starts when the
+        # rep's decision arrives, so the kill lands somewhere in (or after) the approval.
+        from bot.handler import CopilotBot
+
+        on_decision = CopilotBot._on_decision
+
+        async def armed(self: Any, *args: Any, **kwargs: Any) -> None:
+            _arm_timer()
+            await on_decision(self, *args, **kwargs)
+
+        CopilotBot._on_decision = armed  # type: ignore[method-assign]
     elif point == "random":
-        delay = int(os.environ.get("CRASH_AFTER_MS", "1000")) / 1000
-        timer = threading.Timer(delay, _die)
-        timer.daemon = True
-        timer.start()
+        _arm_timer()
     elif point:
         raise SystemExit(f"unknown CRASH_AT {point!r}")
 
 
 def main(argv: list[str]) -> int:
-    _install(os.environ.get("CRASH_AT", ""))
     target, rest = argv[0], argv[1:]
+    _install(os.environ.get("CRASH_AT", ""), target)
     if target == "cli":
         from copilot.cli import main as cli
 
