@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup chromium demo chat test lint typecheck unit soak clean
+.PHONY: setup chromium demo chat test lint typecheck unit soak bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,11 @@ soak: setup
 	rm -f test-artifacts/adversarial/summary.txt
 	COPILOT_SOAK=1 $(PY) -m pytest tests/adversarial -q -s
 	@cat test-artifacts/adversarial/summary.txt
+
+# What a turn and an Approve click cost, as ratios against bare LangChain measured in the
+# same run (see README, "Benchmarks"). BENCH_ARGS="--quick" for a smoke run, "--json" for JSON.
+bench: setup
+	$(PY) -m copilot bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules .data

@@ -80,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--rep", required=True)
     chat.add_argument("--thread", help="continue this conversation thread")
     chat.add_argument("--json", action="store_true")
+    bench = commands.add_parser(
+        "bench", help="measure turn and approval costs as ratios against bare LangChain (see README)"
+    )
+    bench.add_argument("--json", action="store_true", help="a JSON document instead of the table")
+    bench.add_argument("--quick", action="store_true", help="a few iterations (CI smoke test)")
     return parser
 
 
@@ -202,6 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.command == "chat":
             return asyncio.run(conversation.chat(settings, args.rep, args.thread, args.json))
+        if args.command == "bench":
+            # Imported here: the bench's own modules are needed by this command only.
+            from copilot.bench.run import main as bench
+
+            return bench(quick=args.quick, as_json=args.json)
     except _BAD_INPUT as exc:
         _error(str(exc))
         return 2

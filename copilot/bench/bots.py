@@ -1,0 +1,132 @@
+"""Reply latency and throughput through the bot dev server, against a minimal echo bot.
+
+Both run as subprocesses (``python -m bot serve`` in local development mode, with the
+product's offline model; ``python -m bot.echo_bot``) and reply to the bench's own
+stand-in Bot Connector. N Teams-shaped messages are posted at once, each in its own 1:1
+conversation of the bench's rep; a message's latency is its POST round trip (both servers
+run the turn inside the request, replies included), a batch's wall time / N is the inverse
+of turns per second. Batches alternate: ours, echo, ours, echo...
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from aiohttp import web
+
+from copilot.bench.environment import BenchEnvironment
+from copilot.bench.load import Batch, LoadFailed, alternate, post_batch
+from copilot.bench.processes import http_server
+from copilot.bench.sandbox import free_port
+from copilot.bench.scenarios import BOT_QUESTION
+from copilot.bench.stats import Comparison, Progress
+
+
+@dataclass
+class Connector:
+    """A stand-in Bot Connector: accepts replies and updates, counts them per conversation."""
+
+    url: str = ""
+    replies: Counter[str] = field(default_factory=Counter)
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v3/conversations/{conversation}/activities", self._send)
+        app.router.add_post("/v3/conversations/{conversation}/activities/{activity}", self._send)
+        app.router.add_put("/v3/conversations/{conversation}/activities/{activity}", self._send)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        port = free_port()
+        await web.TCPSite(self._runner, "127.0.0.1", port).start()
+        self.url = f"http://127.0.0.1:{port}/"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _send(self, request: web.Request) -> web.Response:
+        await request.read()
+        self.replies[request.match_info["conversation"]] += 1
+        return web.json_response({"id": f"act-{next(self._ids)}"})
+
+
+def teams_activity(env: BenchEnvironment, service_url: str, text: str) -> dict[str, Any]:
+    aad, tenant = env.identity.aad_object_id, env.identity.tenant_id
+    return {
+        "type": "message",
+        "id": uuid.uuid4().hex,
+        "channelId": "msteams",
+        "serviceUrl": service_url,
+        "from": {"id": f"29:{aad}", "name": "Bench rep", "aadObjectId": aad},
+        "conversation": {
+            "id": f"bench-{uuid.uuid4().hex}",
+            "conversationType": "personal",
+            "tenantId": tenant,
+        },
+        "recipient": {"id": "28:bot", "name": "bot"},
+        "channelData": {"tenant": {"id": tenant}},
+        "text": text,
+    }
+
+
+async def bot_replies(
+    env: BenchEnvironment, *, rounds: dict[int, int], progress: Progress
+) -> list[Comparison]:
+    """For each concurrency N (``rounds``: N → batches per side): latency and wall time per turn."""
+    connector = Connector()
+    await connector.start()
+    bot_port, echo_port = free_port(), free_port()
+    bot_url = f"http://127.0.0.1:{bot_port}/api/messages"
+    echo_url = f"http://127.0.0.1:{echo_port}/api/messages"
+    results: list[Comparison] = []
+    try:
+        async with (
+            http_server(
+                ["-m", "bot", "serve", "--port", str(bot_port)],
+                variables=env.variables,
+                health_url=f"http://127.0.0.1:{bot_port}/api/health",
+                log_path=env.work / "bot.log",
+            ),
+            http_server(
+                ["-m", "bot.echo_bot", "--port", str(echo_port)],
+                variables=env.variables,
+                health_url=f"http://127.0.0.1:{echo_port}/api/health",
+                log_path=env.work / "echo.log",
+            ),
+            httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=200)) as client,
+        ):
+
+            def replied(body: dict[str, Any], _: httpx.Response) -> None:
+                if connector.replies[body["conversation"]["id"]] == 0:
+                    raise LoadFailed("the bot answered without replying")
+
+            def batch(url: str) -> Batch:
+                async def run(n: int) -> tuple[list[float], float]:
+                    bodies = [teams_activity(env, connector.url, BOT_QUESTION) for _ in range(n)]
+                    return await post_batch(client, url, bodies, check=replied)
+
+                return run
+
+            ours, echo = batch(bot_url), batch(echo_url)
+            # Warm-up: the copilot's first turn signs the rep in and compiles the agent.
+            await ours(1)
+            await echo(1)
+            results = await alternate(
+                "bot reply",
+                "reply (dev server, turn inline, offline model)",
+                "minimal botbuilder echo bot",
+                ours,
+                echo,
+                rounds=rounds,
+                progress=progress,
+            )
+    finally:
+        await connector.stop()
+    return results

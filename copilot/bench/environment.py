@@ -1,0 +1,81 @@
+"""Everything a bench run needs: the sandbox, a fresh database, settings, the rep signed in."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from copilot.auth.tokens import OboTokenBroker, dev_sign_in, identity_from_assertion
+from copilot.bench.database import fresh_database
+from copilot.bench.sandbox import SandboxServer, start_sandbox, stop_sandbox
+from copilot.bench.scenarios import BENCH_REP
+from copilot.bench.stats import Progress
+from copilot.identity import RepIdentity
+from copilot.settings import Settings
+
+
+@dataclass
+class BenchEnvironment:
+    """The run's settings (fresh database, the bench's sandbox) and its signed-in rep."""
+
+    settings: Settings
+    sandbox: SandboxServer
+    identity: RepIdentity
+    assertion: str = field(repr=False)
+    variables: dict[str, str] = field(default_factory=dict, repr=False)
+    """The settings as environment variables, for product processes the bench starts."""
+    work: Path = field(default_factory=Path)
+    """The run's scratch directory (removed afterwards)."""
+
+    def broker(self) -> OboTokenBroker:
+        """A token broker for the rep (each side of a comparison gets its own, same assertion)."""
+        return OboTokenBroker(self.settings, self.identity, self.assertion)
+
+
+def bench_variables(database_url: str, sandbox: SandboxServer, work: Path) -> dict[str, str]:
+    """Settings pointing at the bench's database and sandbox; audit key and anchors of its own,
+    so a bench run never writes into the local ``.data/audit``."""
+    key = base64.b64encode(secrets.token_bytes(32)).decode()
+    return {
+        "DATABASE_URL": database_url,
+        "COPILOT_DATA_DIR": str(work),
+        "COPILOT_ENVIRONMENT": "local",
+        "COPILOT_AUDIT_HMAC_KEYS": f"bench:{key}",
+        "COPILOT_AUDIT_ANCHOR_FILE": str(work / "audit" / "anchors.jsonl"),
+        "COPILOT_MODEL": "offline",
+        "COPILOT_FALLBACK_MODELS": "",
+        "CRM_MCP_URL": sandbox.mcp_url,
+        "GRAPH_BASE_URL": sandbox.graph_base_url,
+        "ENTRA_AUTHORITY": sandbox.idp_base_url,
+        "ENTRA_CA_BUNDLE": str(sandbox.ca_cert_path),
+    }
+
+
+@asynccontextmanager
+async def bench_environment(progress: Progress) -> AsyncIterator[BenchEnvironment]:
+    """Start the sandbox, create and migrate a database, sign the bench's rep in; undo it all after."""
+    work = Path(tempfile.mkdtemp(prefix="copilot-bench-"))
+    try:
+        base = Settings()
+        progress("bench: starting the sandbox")
+        sandbox = await start_sandbox(work / "sandbox")
+        try:
+            progress("bench: creating and migrating a fresh database")
+            async with fresh_database(base, app_role=base.db_app_role) as url:
+                variables = bench_variables(url, sandbox, work)
+                values: dict[str, Any] = dict(variables)
+                settings = Settings(**values)
+                assertion = await dev_sign_in(settings, BENCH_REP)
+                identity = identity_from_assertion(assertion)
+                yield BenchEnvironment(settings, sandbox, identity, assertion, variables, work)
+        finally:
+            await stop_sandbox(sandbox)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,115 @@
+"""``python -m copilot bench --quick --json``: the counts it reports, never its timings.
+
+The bench runs in-process through the CLI's ``main`` (real PostgreSQL from the session's
+server, the sandbox as its own subprocess over HTTP). Timings are noise on a shared
+machine, so only what is counted is asserted: MCP sessions and OBO exchanges per scope,
+model calls, and that every measured result has a baseline and a ratio.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from copilot.cli import main
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def bench(postgres_server_url: str) -> dict[str, Any]:
+    """One quick bench run (module-scoped: under a minute), as its JSON document."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("DATABASE_URL", postgres_server_url)
+        capture = _Capture()
+        monkeypatch.setattr("sys.stdout", capture)
+        code = main(["bench", "--quick", "--json"])
+    assert code == 0, capture.text
+    doc: dict[str, Any] = json.loads(capture.text)
+    return doc
+
+
+class _Capture:
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _result(doc: dict[str, Any], scenario: str) -> dict[str, Any]:
+    found = [r for r in doc["results"] if r["scenario"] == scenario]
+    assert len(found) == 1, [r["scenario"] for r in doc["results"]]
+    return found[0]
+
+
+def test_every_measured_result_has_a_baseline_and_a_ratio(bench: dict[str, Any]):
+    assert bench["mode"] == "quick"
+    scenarios = {r["scenario"] for r in bench["results"]}
+    assert {
+        "turn cost",
+        "approve click",
+        "bot reply x1",
+        "cold import http",
+        "cold import http handler",
+        "cold import queue",
+    } <= scenarios
+    for result in bench["results"]:
+        assert result["error"] is None, result
+        assert result["baseline"], result
+        assert isinstance(result["ratio"], float), result
+        assert result["ratio"] > 0, result
+        assert result["ours"]["samples"] == result["bare"]["samples"] >= 1, result
+    # What the quick run leaves out says so, and carries no number (the ack needs Azurite, from npm).
+    left_out = {m["scenario"] for m in bench["not_measured"]}
+    assert {"http ack x50", "bot reply x50"} <= left_out
+    assert ("http ack x1" in scenarios) != ("http ack x1" in left_out)
+    for entry in bench["not_measured"]:
+        assert entry["reason"], entry
+        assert entry["baseline"], entry
+        assert "ratio" not in entry, entry
+
+
+@pytest.mark.parametrize("side", ["ours", "bare"])
+def test_a_turn_opens_one_read_session_and_calls_the_model_twice(bench: dict[str, Any], side: str):
+    counts = _result(bench, "turn cost")[side]["counts"]
+    assert counts["mcp_sessions_by_scope"] == {"crm.read": 1}, counts
+    assert "mcp_sessions_by_scope" not in counts["varying"], counts
+    # The rep's token is cached after the first turn: no exchange per turn.
+    assert counts["obo_exchanges"] == 0, counts
+    # Two parallel reads, then the answer: two model calls, each with a prompt.
+    assert counts["model_calls"] == 2, counts
+    assert len(counts["prompt_tokens_per_call"]) == 2, counts
+    assert min(counts["prompt_tokens_per_call"]) > 0, counts
+    assert counts["mcp_requests_by_method"].get("get_account") == 1, counts
+    assert counts["mcp_requests_by_method"].get("list_opportunities") == 1, counts
+    assert counts["checkpoint_writes"] >= 1, counts
+
+
+@pytest.mark.parametrize("side", ["ours", "bare"])
+def test_the_first_turn_exchanges_each_scope_at_most_once(bench: dict[str, Any], side: str):
+    first = _result(bench, "turn cost")[side]["first_counts"]
+    assert first["mcp_sessions_by_scope"] == {"crm.read": 1}, first
+    assert first["obo_exchanges_by_scope"] == {"crm.read": 1}, first
+
+
+@pytest.mark.parametrize("side", ["ours", "bare"])
+def test_an_approve_click_opens_one_session_per_scope_and_calls_the_model_once(
+    bench: dict[str, Any], side: str
+):
+    result = _result(bench, "approve click")
+    for counts in (result[side]["counts"], result[side]["first_counts"]):
+        assert counts["mcp_sessions_by_scope"] == {"crm.read crm.write": 1}, counts
+        assert all(n <= 1 for n in counts["obo_exchanges_by_scope"].values()), counts
+        assert counts["model_calls"] == 1, counts
+    counts = result[side]["counts"]
+    assert "mcp_sessions_by_scope" not in counts["varying"], counts
+    assert counts["obo_exchanges"] == 0, counts
+    # The write itself went to the CRM exactly once per click.
+    assert counts["mcp_requests_by_method"].get("upsert_activity") == 1, counts
