@@ -68,6 +68,9 @@ ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
 
 logger = logging.getLogger(__name__)
 
+MODEL_NODE = "model"
+"""The node of LangChain's agent graph that calls the model (middleware hooks are nodes of their own)."""
+
 _ONE_RUN_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 20261203))"
 THREAD_BUSY_SECONDS = 60.0
 """How long a run waits for the thread's previous run before it is told the thread is busy."""
@@ -528,20 +531,32 @@ class CopilotService:
     ) -> bool:
         """Run the agent to its next stop; False if it ran out of graph steps instead."""
         names: dict[str, str] = {}
-        # durability="sync": each step's checkpoint is written before the next step runs,
-        # so an approved write never executes ahead of the state that led to it.
+        # durability="async": a step's checkpoint is saved in the background while the next
+        # step runs (saves stay in order, each after the previous one), and the stream ends
+        # only once every save of the run is done (LangGraph's loop waits for them on exit
+        # and raises if one failed). So a pause (pending approval) is durable before
+        # run_turn / decide return it, and an approved write, which only ever runs in the
+        # first step of the run resuming that pause, runs after it is durable. Exactly-once
+        # does not rest on checkpoints: the write guard commits its idempotency key
+        # (in_flight, then done) on its own connection around the backend call. A crash
+        # mid-run loses at most the steps whose saves were in flight: they run again
+        # (reads, a model call), and a repeated write is answered from its key.
         try:
             async for update in agent.astream(
-                payload, config, context=ctx, stream_mode="updates", durability="sync"
+                payload, config, context=ctx, stream_mode="updates", durability="async"
             ):
                 if not isinstance(update, dict):
                     continue
-                for node_update in update.values():
+                for node, node_update in update.items():
                     messages = node_update.get("messages", []) if isinstance(node_update, dict) else []
                     for message in messages if isinstance(messages, list) else [messages]:
                         if isinstance(message, ToolMessage):
                             names_in(parse_result_text(message_text(message)), names)
-                        elif isinstance(message, AIMessage) and on_progress is not None:
+                        elif (
+                            isinstance(message, AIMessage) and on_progress is not None and node == MODEL_NODE
+                        ):
+                            # Only the model's new message: other nodes' updates (a summary
+                            # rewriting the list, say) carry earlier turns' calls as well.
                             for call in message.tool_calls:
                                 await on_progress(describe_tool_call(call["name"], call["args"], names))
         except GraphRecursionError:
@@ -633,29 +648,33 @@ async def open_service(
 ) -> AsyncIterator[CopilotService]:
     """Start the copilot for this process: database (checked, never migrated here), models.
 
-    ``model`` overrides ``COPILOT_MODEL`` (tests pass a scripted model).
+    ``model`` overrides ``COPILOT_MODEL`` (tests pass a scripted model). The service holds
+    the process's shared HTTP connection pool (MCP sessions, mailbox) open while it runs.
     """
+    from copilot.tools.mcp_http import shared_http
+
     url = resolve_database_url(settings)
     pool = await open_pool(url, settings)
     # Per-thread run locks hold a connection each while a run lasts: a pool of their own
     # (opened on demand) so that waiting runs never take the connections running ones need.
     locks = await open_pool(url, settings, min_size=0, max_size=4 * settings.db_pool_max_size, name="locks")
     try:
-        async with pool.connection() as conn:
-            await assert_schema_current(conn)
-        saver, store = make_saver_and_store(pool)
-        fallbacks = [build_model(name) for name in settings.fallback_model_names()]
-        model = model or build_model(settings.copilot_model)
-        yield CopilotService(
-            settings,
-            pool,
-            saver,
-            store,
-            model,
-            fallbacks,
-            write_guard_factory=write_guard_factory,
-            lock_pool=locks,
-        )
+        async with shared_http():
+            async with pool.connection() as conn:
+                await assert_schema_current(conn)
+            saver, store = make_saver_and_store(pool)
+            fallbacks = [build_model(name) for name in settings.fallback_model_names()]
+            model = model or build_model(settings.copilot_model)
+            yield CopilotService(
+                settings,
+                pool,
+                saver,
+                store,
+                model,
+                fallbacks,
+                write_guard_factory=write_guard_factory,
+                lock_pool=locks,
+            )
     finally:
         await locks.close()
         await pool.close()

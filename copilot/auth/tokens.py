@@ -5,12 +5,20 @@ a token from the identity provider's password grant) and exchanges it for CRM an
 Graph tokens with exactly the scopes a step needs: reads never carry ``crm.write``.
 Tokens stay inside this object and the HTTP headers built from it; they are never
 put into model messages, graph state, tool arguments or logs.
+
+A broker (and its credential) lives for one rep's sign-in, often one turn; the HTTP
+under it lives for the process: every credential sends its token requests through one
+``requests`` session (:func:`_token_transport`), so a turn reuses a kept-alive TLS
+connection to the identity provider instead of loading the CA bundle and handshaking
+again. That session keeps no cookies, and what identifies the rep (the user assertion)
+travels in each request's body, so nothing of one rep's exchange reaches another's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
+import functools
+import http.cookiejar
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -18,12 +26,15 @@ from urllib.parse import urlparse
 
 import httpx
 import jwt
+import requests
 from azure.core.exceptions import AzureError, ClientAuthenticationError
+from azure.core.pipeline.transport import RequestsTransport
 from azure.identity import OnBehalfOfCredential
 
 from copilot.errors import AuthError
 from copilot.identity import RepIdentity
 from copilot.settings import Settings
+from copilot.tools.mcp_http import ssl_context
 
 
 class TokenBroker(Protocol):
@@ -61,6 +72,24 @@ def _no_access(message: str) -> bool:
     return "AADSTS50105" in message or "AADSTS65001" in message
 
 
+@functools.cache
+def _token_session() -> requests.Session:
+    """The process's one session for token requests: pooled connections, no cookies."""
+    session = requests.Session()
+    session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+    return session
+
+
+@functools.cache
+def _token_transport(ca_file: str | None) -> RequestsTransport:
+    """The HTTP transport of every on-behalf-of credential trusting ``ca_file`` (None: the
+    system's): the shared session, never closed by a credential."""
+    kwargs: dict[str, Any] = {}
+    if ca_file is not None:
+        kwargs["connection_verify"] = ca_file
+    return RequestsTransport(session=_token_session(), session_owner=False, **kwargs)
+
+
 @dataclass
 class OboTokenBroker:
     """On-behalf-of exchange with azure-identity's ``OnBehalfOfCredential``, cached per scope set."""
@@ -73,9 +102,7 @@ class OboTokenBroker:
 
     def _get_credential(self) -> OnBehalfOfCredential:
         if self._credential is None:
-            kwargs: dict[str, Any] = {}
-            if self.settings.ca_bundle is not None:
-                kwargs["connection_verify"] = str(self.settings.ca_bundle)
+            ca_file = None if self.settings.ca_bundle is None else str(self.settings.ca_bundle)
             self._credential = OnBehalfOfCredential(
                 tenant_id=self.identity.tenant_id,
                 client_id=self.settings.obo_client_id,
@@ -83,7 +110,7 @@ class OboTokenBroker:
                 user_assertion=self.user_assertion,
                 authority=self.settings.entra_authority,
                 disable_instance_discovery=True,
-                **kwargs,
+                transport=_token_transport(ca_file),
             )
         return self._credential
 
@@ -131,9 +158,7 @@ async def dev_sign_in(settings: Settings, username: str) -> str:
         # A password sign-in is for the local sandbox only, never a real tenant.
         raise AuthError(f"local sign-in works only against a loopback identity provider, not {host}")
     url = f"{settings.entra_authority}/organizations/oauth2/v2.0/token"
-    verify: ssl.SSLContext | bool = (
-        ssl.create_default_context(cafile=str(settings.ca_bundle)) if settings.ca_bundle is not None else True
-    )
+    verify = ssl_context(str(settings.ca_bundle) if settings.ca_bundle is not None else None)
     form = {
         "grant_type": "password",
         "client_id": settings.obo_client_id,

@@ -1,8 +1,13 @@
 """The async connection pool, tuned for serverless PostgreSQL and PgBouncer.
 
-* Azure Database for PostgreSQL (and any NAT in between) drops idle connections:
-  every checkout is checked with a round trip and replaced if dead, and connections
-  are recycled after ``max_lifetime`` / ``max_idle``.
+* Azure Database for PostgreSQL (and any NAT, load balancer or serverless pause in
+  between) drops *idle* connections, after minutes: a checkout of a connection idle for
+  ``CHECK_IDLE_SECONDS`` or more (or never checked out before) is checked with a round trip
+  and replaced if dead; one used more recently is handed out as is
+  (:func:`idle_check`), so a turn's many short checkouts cost no extra round trips. A
+  connection found dead, or returned broken, makes every connection idle since before
+  then be checked at its next checkout (a restart or failover kills them all at once).
+  Connections are also recycled after ``max_lifetime`` / ``max_idle``.
 * PgBouncer in transaction mode cannot keep server-side prepared statements across
   transactions: automatic preparation is disabled (``prepare_threshold=None``).
 * LangGraph's Postgres saver and store expect autocommit connections with dict rows.
@@ -21,8 +26,10 @@
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any
 
 from psycopg import AsyncConnection, OperationalError, sql
@@ -37,6 +44,12 @@ from copilot.settings import Settings
 logger = logging.getLogger(__name__)
 
 ConnectionKwargs = dict[str, Any]
+
+CHECK_IDLE_SECONDS = 5.0
+"""A pooled connection is checked with a round trip at checkout only after this long
+unused: far below any idle timeout that drops connections (load balancers and NAT: about
+4 minutes; serverless pauses: minutes; PgBouncer's ``client_idle_timeout``: off or minutes),
+far above the gaps between one turn's checkouts."""
 
 CONNECTION_KWARGS: ConnectionKwargs = {
     "autocommit": True,
@@ -88,6 +101,7 @@ async def open_pool(
     min_size: int | None = None,
     max_size: int | None = None,
     name: str = "copilot",
+    check_idle_seconds: float = CHECK_IDLE_SECONDS,
 ) -> AsyncConnectionPool[AsyncConnection[DictRow]]:
     """Open a pool on ``conninfo`` and wait until its minimum connections are up.
 
@@ -98,24 +112,76 @@ async def open_pool(
     """
     audit_config = audit.audit_config(settings)
     app = await resolve_app_login(conninfo, settings)
+    check = IdleCheck(check_idle_seconds)
     pool: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
         app.conninfo,
         min_size=settings.db_pool_min_size if min_size is None else min_size,
         max_size=settings.db_pool_max_size if max_size is None else max_size,
         max_lifetime=settings.db_pool_max_lifetime_seconds,
         max_idle=settings.db_pool_max_idle_seconds,
-        check=AsyncConnectionPool.check_connection,
+        check=check,
         kwargs=CONNECTION_KWARGS,
         configure=app_configure(app.set_role, audit_config),
         open=False,
         name=name,
     )
+    check.watch(pool)
     try:
         await pool.open(wait=True, timeout=open_timeout)
     except (PoolTimeout, OperationalError) as exc:
         await pool.close()
         raise DatabaseError(f"could not connect to PostgreSQL as {app.login!r}: {exc}") from exc
     return pool
+
+
+class IdleCheck:
+    """A pool ``check`` that makes a round trip only for a connection that may have died idle.
+
+    The round trip (``AsyncConnectionPool.check_connection``) runs when the connection was
+    never handed out before, was last handed out ``idle_seconds`` ago or more (its last use
+    ended at most that long ago), or was last handed out before a connection of the pool was
+    found dead (by this check) or returned broken (the pool's ``returns_bad`` /
+    ``connections_lost`` counters moved). A failed round trip raises, so the pool discards
+    the connection and hands out another (reconnecting if need be): the caller never sees
+    the dead one. A connection already known to be closed is refused without a round trip.
+    """
+
+    def __init__(self, idle_seconds: float = CHECK_IDLE_SECONDS):
+        self.idle_seconds = idle_seconds
+        self._handed_out: weakref.WeakKeyDictionary[AsyncConnection[Any], float] = weakref.WeakKeyDictionary()
+        self._suspect_before = 0.0
+        self._pool: weakref.ReferenceType[AsyncConnectionPool[Any]] | None = None
+        self._losses = 0
+
+    def watch(self, pool: AsyncConnectionPool[Any]) -> None:
+        """Follow ``pool``'s counts of broken connections (see the class docstring)."""
+        self._pool = weakref.ref(pool)
+
+    def _lost(self) -> int:
+        pool = self._pool() if self._pool is not None else None
+        if pool is None:
+            return 0
+        stats = pool.get_stats()
+        return int(stats.get("returns_bad", 0)) + int(stats.get("connections_lost", 0))
+
+    async def __call__(self, conn: AsyncConnection[Any]) -> None:
+        now = monotonic()
+        if conn.closed or conn.broken:
+            raise OperationalError("the connection is closed")
+        lost = self._lost()
+        if lost != self._losses:
+            # Some connection broke since the last checkout: the others may have too.
+            self._losses = lost
+            self._suspect_before = now
+        last = self._handed_out.get(conn)
+        if last is None or now - last >= self.idle_seconds or last < self._suspect_before:
+            try:
+                await AsyncConnectionPool.check_connection(conn)
+            except Exception:
+                self._handed_out.pop(conn, None)
+                self._suspect_before = monotonic()
+                raise
+        self._handed_out[conn] = now
 
 
 def app_configure(

@@ -2,7 +2,9 @@
 
 ``MultiServerMCPClient`` fixes headers per client, so a client (and one MCP session)
 is built per rep per run with that rep's bearer token, when the run first needs it
-(:class:`~copilot.tools.session_host.SessionHost`). The model's read tools are built
+(:class:`~copilot.tools.session_host.SessionHost`); underneath, every session's
+``httpx`` client shares the process's TLS context and connection pool
+(:func:`~copilot.tools.mcp_http.shared_transport`), never its headers. The model's read tools are built
 once per process from the CRM's tool definitions and call the session of the run that
 uses them (found in the run's context), so the agent is compiled once; the copilot's
 own direct calls (proposal snapshots, writes) go through :class:`CrmGateway`.

@@ -5,11 +5,26 @@ transport task group, which tears down the whole session instead of failing the 
 request. This transport answers such a request with a JSON-RPC error carrying the
 HTTP status and ``Retry-After`` instead, so the call raises ``McpError`` where it was
 made, the session survives, and retry / circuit-breaker logic can classify it.
+
+Connections and TLS are shared, credentials never are. Building an ``ssl.SSLContext``
+loads a whole CA bundle (tens of milliseconds), and a new ``httpx`` transport builds one,
+so the process builds each trust context once (:func:`ssl_context`) and every MCP session
+and mailbox request of an event loop goes through one connection pool
+(:func:`shared_transport`). Each session is still its own ``httpx.AsyncClient`` with its
+own headers (the rep's bearer token) and cookie jar: the shared part is the connection
+pool, which carries no request state, so one rep's token never rides on another's request.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+import ssl
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -90,17 +105,92 @@ class JsonRpcErrorTransport(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+@functools.cache
+def ssl_context(ca_file: str | None = None) -> ssl.SSLContext:
+    """The TLS trust for ``ca_file`` (a CA bundle), built once per process.
+
+    ``None`` is httpx's default trust (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, else certifi),
+    what the CRM and the mailbox were always verified with. A context is only read once
+    built (never changed), so connections and threads may share it.
+    """
+    if ca_file is not None:
+        return ssl.create_default_context(cafile=ca_file)
+    return httpx.create_ssl_context()
+
+
+SHARED_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=20, keepalive_expiry=5.0)
+"""The shared pool never caps connections (each MCP session may hold a long-lived stream,
+as it could with a transport of its own); it keeps up to 20 idle ones for 5 s."""
+
+
+@dataclass
+class _Shared:
+    transport: httpx.AsyncHTTPTransport
+    holders: int = 0
+
+
+_SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Shared] = weakref.WeakKeyDictionary()
+
+
+def _shared_for_loop() -> _Shared:
+    # Per event loop: pooled connections belong to the loop that opened them.
+    loop = asyncio.get_running_loop()
+    shared = _SHARED.get(loop)
+    if shared is None:
+        shared = _SHARED[loop] = _Shared(httpx.AsyncHTTPTransport(verify=ssl_context(), limits=SHARED_LIMITS))
+    return shared
+
+
+class _Borrowed(httpx.AsyncBaseTransport):
+    """The shared transport, for one client: closing the client leaves the pool open."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport):
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def shared_transport() -> httpx.AsyncBaseTransport:
+    """This event loop's shared connection pool (default trust), for one ``httpx.AsyncClient``.
+
+    Give each client its own headers (the bearer token goes on the client or the request,
+    never on the transport); closing the client does not close the pool.
+    """
+    return _Borrowed(_shared_for_loop().transport)
+
+
+@asynccontextmanager
+async def shared_http() -> AsyncIterator[None]:
+    """Hold this event loop's shared pool open (a service, for its lifetime); the last
+    holder to leave closes its connections (the next user starts a new pool)."""
+    loop = asyncio.get_running_loop()
+    shared = _shared_for_loop()
+    shared.holders += 1
+    try:
+        yield
+    finally:
+        shared.holders -= 1
+        if shared.holders == 0 and _SHARED.get(loop) is shared:
+            del _SHARED[loop]
+            await shared.transport.aclose()
+
+
 def mcp_http_client_factory(
     headers: dict[str, str] | None = None,
     timeout: httpx.Timeout | None = None,
     auth: httpx.Auth | None = None,
 ) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` for the MCP client, with :class:`JsonRpcErrorTransport`."""
+    """An ``httpx.AsyncClient`` for one MCP session: its own headers (the rep's bearer
+    token) and cookies, over the shared pool, behind :class:`JsonRpcErrorTransport`."""
     return httpx.AsyncClient(
         headers=headers,
         timeout=timeout if timeout is not None else httpx.Timeout(30.0),
         auth=auth,
-        transport=JsonRpcErrorTransport(),
+        transport=JsonRpcErrorTransport(shared_transport()),
     )
 
 

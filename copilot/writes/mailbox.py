@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from copilot.errors import MailboxUnavailable
 from copilot.tools.crm_client import CrmCallError
+from copilot.tools.mcp_http import shared_transport
 from copilot.tools.preferences import Preferences, compose_email, load_preferences
 from copilot.tools.schemas import DraftFollowupEmailArgs
 from copilot.writes.crm import now_iso, read_safely
@@ -79,7 +80,11 @@ async def _save_draft(ctx: AgentContext, store: BaseStore | None, plan: WritePla
     }
     token = await ctx.tokens.graph_token()
     try:
-        async with httpx.AsyncClient(timeout=ctx.settings.crm_timeout_seconds) as client:
+        # The process's shared connection pool and TLS context; the rep's token goes on
+        # this request only.
+        async with httpx.AsyncClient(
+            timeout=ctx.settings.crm_timeout_seconds, transport=shared_transport()
+        ) as client:
             response = await client.post(
                 f"{ctx.settings.graph_base_url}/me/messages",
                 json=message,

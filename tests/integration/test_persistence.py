@@ -257,3 +257,86 @@ async def test_the_embedded_default_migrates_as_the_owner_but_the_app_pool_logs_
         "rolcreaterole": False,
         "reaches_owner": False,
     }
+
+
+async def _backend_pid(conn: psycopg.AsyncConnection[Any]) -> int:
+    cur = await conn.execute("SELECT pg_backend_pid() AS pid")
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row["pid"])
+
+
+async def _terminate(admin: psycopg.AsyncConnection[Any], *pids: int) -> None:
+    await admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (list(pids),))
+
+
+@pytest.fixture
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pool's check round trips (``AsyncConnectionPool.check_connection``), as backend pids."""
+    from psycopg_pool import AsyncConnectionPool
+
+    pids: list[int] = []
+    original = AsyncConnectionPool.check_connection
+
+    async def check_connection(conn: Any) -> None:
+        pids.append(conn.info.backend_pid)
+        await original(conn)
+
+    monkeypatch.setattr(AsyncConnectionPool, "check_connection", staticmethod(check_connection))
+    return pids
+
+
+async def test_a_connection_used_moments_ago_is_handed_out_without_a_check_round_trip(
+    database_url, round_trips
+):
+    pool = await open_pool(database_url, Settings(COPILOT_DB_POOL_MIN=1, COPILOT_DB_POOL_MAX=1))
+    try:
+        for _ in range(50):
+            async with pool.connection() as conn:
+                await conn.execute("SELECT 1")
+    finally:
+        await pool.close()
+    assert len(round_trips) == 1, "only the connection's first checkout is checked"
+
+
+async def test_a_connection_killed_while_idle_past_the_threshold_is_replaced_without_an_error(
+    database_url, db_conn, round_trips
+):
+    pool = await open_pool(
+        database_url, Settings(COPILOT_DB_POOL_MIN=1, COPILOT_DB_POOL_MAX=1), check_idle_seconds=0.3
+    )
+    try:
+        async with pool.connection() as conn:
+            before = await _backend_pid(conn)
+        # What an idle-connection reaper (or a serverless pause) does, after the threshold.
+        await _terminate(db_conn, before)
+        await asyncio.sleep(0.4)
+        async with pool.connection() as conn:
+            after = await _backend_pid(conn)
+    finally:
+        await pool.close()
+    assert after != before
+    assert before in round_trips, "the idle connection was checked, found dead and replaced"
+
+
+async def test_once_a_connection_breaks_the_others_are_checked_before_they_are_used_again(
+    database_url, db_conn, round_trips
+):
+    # A restart or failover kills every connection at once, even ones used a moment ago.
+    pool = await open_pool(
+        database_url, Settings(COPILOT_DB_POOL_MIN=2, COPILOT_DB_POOL_MAX=2), check_idle_seconds=600
+    )
+    try:
+        async with pool.connection() as a, pool.connection() as b:
+            pids = {await _backend_pid(a), await _backend_pid(b)}
+        await _terminate(db_conn, *pids)
+        # The first (hot, so unchecked) connection fails its query: that is the one error.
+        with pytest.raises(psycopg.OperationalError):
+            async with pool.connection() as conn:
+                await conn.execute("SELECT 1")
+        # Its sibling, just as hot and just as dead, is checked and replaced first.
+        async with pool.connection() as conn:
+            after = await _backend_pid(conn)
+    finally:
+        await pool.close()
+    assert after not in pids
