@@ -24,7 +24,7 @@ from copilot.middleware.resilience import CircuitBreaker, CircuitBreakerMiddlewa
 from copilot.middleware.tool_call_ids import ToolCallIdMiddleware
 from copilot.middleware.write_guard import WriteGuardMiddleware
 from copilot.models.fallback import with_fallbacks
-from copilot.prompts import SYSTEM_PROMPT
+from copilot.prompts import system_prompt
 from copilot.settings import Settings
 from copilot.tools.write_tools import local_read_tools, write_tools
 from copilot.writes import REGISTRY
@@ -92,7 +92,7 @@ def build_agent(
     return create_agent(
         model,
         tools,
-        system_prompt=SYSTEM_PROMPT,
+        system_prompt=system_prompt(REGISTRY),
         middleware=middleware,
         context_schema=AgentContext,
         checkpointer=checkpointer,

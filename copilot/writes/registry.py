@@ -20,6 +20,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel
 
 from copilot.errors import ConfigurationError, CopilotError
+from copilot.tools.compact_schema import compact_json_schema
 from copilot.writes.types import Backend, ProposalRecord, WriteOutcome, WritePlan
 
 if TYPE_CHECKING:
@@ -30,6 +31,19 @@ if TYPE_CHECKING:
 Snapshot = Callable[["AgentContext", "BaseStore | None", dict[str, Any]], Awaitable[ProposalRecord]]
 Check = Callable[["AgentContext", WritePlan, ProposalRecord | None], Awaitable[WritePlan | WriteOutcome]]
 Execute = Callable[["AgentContext", "BaseStore | None", WritePlan], Awaitable[WriteOutcome]]
+
+
+class _CompactSchemaTool(StructuredTool):
+    """A write tool as the model sees it: its Pydantic schema sent compact
+    (:func:`~copilot.tools.compact_schema.compact_json_schema`); the write guard still
+    validates every call against the full schema."""
+
+    @property
+    def tool_call_schema(self) -> Any:
+        schema = self.args_schema
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            return compact_json_schema(schema.model_json_schema())
+        return super().tool_call_schema
 
 
 @dataclass(frozen=True)
@@ -76,7 +90,7 @@ class WriteTool:
         async def refuse(**_: Any) -> str:
             raise WriteOutsideGuard(f"{self.name} can only run through the approval write guard")
 
-        return StructuredTool.from_function(
+        return _CompactSchemaTool(
             coroutine=refuse,
             name=self.name,
             description=self.description,
