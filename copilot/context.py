@@ -20,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from copilot.auth.tokens import TokenBroker
 from copilot.identity import RepIdentity
 from copilot.settings import Settings
-from copilot.tools.crm_client import CrmGateway, open_crm_session
+from copilot.tools.crm_client import CrmGateway, open_crm_session, read_tool_definitions
 from copilot.tools.session_host import SessionHost, SessionOpener
 
 
@@ -45,6 +45,9 @@ def _crm_opener(settings: Settings, tokens: TokenBroker, *, write: bool) -> Sess
     async def open_session() -> AsyncIterator[ClientSession]:
         token = await tokens.crm_token(write=write)
         async with open_crm_session(settings, token) as session:
+            # The MCP client lists the server's tools after a call whose output schema it
+            # has not seen; two parallel first calls would each list them. Once, up front.
+            await read_tool_definitions(session)
             yield session
 
     return open_session
