@@ -194,6 +194,8 @@ class CopilotBot(TeamsActivityHandler):
     async def _send_result(
         self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None
     ) -> None:
+        if progress is not None:
+            progress.close()  # a held progress update never arrives after the result
         if result.answer:
             if result.citations:
                 card = cards.answer_card(
@@ -296,10 +298,13 @@ class CopilotBot(TeamsActivityHandler):
                 rep.identity, rep.broker, submission.thread_id, decision_for, progress.update
             )
         except (ThreadAccessDenied, ThreadNotFound):
+            progress.close()
             await turn_context.send_activity(NOT_YOURS)
         except ProposalNotPending:
+            progress.close()
             return "not_pending"
         except (InvalidSubmission, InvalidDecision) as exc:
+            progress.close()
             await turn_context.send_activity(exc.message)
         return None
 
