@@ -61,9 +61,11 @@ soak: setup
 	@cat test-artifacts/adversarial/summary.txt
 
 # What a turn and an Approve click cost, as ratios against bare LangChain measured in the
-# same run (see README, "Benchmarks"). BENCH_ARGS="--quick" for a smoke run, "--json" for JSON.
+# same run (see README, "Benchmarks"). BENCH_ARGS="--quick" for a smoke run, "--json" for JSON;
+# BENCH_REP is the sandbox rep it signs in as (its records are found in the CRM at run time).
+BENCH_REP ?= alex
 bench: setup
-	$(PY) -m copilot bench $(BENCH_ARGS)
+	$(PY) -m copilot bench --rep $(BENCH_REP) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules .data

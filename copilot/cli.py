@@ -83,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser(
         "bench", help="measure turn and approval costs as ratios against bare LangChain (see README)"
     )
+    bench.add_argument("--rep", required=True, help="the sandbox rep's handle the bench signs in as")
     bench.add_argument("--json", action="store_true", help="a JSON document instead of the table")
     bench.add_argument("--quick", action="store_true", help="a few iterations (CI smoke test)")
     return parser
@@ -211,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Imported here: the bench's own modules are needed by this command only.
             from copilot.bench.run import main as bench
 
-            return bench(quick=args.quick, as_json=args.json)
+            return bench(rep=args.rep, quick=args.quick, as_json=args.json)
     except _BAD_INPUT as exc:
         _error(str(exc))
         return 2

@@ -4,7 +4,7 @@ Every result is a ratio against a baseline measured in the same run, interleaved
 bare, ours, bare, ...), so the machine's noise hits both alike; nothing is compared with
 an absolute threshold. Modules, one job each:
 
-* :mod:`~copilot.bench.scenarios`   the bench's scenarios (the sandbox records they read and write)
+* :mod:`~copilot.bench.scenarios`   the bench's scenarios, on the records the rep's CRM shows
 * :mod:`~copilot.bench.model`       the scripted chat model both sides use
 * :mod:`~copilot.bench.counting`    counts of the expensive things (sessions, exchanges, checkouts, ...)
 * :mod:`~copilot.bench.stats`       interleaved timing, medians and ratios

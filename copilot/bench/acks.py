@@ -24,7 +24,6 @@ from copilot.bench.environment import BenchEnvironment
 from copilot.bench.load import Batch, LoadFailed, alternate, post_batch
 from copilot.bench.processes import http_server
 from copilot.bench.sandbox import free_port
-from copilot.bench.scenarios import BOT_QUESTION
 from copilot.bench.stats import Comparison, Progress
 from copilot.settings import LOCAL_APP_ID
 
@@ -38,6 +37,7 @@ async def http_acks(env: BenchEnvironment, *, rounds: dict[int, int], progress: 
     ours_port, bare_port = free_port(), free_port()
     ours_url = f"http://127.0.0.1:{ours_port}/api/messages"
     bare_url = f"http://127.0.0.1:{bare_port}/api/messages"
+    question = env.scenarios.bot_question
     with running_issuer(LOCAL_APP_ID) as issuer:
         async with running_azurite(env.work / "azurite") as storage:
             host = {
@@ -73,7 +73,7 @@ async def http_acks(env: BenchEnvironment, *, rounds: dict[int, int], progress: 
 
                 def batch(url: str, queue: str) -> Batch:
                     async def run(n: int) -> tuple[list[float], float]:
-                        bodies = [teams_activity(env, SERVICE_URL, BOT_QUESTION) for _ in range(n)]
+                        bodies = [teams_activity(env, SERVICE_URL, question) for _ in range(n)]
                         posted[queue] += n
                         return await post_batch(client, url, bodies, headers=signed, expect=(202,))
 

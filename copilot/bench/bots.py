@@ -23,7 +23,6 @@ from copilot.bench.environment import BenchEnvironment
 from copilot.bench.load import Batch, LoadFailed, alternate, post_batch
 from copilot.bench.processes import http_server
 from copilot.bench.sandbox import free_port
-from copilot.bench.scenarios import BOT_QUESTION
 from copilot.bench.stats import Comparison, Progress
 
 
@@ -85,6 +84,7 @@ async def bot_replies(
     bot_port, echo_port = free_port(), free_port()
     bot_url = f"http://127.0.0.1:{bot_port}/api/messages"
     echo_url = f"http://127.0.0.1:{echo_port}/api/messages"
+    question = env.scenarios.bot_question
     results: list[Comparison] = []
     try:
         async with (
@@ -109,7 +109,7 @@ async def bot_replies(
 
             def batch(url: str) -> Batch:
                 async def run(n: int) -> tuple[list[float], float]:
-                    bodies = [teams_activity(env, connector.url, BOT_QUESTION) for _ in range(n)]
+                    bodies = [teams_activity(env, connector.url, question) for _ in range(n)]
                     return await post_batch(client, url, bodies, check=replied)
 
                 return run

@@ -1,4 +1,5 @@
-"""Everything a bench run needs: the sandbox, a fresh database, settings, the rep signed in."""
+"""Everything a bench run needs: the sandbox, a fresh database, settings, the rep signed in,
+and the scenarios built on the CRM records that rep can see."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 from copilot.auth.tokens import OboTokenBroker, dev_sign_in, identity_from_assertion
 from copilot.bench.database import fresh_database
 from copilot.bench.sandbox import SandboxServer, start_sandbox, stop_sandbox
-from copilot.bench.scenarios import BENCH_REP
+from copilot.bench.scenarios import Scenarios, discover
 from copilot.bench.stats import Progress
 from copilot.identity import RepIdentity
 from copilot.settings import Settings
@@ -23,12 +24,14 @@ from copilot.settings import Settings
 
 @dataclass
 class BenchEnvironment:
-    """The run's settings (fresh database, the bench's sandbox) and its signed-in rep."""
+    """The run's settings (fresh database, the bench's sandbox), its signed-in rep and the
+    scenarios on that rep's records."""
 
     settings: Settings
     sandbox: SandboxServer
     identity: RepIdentity
     assertion: str = field(repr=False)
+    scenarios: Scenarios
     variables: dict[str, str] = field(default_factory=dict, repr=False)
     """The settings as environment variables, for product processes the bench starts."""
     work: Path = field(default_factory=Path)
@@ -59,8 +62,9 @@ def bench_variables(database_url: str, sandbox: SandboxServer, work: Path) -> di
 
 
 @asynccontextmanager
-async def bench_environment(progress: Progress) -> AsyncIterator[BenchEnvironment]:
-    """Start the sandbox, create and migrate a database, sign the bench's rep in; undo it all after."""
+async def bench_environment(progress: Progress, rep: str) -> AsyncIterator[BenchEnvironment]:
+    """Start the sandbox, create and migrate a database, sign ``rep`` in and find the records
+    the scenarios use (as ``rep``, over MCP); undo it all after."""
     work = Path(tempfile.mkdtemp(prefix="copilot-bench-"))
     try:
         base = Settings()
@@ -72,9 +76,11 @@ async def bench_environment(progress: Progress) -> AsyncIterator[BenchEnvironmen
                 variables = bench_variables(url, sandbox, work)
                 values: dict[str, Any] = dict(variables)
                 settings = Settings(**values)
-                assertion = await dev_sign_in(settings, BENCH_REP)
+                assertion = await dev_sign_in(settings, rep)
                 identity = identity_from_assertion(assertion)
-                yield BenchEnvironment(settings, sandbox, identity, assertion, variables, work)
+                # A broker of its own: the measured sides' brokers start with no token cached.
+                scenarios = await discover(settings, OboTokenBroker(settings, identity, assertion))
+                yield BenchEnvironment(settings, sandbox, identity, assertion, scenarios, variables, work)
         finally:
             await stop_sandbox(sandbox)
     finally:

@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from copilot.bench.scenarios import APPROVE_CLICK, TURN, ReadScenario, WriteScenario
+from copilot.bench.scenarios import ReadScenario, Scenarios, WriteScenario
 
 
 def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -37,8 +37,8 @@ def message_chars(message: BaseMessage) -> int:
 
 
 class BenchChatModel(BaseChatModel):
-    """Scripted: reads then an answer (:data:`TURN`), or a proposed write then a confirmation
-    (:data:`APPROVE_CLICK`).
+    """Scripted: reads then an answer (``read``), or a proposed write then a confirmation
+    (``write``).
 
     ``write_tool`` names the tool the write is proposed with: the copilot's ``log_activity``,
     or for the bare agent the CRM's own MCP ``upsert_activity`` (which needs its own key).
@@ -47,8 +47,13 @@ class BenchChatModel(BaseChatModel):
     write_tool: str = "log_activity"
     tool_chars: int = 0
     """Characters of the JSON schemas of the tools bound (what a provider would be sent)."""
-    read: ReadScenario = TURN
-    write: WriteScenario = APPROVE_CLICK
+    read: ReadScenario
+    write: WriteScenario
+
+    @classmethod
+    def scripted(cls, scenarios: Scenarios, *, write_tool: str = "log_activity") -> BenchChatModel:
+        """The model playing ``scenarios`` (the run's turn and approve-click scenarios)."""
+        return cls(read=scenarios.turn, write=scenarios.approve_click, write_tool=write_tool)
 
     @property
     def _llm_type(self) -> str:

@@ -1,8 +1,10 @@
-"""``python -m copilot bench [--json] [--quick]``: run every comparison, print the results.
+"""``python -m copilot bench --rep HANDLE [--json] [--quick]``: run every comparison, print the results.
 
 Progress lines go to stderr while it runs; the table (or with ``--json`` the JSON
 document) goes to stdout. ``--quick`` runs a few iterations (a CI smoke test); the full
-run enough for stable medians. The exit code is 1 when a scenario failed.
+run enough for stable medians. ``--rep`` is the sandbox user the bench signs in; the
+records its scenarios read and write are found in that rep's CRM at the start of the run
+(:func:`~copilot.bench.scenarios.discover`). The exit code is 1 when a scenario failed.
 """
 
 from __future__ import annotations
@@ -97,13 +99,13 @@ async def _one(run: Awaitable[Comparison]) -> list[Comparison]:
     return [await run]
 
 
-async def run_bench(mode: Mode, progress: Progress = _stderr) -> dict[str, Any]:
-    """Every comparison in ``mode``; the JSON document."""
+async def run_bench(mode: Mode, rep: str, progress: Progress = _stderr) -> dict[str, Any]:
+    """Every comparison in ``mode``, signed in as ``rep``; the JSON document."""
     comparisons: list[Comparison] = []
     costs = Costs()
     async with (
-        bench_environment(progress) as env,
-        open_service(env.settings, model=BenchChatModel()) as service,
+        bench_environment(progress, rep) as env,
+        open_service(env.settings, model=BenchChatModel.scripted(env.scenarios)) as service,
     ):
         with counting(costs):
             for scenario, description, measure in (
@@ -135,8 +137,8 @@ async def run_bench(mode: Mode, progress: Progress = _stderr) -> dict[str, Any]:
     return document(mode.name, mode.iterations, comparisons, not_measured(mode))
 
 
-def main(*, quick: bool, as_json: bool) -> int:
-    """The ``bench`` command; returns the exit code."""
-    doc = asyncio.run(run_bench(QUICK if quick else FULL))
+def main(*, rep: str, quick: bool, as_json: bool) -> int:
+    """The ``bench`` command, signed in as ``rep``; returns the exit code."""
+    doc = asyncio.run(run_bench(QUICK if quick else FULL, rep))
     print(to_json(doc) if as_json else to_table(doc), flush=True)
     return 1 if any(r["error"] for r in doc["results"]) else 0

@@ -8,7 +8,6 @@ from copilot.bench.baseline import BareAgent, PendingWrite
 from copilot.bench.counting import Costs
 from copilot.bench.environment import BenchEnvironment
 from copilot.bench.model import BenchChatModel
-from copilot.bench.scenarios import APPROVE_CLICK, TURN
 from copilot.bench.stats import Comparison, Progress, Trial, interleave
 from copilot.runner import CopilotService, Proposal
 
@@ -27,15 +26,17 @@ async def turn_cost(
     progress: Progress,
 ) -> Comparison:
     """``run_turn`` of a two-reads-then-answer question against a bare ``create_agent`` turn."""
-    ours_broker, bare = env.broker(), BareAgent(env.settings, service.saver, BenchChatModel(), env.broker())
+    question = env.scenarios.turn.question
+    model = BenchChatModel.scripted(env.scenarios)
+    ours_broker, bare = env.broker(), BareAgent(env.settings, service.saver, model, env.broker())
 
     async def ours(_: Any) -> None:
-        result = await service.run_turn(env.identity, ours_broker, None, TURN.question)
+        result = await service.run_turn(env.identity, ours_broker, None, question)
         if result.answer is None or result.notice is not None or result.unverified_citations:
             raise OursFailed(f"the turn did not answer as scripted: {result.to_json()}")
 
     async def baseline(_: Any) -> None:
-        await bare.turn(TURN.question)
+        await bare.turn(question)
 
     comparison = Comparison(
         scenario="turn cost",
@@ -67,11 +68,13 @@ async def approve_click_cost(
     Only the click is timed and counted; the turn that proposes the write is each
     iteration's untimed preparation.
     """
+    question = env.scenarios.approve_click.question
     ours_broker = env.broker()
-    bare = BareAgent(env.settings, service.saver, BenchChatModel(write_tool="upsert_activity"), env.broker())
+    model = BenchChatModel.scripted(env.scenarios, write_tool="upsert_activity")
+    bare = BareAgent(env.settings, service.saver, model, env.broker())
 
     async def ours_propose() -> tuple[str, Proposal]:
-        result = await service.run_turn(env.identity, ours_broker, None, APPROVE_CLICK.question)
+        result = await service.run_turn(env.identity, ours_broker, None, question)
         if len(result.proposals) != 1:
             raise OursFailed(f"expected one proposal: {result.to_json()}")
         return result.thread_id, result.proposals[0]
@@ -86,7 +89,7 @@ async def approve_click_cost(
             raise OursFailed(f"the approval did not write once: {result.to_json()}")
 
     async def bare_propose() -> PendingWrite:
-        return await bare.propose(APPROVE_CLICK.question)
+        return await bare.propose(question)
 
     async def bare_click(prepared: PendingWrite) -> None:
         await bare.approve(prepared)

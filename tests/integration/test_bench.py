@@ -1,4 +1,4 @@
-"""``python -m copilot bench --quick --json``: the counts it reports, never its timings.
+"""``python -m copilot bench --rep alex --quick --json``: the counts it reports, never its timings.
 
 The bench runs in-process through the CLI's ``main`` (real PostgreSQL from the session's
 server, the sandbox as its own subprocess over HTTP). Timings are noise on a shared
@@ -25,7 +25,7 @@ def bench(postgres_server_url: str) -> dict[str, Any]:
         monkeypatch.setenv("DATABASE_URL", postgres_server_url)
         capture = _Capture()
         monkeypatch.setattr("sys.stdout", capture)
-        code = main(["bench", "--quick", "--json"])
+        code = main(["bench", "--rep", "alex", "--quick", "--json"])
     assert code == 0, capture.text
     doc: dict[str, Any] = json.loads(capture.text)
     return doc

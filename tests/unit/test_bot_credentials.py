@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from azure.core.credentials import AccessToken
@@ -19,7 +19,7 @@ SCOPE = "https://api.botframework.com"
 class RecordingCredential:
     """Stands in for azure-identity's ClientSecretCredential (the identity provider is Entra ID)."""
 
-    fetched_on: list[str] = []
+    fetched_on: ClassVar[list[str]] = []
 
     def __init__(self, **_: Any) -> None:
         pass
