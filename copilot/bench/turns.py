@@ -84,7 +84,7 @@ async def approve_click_cost(
         result = await service.decide(
             env.identity, ours_broker, thread_id, [{"tool_call_id": proposal.tool_call_id, "type": "approve"}]
         )
-        statuses = [o["result"].get("status") for o in result.outcomes]
+        statuses = [outcome.status for outcome in result.writes.values()]
         if statuses != ["done"] or result.answer is None:
             raise OursFailed(f"the approval did not write once: {result.to_json()}")
 
