@@ -154,7 +154,9 @@ class FakeCrm:
         self.calls.append((name, args))
         if name == "search_accounts":
             query = str(args.get("query", "")).lower()
-            items = [a for key, found in self.accounts.items() if query and query in key for a in found]
+            # As the CRM's search: an empty query lists every account the rep may see.
+            matched = [a for key, found in self.accounts.items() if not query or query in key for a in found]
+            items = list({a["id"]: a for a in matched}.values())
             return json.dumps({"items": items, "next_cursor": None, "total": len(items)})
         value = self.answers[name]
         return value if isinstance(value, str) else json.dumps(value)
@@ -349,11 +351,18 @@ def test_a_longer_name_that_finds_nothing_is_retried_with_its_first_word() -> No
     assert "[acc-acme]" in produced[-1].text
 
 
-def test_an_empty_search_is_said_plainly() -> None:
+def test_an_empty_search_is_said_plainly_without_claiming_the_account_does_not_exist() -> None:
     produced, _ = _ask("summarise Zorg")
     assert _calls(produced[0]) == [("search_accounts", {"query": "Zorg"})]
-    assert produced[-1].text == "I found no accounts matching 'Zorg' in the CRM."
+    assert produced[-1].text == "I found no account matching 'Zorg' among the accounts you can see."
     assert not produced[-1].tool_calls
+
+
+def test_a_misspelt_account_gets_did_you_mean_from_the_accounts_the_rep_can_see() -> None:
+    produced, _ = _ask("sumarise Acmee")
+    assert ("search_accounts", {"query": ""}) in [call for m in produced for call in _calls(m)]
+    answer = produced[-1].text
+    assert "Did you mean Acme Corporation [acc-acme]?" in answer, answer
 
 
 @pytest.mark.parametrize(

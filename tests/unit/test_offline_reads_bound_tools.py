@@ -287,7 +287,7 @@ def test_a_typed_word_no_read_finds_is_taken_as_a_word_again() -> None:
     assert _calls(produced[0]) == [("crm_deal", {"opportunity_id": "deal-0042"})]
     assert _calls(produced[1]) == [("crm_find_accounts", {"query": "deal-0042"})]
     assert not produced[-1].tool_calls
-    assert "found no accounts matching 'deal-0042'" in produced[-1].text
+    assert "found no account matching 'deal-0042'" in produced[-1].text
 
 
 # --- (b) a tool without readOnlyHint: True is a write -------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from difflib import SequenceMatcher
 from typing import Any
 
 from copilot.models.offline import compose as c
@@ -70,7 +71,40 @@ def resolve_account(ctx: PlanContext, *, needs_account: bool) -> dict[str, Any] 
             return answer(c.error_sentence(result, f"an account matching '{query}'"))
         if result.items:
             return pick_account(query, result.items)
-    return answer(f"I found no accounts matching '{queries[0]}' in the CRM.")
+    return did_you_mean(ctx, queries[0])
+
+
+NEAR_MISS = 0.75
+"""How alike a typed word and a word of an account's name must be to suggest the account."""
+
+
+def did_you_mean(ctx: PlanContext, query: str) -> Step:
+    """Nothing matched ``query``: suggest accounts the rep can see whose names are near it.
+
+    The suggestions come from the rep's own search results (what the CRM lets them see),
+    so they reveal nothing; and "none you can see" is all that is said otherwise, never
+    that no such account exists.
+    """
+    none = f"I found no account matching '{query}' among the accounts you can see."
+    result = ctx.read("account_search", {"query": ""}, "look up accounts")
+    if isinstance(result, Step):
+        return result
+    if not result.ok:
+        return answer(none)
+    typed = [w for w in content_words(query) if len(w) >= 3]
+    near = [
+        item
+        for item in result.items
+        if any(
+            SequenceMatcher(None, word, name_word).ratio() >= NEAR_MISS
+            for word in typed
+            for name_word in content_words(str(item.get("name", "")))
+        )
+    ]
+    if not near or len(near) > 3:
+        return answer(none)
+    options = " or ".join(f"{i.get('name')} {c.cite(i.get('id'))}" for i in near)
+    return answer(f"{none} Did you mean {options}?")
 
 
 def pick_account(query: str, items: list[dict[str, Any]]) -> dict[str, Any] | Step:
