@@ -33,6 +33,7 @@ from time import monotonic
 from typing import Any
 
 from psycopg import AsyncConnection, OperationalError, sql
+from psycopg import Error as PsycopgError
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -177,7 +178,7 @@ class IdleCheck:
         if last is None or now - last >= self.idle_seconds or last < self._suspect_before:
             try:
                 await AsyncConnectionPool.check_connection(conn)
-            except Exception:
+            except (PsycopgError, OSError):
                 self._handed_out.pop(conn, None)
                 self._suspect_before = monotonic()
                 raise
