@@ -132,3 +132,60 @@ async def deciding(pool: Pool, thread_id: str, tool_call_id: str) -> AsyncIterat
 
 # Transaction-scoped, so it also works behind PgBouncer in transaction mode.
 _TRY_HOLD_SQL = "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 20261202)) AS held"
+
+
+PENDING_MESSAGE_MINUTES = 15
+"""A message kept across a sign-in is answered only if the sign-in comes within this time."""
+
+
+@dataclass(frozen=True)
+class PendingMessage:
+    """A message that waits for its rep to sign in."""
+
+    text: str
+    activity_id: str | None
+
+
+async def keep_pending(
+    pool: Pool, tenant_id: str, aad_object_id: str, conversation_id: str, text: str, activity_id: str | None
+) -> None:
+    """Keep a message while its rep signs in (the latest one per rep and conversation)."""
+    async with pool.connection() as conn:
+        await conn.execute(
+            """
+            INSERT INTO pending_messages (tenant_id, aad_object_id, conversation_id, text, activity_id)
+            VALUES (%s, %s, %s, %s, %s)
+            ON CONFLICT (tenant_id, aad_object_id, conversation_id)
+            DO UPDATE SET text = EXCLUDED.text, activity_id = EXCLUDED.activity_id, received_at = now()
+            """,
+            (tenant_id, aad_object_id, conversation_id, text, activity_id),
+        )
+
+
+async def take_pending(
+    pool: Pool, tenant_id: str, aad_object_id: str, conversation_id: str
+) -> PendingMessage | None:
+    """The message kept for this rep and conversation, removed; ``None`` if none or too old."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            """
+            DELETE FROM pending_messages
+             WHERE tenant_id = %s AND aad_object_id = %s AND conversation_id = %s
+            RETURNING text, activity_id, received_at > now() - make_interval(mins => %s) AS fresh
+            """,
+            (tenant_id, aad_object_id, conversation_id, PENDING_MESSAGE_MINUTES),
+        )
+        row = await cur.fetchone()
+    if row is None or not row["fresh"]:
+        return None
+    return PendingMessage(str(row["text"]), row["activity_id"])
+
+
+async def prune_pending(pool: Pool) -> int:
+    """Forget messages whose rep never signed in within ``PENDING_MESSAGE_MINUTES``."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "DELETE FROM pending_messages WHERE received_at < now() - make_interval(mins => %s)",
+            (PENDING_MESSAGE_MINUTES,),
+        )
+        return cur.rowcount

@@ -34,6 +34,7 @@ from bot.rep_tokens import RepTokens, SignedInRep, SsoRepTokens
 from bot.settings import BotSettings
 from copilot.auth.tokens import OboTokenBroker, identity_from_assertion
 from copilot.errors import AuthError, InvalidDecision, ProposalNotPending, ThreadAccessDenied, ThreadNotFound
+from copilot.identity import RepIdentity
 from copilot.runner import CopilotService, Proposal, TurnResult
 
 logger = logging.getLogger(__name__)
@@ -118,9 +119,26 @@ class CopilotBot(TeamsActivityHandler):
                 return failed("the on-behalf-of exchange failed")
             await turn_context.send_activity(exc.message)
         await self.reps.save(token)
+        await self._answer_kept(turn_context, identity)
         return InvokeResponse(
             status=HTTPStatus.OK, body=TokenExchangeInvokeResponse(id=request_id, connection_name=connection)
         )
+
+    async def _answer_kept(self, turn_context: TurnContext, identity: RepIdentity) -> None:
+        """Answer the message that waited for this sign-in, in this same turn.
+
+        As Bot Framework's own OAuth prompt continues its dialog inside the token
+        exchange's turn: the rep gets the answer without asking again.
+        """
+        activity = turn_context.activity
+        tenant = _tenant_id(activity) or ""
+        if activity.conversation is None or (tenant and identity.tenant_id != tenant):
+            return
+        kept = await conversations.take_pending(
+            self.service.pool, tenant, identity.aad_object_id, activity.conversation.id
+        )
+        if kept is not None:
+            await self._on_question(turn_context, kept.text, activity_id=kept.activity_id)
 
     async def _ask_to_sign_in(self, turn_context: TurnContext) -> None:
         """An OAuthCard whose token exchange resource lets Teams sign the rep in silently (SSO)."""
@@ -137,7 +155,9 @@ class CopilotBot(TeamsActivityHandler):
 
     # --- questions ------------------------------------------------------------------------------
 
-    async def _rep(self, turn_context: TurnContext) -> SignedInRep | None:
+    async def _rep(self, turn_context: TurnContext, *, keeping: str | None = None) -> SignedInRep | None:
+        """The signed-in rep; else they are told why, or asked to sign in (``keeping``: the
+        message to answer once they have, see :meth:`_token_exchange`)."""
         activity = turn_context.activity
         tenant = _tenant_id(activity)
         aad = getattr(activity.from_property, "aad_object_id", None) if activity.from_property else None
@@ -150,10 +170,17 @@ class CopilotBot(TeamsActivityHandler):
             await turn_context.send_activity(f"I couldn't sign you in: {exc.message}")
             return None
         if rep is None:
+            if keeping and activity.conversation is not None:
+                await conversations.keep_pending(
+                    self.service.pool, tenant or "", aad, activity.conversation.id, keeping, activity.id
+                )
             await self._ask_to_sign_in(turn_context)
         return rep
 
-    async def _on_question(self, turn_context: TurnContext, text: str) -> None:
+    async def _on_question(
+        self, turn_context: TurnContext, text: str, *, activity_id: str | None = None
+    ) -> None:
+        """Answer ``text`` (``activity_id``: the message it came in, if not this activity)."""
         if not text:
             # Only spaces, or only an attachment: say what to ask rather than nothing.
             await turn_context.send_activity(cards.EMPTY_MESSAGE_REPLY)
@@ -163,7 +190,7 @@ class CopilotBot(TeamsActivityHandler):
                 MessageFactory.attachment(CardFactory.adaptive_card(cards.help_card()))
             )
             return
-        rep = await self._rep(turn_context)
+        rep = await self._rep(turn_context, keeping=text)
         if rep is None:
             return
         conversation_id = turn_context.activity.conversation.id
@@ -176,7 +203,7 @@ class CopilotBot(TeamsActivityHandler):
         await progress.start()
         # Named by its activity: a queue redelivery of a message already taken (the worker
         # died before acknowledging it) is not asked a second time.
-        activity_id = turn_context.activity.id
+        activity_id = activity_id or turn_context.activity.id
         result = await self.service.run_turn(
             rep.identity,
             rep.broker,

@@ -1,5 +1,6 @@
 """Daily retention (03:30 UTC): expire idle threads, prune old checkpoint versions, and
-forget the webhook deliveries this app de-duplicates against (``inbound_activities``).
+forget the webhook deliveries this app de-duplicates against (``inbound_activities``) and
+messages whose rep never signed in (``pending_messages``).
 
 Cold start: ``function_app`` imports every blueprint when the app is indexed, the HTTP
 trigger's included, so this module imports only ``azure.functions`` at load time; the
@@ -38,6 +39,7 @@ async def retention(timer: func.TimerRequest) -> None:
 async def run_retention() -> RetentionReport:
     """Apply the retention policy once, with the host's database pool and checkpointer."""
     # Imported when the timer fires, not when the app is indexed (see the module docstring).
+    from bot.conversations import prune_pending
     from copilot.persistence.retention import apply_retention
     from functions.dedupe import prune_deliveries
     from functions.host import get_host
@@ -48,10 +50,12 @@ async def run_retention() -> RetentionReport:
     async with service.pool.connection() as conn:
         report = await apply_retention(conn, service.saver, older_than=timedelta(days=days))
     deliveries = await prune_deliveries(service.pool)
+    unanswered = await prune_pending(service.pool)
     logger.info(
-        "retention (%d days): %s; %d webhook deliveries forgotten",
+        "retention (%d days): %s; %d webhook deliveries and %d messages never signed in for forgotten",
         days,
         json.dumps(report.to_json()),
         deliveries,
+        unanswered,
     )
     return report

@@ -71,6 +71,23 @@ async def test_token_exchange_stores_the_token_encrypted_and_the_rep_can_ask(
     assert token.split(".")[1].encode() not in bytes(rows[0][0])
 
 
+async def test_a_message_sent_before_sign_in_is_answered_once_the_rep_has_signed_in(
+    sso_teams: Teams, copilot_settings: Settings
+):
+    # Before: the message was dropped after the sign-in card; the rep had to ask again.
+    await sso_teams.say("summarise Acme")
+    assert "oauth" in sso_teams.connector.messages()[-1].body["attachments"][0]["contentType"]
+    token = await dev_sign_in(copilot_settings, "alex")
+
+    assert await _invoke(sso_teams, _exchange(sso_teams, token)) == 200
+
+    assert "acc-acme" in sso_teams.last_text(), "the waiting question is answered"
+    # Answered once: another exchange (Teams may repeat it) answers nothing more.
+    answers = len(sso_teams.connector.messages())
+    assert await _invoke(sso_teams, _exchange(sso_teams, token)) == 200
+    assert len(sso_teams.connector.messages()) == answers
+
+
 async def test_a_bad_or_foreign_token_is_answered_412_and_not_stored(
     sso_teams: Teams, copilot_settings: Settings
 ):
