@@ -10,7 +10,10 @@ of turns per second. Batches alternate: ours, echo, ours, echo...
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import json
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,12 +31,17 @@ from copilot.bench.stats import Comparison, Progress
 
 @dataclass
 class Connector:
-    """A stand-in Bot Connector: accepts replies and updates, counts them per conversation."""
+    """A stand-in Bot Connector: accepts replies and updates, counts them per conversation,
+    and notes when each conversation's first ``message`` activity (the answer, not a typing
+    or progress update) arrived, for a conversation :meth:`expect` was called for."""
 
     url: str = ""
     replies: Counter[str] = field(default_factory=Counter)
+    first_message: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The first ``message`` activity of each awaited conversation."""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _runner: web.AppRunner | None = None
+    _waiting: dict[str, asyncio.Future[float]] = field(default_factory=dict)
 
     async def start(self) -> None:
         app = web.Application()
@@ -50,9 +58,30 @@ class Connector:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    def expect(self, conversation: str) -> asyncio.Future[float]:
+        """Resolves to the ``time.perf_counter()`` at which ``conversation``'s first message arrives."""
+        waiting: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self._waiting[conversation] = waiting
+        return waiting
+
+    def forget(self, conversation: str) -> None:
+        self._waiting.pop(conversation, None)
+        self.first_message.pop(conversation, None)
+
     async def _send(self, request: web.Request) -> web.Response:
-        await request.read()
-        self.replies[request.match_info["conversation"]] += 1
+        arrived = time.perf_counter()
+        body = await request.read()
+        conversation = request.match_info["conversation"]
+        self.replies[conversation] += 1
+        waiting = self._waiting.get(conversation)
+        if waiting is not None and not waiting.done():
+            try:
+                activity = json.loads(body)
+            except ValueError:
+                activity = {}
+            if isinstance(activity, dict) and activity.get("type") == "message":
+                self.first_message[conversation] = activity
+                waiting.set_result(arrived)
         return web.json_response({"id": f"act-{next(self._ids)}"})
 
 

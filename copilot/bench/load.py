@@ -55,7 +55,11 @@ class LoadPair:
     wall: Comparison
 
 
-Batch = Callable[[int], Awaitable[tuple[list[float], float]]]
+Timed = tuple[list[float], float]
+"""A batch's latencies (one per answered request) and its wall time."""
+TimedWithErrors = tuple[list[float], float, int]
+"""The same, and how many of its requests failed (no latency for them)."""
+Batch = Callable[[int], Awaitable[Timed | TimedWithErrors]]
 """One batch of N concurrent requests against one side."""
 
 
@@ -73,16 +77,23 @@ async def alternate(
     results: list[Comparison] = []
     for n, batches in rounds.items():
         pair = LoadPair(
-            Comparison(f"{name} x{n}", f"{what} latency, {n} concurrent", baseline),
-            Comparison(f"{name} wall/req x{n}", f"batch wall time / {n} = 1 / requests per second", baseline),
+            Comparison(f"{name} x{n}", f"{what} latency, {n} concurrent", baseline, kind="latency"),
+            Comparison(
+                f"{name} wall/req x{n}",
+                f"batch wall time / {n} = 1 / requests per second",
+                baseline,
+                kind="wall",
+            ),
         )
         for b in range(batches):
             for batch, latency, wall in (
                 (ours, pair.latency.ours, pair.wall.ours),
                 (bare, pair.latency.bare, pair.wall.bare),
             ):
-                latencies, seconds = await batch(n)
+                latencies, seconds, *failed = await batch(n)
                 latency.seconds += latencies
+                latency.errors += sum(failed)
+                wall.errors += sum(failed)
                 wall.seconds.append(seconds / n)
             progress(
                 f"bench: {name} x{n} {b + 1}/{batches} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from copilot.bench.queue_replies import REPLY_TIMEOUT_SECONDS
 from copilot.bench.stats import Comparison, NotMeasured, Side
 
 COUNT_KEYS = (
@@ -46,10 +47,15 @@ def summarise_counts(counts: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-def _side(side: Side) -> dict[str, Any]:
+def _side(side: Side, kind: str) -> dict[str, Any]:
+    rate = {"per_second": None if not side.median else 1 / side.median} if kind == "wall" else {}
     return {
         "median_seconds": side.median,
+        "p95_seconds": side.p95,
+        "p99_seconds": side.p99,
+        **rate,
         "samples": len(side.seconds),
+        "errors": side.errors,
         "seconds": [round(s, 6) for s in side.seconds],
         "counts": summarise_counts(side.counts),
         "first_counts": side.first_counts,
@@ -64,14 +70,17 @@ def document(
         "mode": mode,
         "iterations": iterations,
         "ratio": "median(ours) / median(baseline), both measured in this run, interleaved",
+        "percentiles": "p50 = median; p95 / p99 interpolated between the closest samples "
+        "(with fewer than 100 samples p99 is close to the slowest)",
         "results": [
             {
                 "scenario": c.scenario,
                 "description": c.description,
                 "baseline": c.baseline,
+                "kind": c.kind,
                 "ratio": c.ratio,
-                "ours": _side(c.ours),
-                "bare": _side(c.bare),
+                "ours": _side(c.ours, c.kind),
+                "bare": _side(c.bare, c.kind),
                 "error": c.error,
             }
             for c in comparisons
@@ -109,23 +118,58 @@ def _rows(rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def _tail(side: dict[str, Any], kind: str) -> list[str]:
+    """The p95 and p99 cells: latencies only; a wall-time row shows requests per second instead."""
+    if kind == "latency":
+        return [_ms(side.get("p95_seconds")), _ms(side.get("p99_seconds"))]
+    if kind == "wall" and side.get("per_second"):
+        return [f"{side['per_second']:.1f}/s", ""]
+    return ["", ""]
+
+
+def _errors(r: dict[str, Any]) -> str:
+    if r.get("kind", "time") == "time":
+        return ""
+    return f"{r['ours'].get('errors', 0)}/{r['bare'].get('errors', 0)}"
+
+
 def to_table(doc: dict[str, Any]) -> str:
     """The results table, then the counts of one turn / click (ours | bare)."""
-    rows = [["scenario", "ours (median)", "baseline (median)", "ratio", "n", "baseline is"]]
+    rows = [
+        [
+            "scenario",
+            "ours p50",
+            "p95",
+            "p99",
+            "baseline p50",
+            "p95",
+            "p99",
+            "ratio",
+            "n",
+            "errors",
+            "baseline is",
+        ]
+    ]
     for r in doc["results"]:
         ratio = "error" if r["error"] else ("-" if r["ratio"] is None else f"{r['ratio']:.2f}x")
+        kind = r.get("kind", "time")
         rows.append(
             [
                 r["scenario"],
                 _ms(r["ours"]["median_seconds"]),
+                *_tail(r["ours"], kind),
                 _ms(r["bare"]["median_seconds"]),
+                *_tail(r["bare"], kind),
                 ratio,
                 str(r["ours"]["samples"]),
+                _errors(r),
                 r["baseline"],
             ]
         )
     for n in doc["not_measured"]:
-        rows.append([n["scenario"], "not measured", "not measured", "-", "-", n["baseline"]])
+        rows.append(
+            [n["scenario"], "not measured", "", "", "not measured", "", "", "-", "-", "", n["baseline"]]
+        )
     lines = [f"copilot bench ({doc['mode']}, {doc['iterations']} interleaved iterations)", ""]
     lines += _rows(rows)
     counted = [r for r in doc["results"] if r["ours"]["counts"]]
@@ -139,6 +183,12 @@ def to_table(doc: dict[str, Any]) -> str:
         lines.append(f"not measured: {n['scenario']}: {n['reason']}")
     lines.append("")
     lines.append(f"ratio = {doc['ratio']}; no absolute thresholds. Numbers are noisy on a busy machine.")
+    lines.append(
+        "p95 / p99: latency rows only (with fewer than 100 samples p99 is close to the slowest); "
+        "wall/req rows show requests (turns) per second in the p95 column; errors = ours/baseline "
+        f"requests that failed (for queue reply rows: no answer within {REPLY_TIMEOUT_SECONDS:.0f} s), "
+        "not in the samples."
+    )
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from copilot.bench.counting import Costs, counting
 from copilot.bench.environment import bench_environment
 from copilot.bench.imports import cold_imports
 from copilot.bench.model import BenchChatModel
+from copilot.bench.queue_replies import queue_replies
 from copilot.bench.report import document, to_json, to_table
 from copilot.bench.stats import Comparison, NotMeasured, Progress
 from copilot.bench.turns import approve_click_cost, turn_cost
@@ -38,9 +39,19 @@ class Mode:
     """Concurrent posts → batches per side, for the HTTP trigger's ack."""
     bot_rounds: dict[int, int]
     """Concurrent conversations → batches per side, for the bot comparison."""
+    queue_rounds: dict[int, int]
+    """Concurrent conversations → batches per side, through the queue worker."""
 
 
-QUICK = Mode("quick", iterations=3, warmup=1, import_iterations=1, ack_rounds={1: 3}, bot_rounds={1: 2})
+QUICK = Mode(
+    "quick",
+    iterations=3,
+    warmup=1,
+    import_iterations=1,
+    ack_rounds={1: 3},
+    bot_rounds={1: 2},
+    queue_rounds={1: 3},
+)
 FULL = Mode(
     "full",
     iterations=40,
@@ -48,6 +59,7 @@ FULL = Mode(
     import_iterations=7,
     ack_rounds={1: 30, 10: 10, 50: 5},
     bot_rounds={1: 10, 10: 3, 50: 2},
+    queue_rounds={1: 10, 10: 3, 50: 2},
 )
 CONCURRENCY = (1, 10, 50)
 
@@ -76,6 +88,19 @@ def not_measured(mode: Mode) -> list[NotMeasured]:
         )
         for n in CONCURRENCY
         if n not in mode.bot_rounds
+    ]
+    skipped += [
+        NotMeasured(
+            scenario=f"queue reply x{n}",
+            description=f"reply latency and turns/s, {n} concurrent conversations, HTTP trigger → "
+            "Azurite queue → turns worker",
+            baseline="minimal botbuilder echo bot",
+            reason="measured in the full run only"
+            if azurite
+            else f"no Azurite ({AZURITE_QUEUE}): run npm install",
+        )
+        for n in CONCURRENCY
+        if n not in mode.queue_rounds or not azurite
     ]
     return skipped
 
@@ -131,6 +156,10 @@ async def run_bench(mode: Mode, rep: str, progress: Progress = _stderr) -> dict[
         progress(f"bench: bot replies (concurrency: batches {mode.bot_rounds})")
         bots = bot_replies(env, rounds=mode.bot_rounds, progress=progress)
         comparisons += await _guarded("bot reply", "bot dev server vs echo bot", bots, progress)
+        if AZURITE_QUEUE.exists():
+            progress(f"bench: queue replies (concurrency: batches {mode.queue_rounds})")
+            replies = queue_replies(env, rounds=mode.queue_rounds, progress=progress)
+            comparisons += await _guarded("queue reply", "queue worker vs echo bot", replies, progress)
     progress(f"bench: cold imports ({mode.import_iterations} iterations)")
     imports = cold_imports(iterations=mode.import_iterations, progress=progress)
     comparisons += await _guarded("cold import", "Functions import paths", imports, progress)

@@ -1,4 +1,5 @@
-"""Interleaved timing (ours, bare, ours, bare, ...) and what is reported of it: medians and ratios."""
+"""Interleaved timing (ours, bare, ours, bare, ...) and what is reported of it: medians (p50),
+p95 and p99, and ratios of the medians."""
 
 from __future__ import annotations
 
@@ -13,6 +14,20 @@ from copilot.bench.counting import Costs
 Progress = Callable[[str], None]
 
 
+def percentile(values: list[float], p: float) -> float | None:
+    """The ``p``-th percentile (0–100), linearly interpolated between the closest ranks.
+
+    With fewer than 100 samples p99 lies between the two largest (close to the maximum).
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
 @dataclass
 class Side:
     """One side of a comparison: seconds per iteration, and counts per iteration."""
@@ -21,10 +36,20 @@ class Side:
     counts: list[dict[str, Any]] = field(default_factory=list)
     first_counts: dict[str, Any] | None = None
     """The counts of the first (warm-up) iteration: a cold process, nothing cached yet."""
+    errors: int = 0
+    """Requests that failed and have no sample (e.g. a turn never answered in time)."""
 
     @property
     def median(self) -> float | None:
         return statistics.median(self.seconds) if self.seconds else None
+
+    @property
+    def p95(self) -> float | None:
+        return percentile(self.seconds, 95)
+
+    @property
+    def p99(self) -> float | None:
+        return percentile(self.seconds, 99)
 
 
 @dataclass
@@ -38,6 +63,9 @@ class Comparison:
     bare: Side = field(default_factory=Side)
     error: str | None = None
     """Why the scenario has no result (it failed); the others still ran."""
+    kind: str = "time"
+    """How the table shows it: ``time`` (median), ``latency`` (p50 / p95 / p99, errors), or
+    ``wall`` (seconds per request, also as requests per second)."""
 
     @property
     def ratio(self) -> float | None:
