@@ -531,19 +531,14 @@ class CopilotService:
     ) -> bool:
         """Run the agent to its next stop; False if it ran out of graph steps instead."""
         names: dict[str, str] = {}
-        # durability="async": a step's checkpoint is saved in the background while the next
-        # step runs (saves stay in order, each after the previous one), and the stream ends
-        # only once every save of the run is done (LangGraph's loop waits for them on exit
-        # and raises if one failed). So a pause (pending approval) is durable before
-        # run_turn / decide return it, and an approved write, which only ever runs in the
-        # first step of the run resuming that pause, runs after it is durable. Exactly-once
-        # does not rest on checkpoints: the write guard commits its idempotency key
-        # (in_flight, then done) on its own connection around the backend call. A crash
-        # mid-run loses at most the steps whose saves were in flight: they run again
-        # (reads, a model call), and a repeated write is answered from its key.
+        # durability="sync": each step's checkpoint is written before the next step runs,
+        # so an approved write never executes ahead of the state that led to it, and a pause
+        # is in PostgreSQL before the run returns it. ("async" was tried: after a worker was
+        # killed mid-turn, the retry's finished run was read back without its pause, and the
+        # rep got the previous answer instead of the card: tests/adversarial/test_scale_out.)
         try:
             async for update in agent.astream(
-                payload, config, context=ctx, stream_mode="updates", durability="async"
+                payload, config, context=ctx, stream_mode="updates", durability="sync"
             ):
                 if not isinstance(update, dict):
                     continue

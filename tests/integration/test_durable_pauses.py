@@ -1,9 +1,8 @@
 """A pause (pending approval) is in PostgreSQL before the rep can see it, however slowly
 checkpoints are written, and an approved write runs only once, after it.
 
-The runner streams with ``durability="async"``: a step's checkpoint is written in the
-background while the next step runs. These tests slow every checkpoint write down and
-check, from a connection of their own (what another process would see), that nothing a
+The runner streams with ``durability="sync"`` (``"async"`` was tried and reverted, see
+``runner._stream``). These tests slow every checkpoint write down and check, from a connection of their own (what another process would see), that nothing a
 rep is shown, or that a write depends on, is still in flight when ``run_turn`` / ``decide``
 return or when the write is sent to the CRM.
 """
