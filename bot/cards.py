@@ -268,10 +268,6 @@ def format_value(value: Any, *, field: str = "", currency: str | None = None) ->
     return str(value)
 
 
-def _label(name: str) -> str:
-    return field_label(name)
-
-
 def _text(text: str, **props: Any) -> Card:
     return {"type": "TextBlock", "text": text, "wrap": True, **props}
 
@@ -371,20 +367,23 @@ def _field_blocks(proposal: Proposal) -> list[Card]:
                     "type": "Container",
                     "separator": True,
                     "spacing": "Medium",
-                    "items": [_text(_label(name), weight="Bolder"), _facts(facts)],
+                    "items": [_text(field_label(name), weight="Bolder"), _facts(facts)],
                 }
             )
         return blocks
     short = [n for n in names if n not in _multiline(proposal.tool)]
     if short:
         pairs = [
-            (_label(n), format_value(_record_name(proposal, proposal.args[n]), field=n, currency=currency))
+            (
+                field_label(n),
+                format_value(_record_name(proposal, proposal.args[n]), field=n, currency=currency),
+            )
             for n in short
         ]
         blocks.append({"type": "Container", "separator": True, "items": [_facts(pairs)]})
     for name in names:
         if name in _multiline(proposal.tool):
-            items = [_text(_label(name), weight="Bolder"), *_lines(format_value(proposal.args[name]))]
+            items = [_text(field_label(name), weight="Bolder"), *_lines(format_value(proposal.args[name]))]
             blocks.append({"type": "Container", "separator": True, "items": items})
     return blocks
 
@@ -588,7 +587,7 @@ def outcome_card(proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any]
         else:
             body.append(_text("Done: the change was written once and recorded in the audit log."))
         pairs = [
-            (_label(n), format_value(_record_name(proposal, final[n]), field=n, currency=currency))
+            (field_label(n), format_value(_record_name(proposal, final[n]), field=n, currency=currency))
             for n in _shown_fields(proposal.tool, final)
             if n not in _multiline(proposal.tool) or not _shows_draft(proposal.tool)
         ]
@@ -609,7 +608,7 @@ def outcome_card(proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any]
             wanted += [n for n in _CONFLICT_EXTRA if n in now and n not in wanted]
             keys = wanted or list(now)
             currency = now.get("currency") or currency
-            pairs = [(_label(k), format_value(now[k], field=k, currency=currency)) for k in keys]
+            pairs = [(field_label(k), format_value(now[k], field=k, currency=currency)) for k in keys]
             body.append(
                 {
                     "type": "Container",
@@ -711,7 +710,7 @@ def help_card() -> Card:
         _text("**Propose changes** that you approve, edit or reject on their own card:", spacing="Medium"),
     ]
     for tool in write_tools():
-        fields = ", ".join(_label(name).lower() for name in tool.editable)
+        fields = ", ".join(field_label(name).lower() for name in tool.editable)
         body.append(_text(f"- {tool.title}" + (f" ({fields})" if fields else ""), spacing="Small"))
     body += [
         _text(
