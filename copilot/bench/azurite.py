@@ -1,4 +1,5 @@
-"""Azurite (the Azure Storage emulator, from npm) serving queues for the bench."""
+"""Azurite (the Azure Storage emulator, from npm) serving queues for the bench (and the
+integration tests' own Azurite, ``tests/support/azurite.py``)."""
 
 from __future__ import annotations
 
@@ -20,14 +21,16 @@ ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1
 
 
 def connection_string(port: int) -> str:
+    """What ``AzureWebJobsStorage`` holds for an emulator on ``port``."""
     return (
         f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};"
         f"QueueEndpoint=http://127.0.0.1:{port}/{ACCOUNT};"
     )
 
 
-def _spawn(location: Path, port: int) -> subprocess.Popen[bytes]:
+def spawn(location: Path, port: int) -> subprocess.Popen[bytes]:
     location.mkdir(parents=True, exist_ok=True)
+    """Start ``azurite-queue`` on ``port`` with its workspace and log in ``location``."""
     with (location / "azurite.log").open("wb") as log:
         return subprocess.Popen(
             [
@@ -48,7 +51,8 @@ def _spawn(location: Path, port: int) -> subprocess.Popen[bytes]:
         )
 
 
-def _wait(process: subprocess.Popen[bytes], port: int, timeout: float = 30.0) -> None:
+def wait_listening(process: subprocess.Popen[bytes], port: int, timeout: float = 30.0) -> None:
+    """Until ``azurite-queue`` accepts connections on ``port`` (``RuntimeError`` if it exits or never does)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -61,7 +65,8 @@ def _wait(process: subprocess.Popen[bytes], port: int, timeout: float = 30.0) ->
     raise RuntimeError(f"azurite-queue did not listen on port {port} within {timeout:.0f} s")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Terminate it (kill after 10 s)."""
     process.terminate()
     try:
         process.wait(timeout=10)
@@ -76,9 +81,9 @@ async def running_azurite(location: Path) -> AsyncIterator[str]:
     if not AZURITE_QUEUE.exists():
         raise FileNotFoundError(f"{AZURITE_QUEUE} is missing: run `npm install`")
     port = free_port()
-    process = _spawn(location, port)
+    process = spawn(location, port)
     try:
-        await asyncio.to_thread(_wait, process, port)
+        await asyncio.to_thread(wait_listening, process, port)
         yield connection_string(port)
     finally:
-        await asyncio.to_thread(_stop, process)
+        await asyncio.to_thread(stop, process)
