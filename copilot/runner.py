@@ -531,14 +531,19 @@ class CopilotService:
     ) -> bool:
         """Run the agent to its next stop; False if it ran out of graph steps instead."""
         names: dict[str, str] = {}
-        # durability="sync": each step's checkpoint is written before the next step runs,
-        # so an approved write never executes ahead of the state that led to it, and a pause
-        # is in PostgreSQL before the run returns it. ("async" was tried: after a worker was
-        # killed mid-turn, the retry's finished run was read back without its pause, and the
-        # rep got the previous answer instead of the card: tests/adversarial/test_scale_out.)
+        # durability="exit": a run's checkpoint is written once, when it stops (its answer,
+        # or its pause with the pending tool calls), and the run returns only after that
+        # write. A turn killed before then leaves no trace of itself: the redelivered turn
+        # starts again from the last stop, and read tools are safe to repeat. A resumed
+        # write cannot run twice either: it runs from the pause already stored, under its
+        # idempotency claim (copilot/persistence/idempotency.py), so a kill after the CRM
+        # commit completes it from the claim instead of repeating it. "sync" wrote one
+        # checkpoint per graph step (about 50 per turn, one per middleware hook); "async"
+        # was tried and reverted (tests/adversarial/test_scale_out: a killed worker's
+        # in-flight saves left a run that read back without its pause).
         try:
             async for update in agent.astream(
-                payload, config, context=ctx, stream_mode="updates", durability="sync"
+                payload, config, context=ctx, stream_mode="updates", durability="exit"
             ):
                 if not isinstance(update, dict):
                     continue

@@ -7,7 +7,7 @@ model and the same PostgreSQL checkpointer (``AsyncPostgresSaver``), and invokes
 write, ``HumanInTheLoopMiddleware`` interrupts the CRM's own ``upsert_activity`` and the
 click resumes it with ``Command(resume=...)``, writing through MCP. No middleware chain,
 no thread ownership, no approval snapshot, no write guard, no audit; LangGraph's default
-durability (``"async"``; the copilot checkpoints with ``"sync"``).
+durability (``"async"``; the copilot checkpoints with ``"exit"``).
 """
 
 from __future__ import annotations

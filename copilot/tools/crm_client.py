@@ -25,11 +25,12 @@ from langchain_mcp_adapters.tools import convert_mcp_tool_to_langchain_tool
 from langgraph.runtime import get_runtime
 from mcp import ClientSession
 from mcp.shared.exceptions import McpError
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, ContentBlock, TextContent
 from mcp.types import Tool as ToolDefinition
 
 from copilot.errors import AuthError, CopilotError, CrmUnavailable
 from copilot.settings import Settings
+from copilot.tools.compact_schema import compact_json_schema
 from copilot.tools.mcp_http import is_transient, mcp_http_client_factory
 from copilot.tools.session_host import SessionHost
 
@@ -188,17 +189,49 @@ class _RunSession:
         context: Any = get_runtime().context
         crm: CrmGateway = context.crm
         session = await crm.session()
-        return await session.call_tool(name, arguments, **kwargs)
+        return compact_result(await session.call_tool(name, arguments, **kwargs))
+
+
+def compact_result(result: CallToolResult) -> CallToolResult:
+    """``result`` with each JSON text block re-serialised compactly (no nulls, no
+    padding, no ASCII escapes): every tool result is sent with every later model call."""
+    blocks: list[ContentBlock] = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            try:
+                data = json.loads(block.text)
+            except ValueError:
+                blocks.append(block)
+                continue
+            text = json.dumps(_without_nulls(data), ensure_ascii=False, separators=(",", ":"))
+            blocks.append(block.model_copy(update={"text": text}))
+        else:
+            blocks.append(block)
+    return result.model_copy(update={"content": blocks})
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
 
 
 def read_tools(definitions: list[ToolDefinition]) -> list[BaseTool]:
     """LangChain tools for the model from the CRM's read-only tool definitions.
 
     A CRM refusal comes back to the model as a tool result (``handle_tool_errors``), not
-    as a crash.
+    as a crash. Each input schema is sent compact (:func:`compact_json_schema`: no null
+    branches, null defaults or titles), as the write tools' are; the CRM still validates
+    every call against its own schema.
     """
     run_session: Any = _RunSession()
     return [
-        convert_mcp_tool_to_langchain_tool(run_session, definition, handle_tool_errors=True)
+        convert_mcp_tool_to_langchain_tool(
+            run_session,
+            definition.model_copy(update={"inputSchema": compact_json_schema(definition.inputSchema)}),
+            handle_tool_errors=True,
+        )
         for definition in definitions
     ]

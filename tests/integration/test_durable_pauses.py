@@ -1,8 +1,9 @@
 """A pause (pending approval) is in PostgreSQL before the rep can see it, however slowly
 checkpoints are written, and an approved write runs only once, after it.
 
-The runner streams with ``durability="sync"`` (``"async"`` was tried and reverted, see
-``runner._stream``). These tests slow every checkpoint write down and check, from a connection of their own (what another process would see), that nothing a
+The runner streams with ``durability="exit"`` (one checkpoint when the run stops; see
+``runner._stream``). These tests slow every checkpoint write down and check, from a
+connection of their own (what another process would see), that nothing a
 rep is shown, or that a write depends on, is still in flight when ``run_turn`` / ``decide``
 return or when the write is sent to the CRM.
 """

@@ -636,6 +636,8 @@ async def test_retention_expires_idle_threads_and_prunes_old_checkpoints_and_thr
             AIMessage(content="Not logged."),
             calls(call("list_opportunities", account_id="acc-acme")),
             AIMessage(content="Listed."),
+            calls(call("list_contacts", account_id="acc-acme")),
+            AIMessage(content="Contacts listed."),
             calls(_log_call("Pending across retention")),
         ],
         final="Done.",
@@ -659,6 +661,8 @@ async def test_retention_expires_idle_threads_and_prunes_old_checkpoints_and_thr
         )
         # An active thread: a read turn, then a write waiting for a decision.
         active = await svc.run_turn(rep.identity, rep.broker, None, "Acme opportunities")
+        # One checkpoint per run (durability="exit"): three runs leave old ones to prune.
+        await svc.run_turn(rep.identity, rep.broker, active.thread_id, "and its contacts")
         pending = await svc.run_turn(rep.identity, rep.broker, active.thread_id, "log a call")
         assert pending.proposals
 

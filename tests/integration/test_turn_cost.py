@@ -80,7 +80,9 @@ async def test_turns_build_no_tls_context_and_check_no_connection_used_moments_a
 
     assert costs["ssl_context"] == 0, costs
     assert costs["ca_load"] == 0, costs
-    assert costs["db_checkout"] > 30, costs
+    # The turns did use pooled connections (several per turn), so the check count below
+    # is about real checkouts.
+    assert costs["db_checkout"] >= 6, costs
     # Connections used within the idle threshold are handed out as they are (a connection
     # the pool opened during the turns is checked once).
     assert costs["db_check_round_trip"] <= 2, costs
