@@ -25,13 +25,15 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import AzureChatOpenAI, ChatOpenAI
 
+from copilot.errors import ConfigurationError
 from copilot.middleware.limits import LIMIT_MESSAGE
 from copilot.prompts import system_prompt
 from copilot.runner import CopilotService, TurnResult
 from copilot.settings import Settings
 from copilot.tools.write_tools import write_tools
 from copilot.writes import REGISTRY
-from tests.integration.test_function_app import (  # noqa: F401 - fixtures used by the Functions test
+from functions.host import get_host
+from tests.integration.test_function_app import (  # noqa: F401 - fixtures used by the Functions tests
     Teams,
     azurite,
     channel,
@@ -420,12 +422,40 @@ def test_the_runtime_requirements_carry_the_openai_provider():
     assert any(re.fullmatch(r"langchain-openai==[\w.]+", line.strip()) for line in lines)
 
 
+def _deployed(tmp_path: Path) -> dict[str, str]:
+    """What a deployment adds to the Functions test's settings (audit key and anchor store)."""
+    return {
+        "COPILOT_ENVIRONMENT": "deployed",
+        "COPILOT_AUDIT_HMAC_KEYS": f"k1:{base64.b64encode(uuid.uuid4().bytes * 2).decode()}",
+        "COPILOT_AUDIT_ANCHOR_FILE": str(tmp_path / "anchors.jsonl"),
+    }
+
+
+async def test_the_function_app_deployed_on_the_offline_model_refuses_to_start_saying_so(
+    monkeypatch: pytest.MonkeyPatch,
+    copilot_settings: Settings,
+    sandbox: SandboxProcess,
+    azurite: Any,  # noqa: F811 - the Functions tests' fixture
+    channel: Any,  # noqa: F811
+    tmp_path: Path,
+):
+    async with deployed_function_app(monkeypatch, copilot_settings, sandbox, azurite, channel):
+        for name, value in _deployed(tmp_path).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("COPILOT_MODEL", raising=False)
+        with pytest.raises(ConfigurationError, match="refuses COPILOT_MODEL=offline"):
+            await get_host()
+        monkeypatch.setenv("COPILOT_MODEL", "offline")
+        with pytest.raises(ConfigurationError, match="COPILOT_MODEL=azure_openai:<deployment>"):
+            await get_host()
+
+
 async def test_the_function_app_deployed_with_an_azure_openai_deployment_starts_and_answers(
     monkeypatch: pytest.MonkeyPatch,
     fake: FakeOpenAI,
     copilot_settings: Settings,
     sandbox: SandboxProcess,
-    azurite: Any,  # noqa: F811 - the Functions test's fixture
+    azurite: Any,  # noqa: F811 - the Functions tests' fixture
     channel: Any,  # noqa: F811
     connector: Any,  # noqa: F811
     tmp_path: Path,
@@ -433,10 +463,8 @@ async def test_the_function_app_deployed_with_an_azure_openai_deployment_starts_
     fake.script(tool_calls(call("get_account", account_id="acc-acme")), _answer_citing_acme)
     async with deployed_function_app(monkeypatch, copilot_settings, sandbox, azurite, channel) as queue:
         deployed = {
-            "COPILOT_ENVIRONMENT": "deployed",
+            **_deployed(tmp_path),
             "COPILOT_MODEL": f"azure_openai:{DEPLOYMENT}",
-            "COPILOT_AUDIT_HMAC_KEYS": f"k1:{base64.b64encode(uuid.uuid4().bytes * 2).decode()}",
-            "COPILOT_AUDIT_ANCHOR_FILE": str(tmp_path / "anchors.jsonl"),
             **azure_environment(fake),
         }
         for name, value in deployed.items():
