@@ -270,6 +270,59 @@ async def test_contact_emails_and_phone_numbers_never_reach_the_model_provider(
             assert contact["phone"][-8:] not in sent
 
 
+# --- writes: the approval pause and its decision ---------------------------------------------------
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+async def test_a_write_proposed_beside_a_read_waits_for_the_rep_and_the_model_then_hears_the_outcome(
+    openai_env: FakeOpenAI, copilot_settings: Settings, sandbox: SandboxProcess, decision: str
+):
+    fake = openai_env
+    subject = f"Pricing call {uuid.uuid4().hex[:8]}"
+    fake.script(
+        tool_calls(
+            call("get_account", account_id="acc-acme"),
+            call(
+                "log_activity", type="call", subject=subject, notes="Discussed pricing", account_id="acc-acme"
+            ),
+        ),
+        answer("Done for Acme Corporation [acc-acme]."),
+    )
+    settings = _settings(copilot_settings, sandbox, COPILOT_MODEL="openai:gpt-test")
+    rep = await sign_in(settings, "alex")
+    async with service(settings) as svc:
+        asked = await _ask(svc, rep, "log my pricing call with Acme")
+        assert [p.tool for p in asked.proposals] == ["log_activity"]
+        assert len(fake.requests) == 1, "nothing more is asked of the model before the decision"
+        (proposal,) = asked.proposals
+        answer_to = {"tool_call_id": proposal.tool_call_id, "type": decision}
+        if decision == "reject":
+            answer_to["reason"] = "wrong account"
+        done = await svc.decide(rep.identity, rep.broker, asked.thread_id, [answer_to])
+
+    assert done.answer is not None
+    assert done.citations == ["acc-acme"]
+    # The conversation sent after the decision is one a real server accepts (the fake refuses
+    # an unanswered tool call with a 400): both calls answered, the write with its outcome.
+    after = fake.requests[1]
+    (assistant,) = [m for m in after.messages if m.get("tool_calls")]
+    results = {m["tool_call_id"]: _text_of(m) for m in after.tool_results()}
+    assert set(results) == {c["id"] for c in assistant["tool_calls"]}
+    write_result = results[proposal.tool_call_id]
+    logged = [a for a in sandbox.admin("GET", "/admin/export")["activities"] if a["subject"] == subject]
+    if decision == "approve":
+        assert '"done"' in write_result
+        assert len(logged) == 1
+    else:
+        assert "wrong account" in write_result
+        assert logged == []
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else json.dumps(content)
+
+
 # --- fallback on 429 / 500 -------------------------------------------------------------------------
 
 

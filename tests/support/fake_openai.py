@@ -27,8 +27,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,18 +212,6 @@ class FakeOpenAI:
         """Append replies (or functions of the request) to answer the next requests in order."""
         with self._lock:
             self._script.extend(replies)
-
-    def requests_for(self, model: str) -> list[ChatRequest]:
-        with self._lock:
-            return [r for r in self.requests if r.model == model]
-
-    @contextmanager
-    def policy_of(self, policy: Policy) -> Iterator[None]:
-        previous, self.policy = self.policy, policy
-        try:
-            yield
-        finally:
-            self.policy = previous
 
     # HTTP
     def _app(self) -> Starlette:
