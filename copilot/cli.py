@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from copilot import cli_conversation as conversation
 from copilot.errors import (
+    ConfigurationError,
     CopilotError,
     InvalidDecision,
     InvalidInput,
@@ -187,6 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         _error(f"invalid configuration ({where}): {first['msg']}")
+        return 1
+    except ConfigurationError as exc:  # e.g. a deployment left on the offline model
+        _error(str(exc))
         return 1
     try:
         if args.command == "db" and args.db_command == "migrate":

@@ -27,6 +27,15 @@ _DEPLOYED_REQUIRED = {
 """Settings whose defaults point at the local sandbox: a deployment must give each."""
 
 
+OFFLINE_MODEL = "offline"
+"""The project's deterministic local model: the default for demo, tests and evals, never deployed."""
+
+
+def is_offline_model(name: str) -> bool:
+    """Whether a ``COPILOT_MODEL`` / ``COPILOT_FALLBACK_MODELS`` entry names the offline model."""
+    return name.strip().lower() == OFFLINE_MODEL
+
+
 def _given(value: object) -> bool:
     if isinstance(value, SecretStr):
         value = value.get_secret_value()
@@ -66,8 +75,9 @@ class Settings(BaseSettings):
     """Anchor the committed head every N appends (per process); 0 = only ``audit verify``/``anchor``."""
 
     # --- model -------------------------------------------------------------------------
-    copilot_model: str = Field(default="offline", alias="COPILOT_MODEL")
-    """``provider:model`` for ``init_chat_model`` (e.g. ``azure_openai:gpt-4.1``) or ``offline``."""
+    copilot_model: str = Field(default=OFFLINE_MODEL, alias="COPILOT_MODEL")
+    """``provider:model`` for ``init_chat_model`` (e.g. ``azure_openai:gpt-4.1``) or ``offline``
+    (the default; local development only)."""
     fallback_models: str = Field(default="", alias="COPILOT_FALLBACK_MODELS")
     """Comma-separated ``provider:model`` list tried in order when the primary model fails."""
     model_call_run_limit: int = Field(default=12, ge=1, alias="COPILOT_MODEL_CALL_RUN_LIMIT")
@@ -126,6 +136,18 @@ class Settings(BaseSettings):
             raise ConfigurationError(
                 "COPILOT_DEV_SIGN_IN_PASSWORD is for local development only: unset it in a deployment"
             )
+        if is_offline_model(self.copilot_model):
+            raise ConfigurationError(
+                "COPILOT_ENVIRONMENT=deployed refuses COPILOT_MODEL=offline (its default when unset): the "
+                "offline model is for local demos, tests and evals. Set a real model, e.g. "
+                "COPILOT_MODEL=azure_openai:<deployment> (README, 'Real models')"
+            )
+        if any(is_offline_model(name) for name in self.fallback_model_names()):
+            raise ConfigurationError(
+                "COPILOT_ENVIRONMENT=deployed refuses 'offline' in COPILOT_FALLBACK_MODELS: the offline "
+                "model is for local demos, tests and evals; a deployment's fallbacks are real models "
+                "(provider:model)"
+            )
         return self
 
     @property
@@ -170,4 +192,5 @@ class Settings(BaseSettings):
         return scopes
 
     def fallback_model_names(self) -> list[str]:
+        """``COPILOT_FALLBACK_MODELS`` as a list, in the order they are tried."""
         return [name.strip() for name in self.fallback_models.split(",") if name.strip()]

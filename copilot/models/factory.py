@@ -6,11 +6,12 @@ from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 
 from copilot.errors import ConfigurationError
+from copilot.settings import is_offline_model
 
 
 def build_model(name: str) -> BaseChatModel:
     """One chat model by name; ``offline`` is the deterministic local model."""
-    if name.strip().lower() == "offline":
+    if is_offline_model(name):
         from copilot.models.offline import OfflineChatModel
 
         return OfflineChatModel()

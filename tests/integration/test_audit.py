@@ -569,6 +569,7 @@ DEPLOYED: dict[str, Any] = {
     "CRM_MCP_URL": "https://crm.contoso.example/mcp",
     "GRAPH_BASE_URL": "https://graph.microsoft.com/v1.0",
     "ENTRA_AUTHORITY": "https://login.microsoftonline.com",
+    "COPILOT_MODEL": "azure_openai:gpt-4.1",
 }
 
 

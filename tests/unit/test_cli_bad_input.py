@@ -327,6 +327,25 @@ def test_invalid_configuration_is_one_line(capsys, reached, monkeypatch):
     assert "COPILOT_DB_POOL_MAX" in _one_error_line(err)
 
 
+def test_a_deployment_left_on_the_offline_model_is_one_line_naming_the_setting(capsys, reached, monkeypatch):
+    deployed = {
+        "COPILOT_ENVIRONMENT": "deployed",
+        "MicrosoftAppId": "0f1e2d3c-4b5a-4697-8877-665544332211",
+        "MicrosoftAppPassword": "a-real-secret",
+        "CRM_MCP_URL": "https://crm.contoso.example/mcp",
+        "GRAPH_BASE_URL": "https://graph.microsoft.com/v1.0",
+        "ENTRA_AUTHORITY": "https://login.microsoftonline.com",
+    }
+    for name, value in deployed.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("COPILOT_MODEL", raising=False)
+    monkeypatch.delenv("COPILOT_DEV_SIGN_IN_PASSWORD", raising=False)
+    code, _, err = _run(capsys, "ask", "--rep", "alex", "hi")
+    assert code == 1
+    assert "refuses COPILOT_MODEL=offline" in _one_error_line(err)
+    assert reached == [], "nothing started"
+
+
 def test_chat_input_that_is_not_utf8_ends_the_chat_as_bad_input(capsys, service_raising, monkeypatch):
     service_raising(AssertionError("not reached"))
 

@@ -21,6 +21,8 @@ _ENV = (
     "COPILOT_DEV_SIGN_IN_PASSWORD",
     "BOT_APP_ID",
     "BOT_APP_PASSWORD",
+    "COPILOT_MODEL",
+    "COPILOT_FALLBACK_MODELS",
 )
 
 DEPLOYED = {
@@ -30,6 +32,7 @@ DEPLOYED = {
     "CRM_MCP_URL": "https://crm.contoso.example/mcp",
     "GRAPH_BASE_URL": "https://graph.microsoft.com/v1.0",
     "ENTRA_AUTHORITY": "https://login.microsoftonline.com",
+    "COPILOT_MODEL": "azure_openai:gpt-4.1",
 }
 
 
@@ -95,3 +98,30 @@ def test_a_deployment_gets_no_sandbox_default(tmp_path: Path):
 def test_a_deployment_with_the_local_sign_in_password_set_refuses_to_start():
     with pytest.raises(ConfigurationError, match="COPILOT_DEV_SIGN_IN_PASSWORD is for local development"):
         Settings(**DEPLOYED, COPILOT_DEV_SIGN_IN_PASSWORD="x")  # type: ignore[arg-type]
+
+
+def test_local_development_defaults_to_the_offline_model():
+    settings = Settings()
+    assert settings.copilot_model == "offline"
+    assert Settings(COPILOT_FALLBACK_MODELS="openai:gpt-4.1-mini, offline").fallback_model_names() == [
+        "openai:gpt-4.1-mini",
+        "offline",
+    ]
+
+
+@pytest.mark.parametrize("model", [None, "offline", " Offline "], ids=["unset", "offline", "spaced"])
+def test_a_deployment_with_the_offline_model_refuses_to_start_saying_to_set_a_real_one(model: str | None):
+    deployed = {k: v for k, v in DEPLOYED.items() if k != "COPILOT_MODEL"}
+    if model is not None:
+        deployed["COPILOT_MODEL"] = model
+    with pytest.raises(ConfigurationError) as refused:
+        Settings(**deployed)  # type: ignore[arg-type]
+    assert "refuses COPILOT_MODEL=offline" in refused.value.message
+    assert "COPILOT_MODEL=azure_openai:<deployment>" in refused.value.message
+
+
+def test_a_deployment_with_the_offline_model_as_a_fallback_refuses_to_start():
+    with pytest.raises(ConfigurationError, match="refuses 'offline' in COPILOT_FALLBACK_MODELS"):
+        Settings(**DEPLOYED, COPILOT_FALLBACK_MODELS="openai:gpt-4.1-mini,offline")  # type: ignore[arg-type]
+    settings = Settings(**DEPLOYED, COPILOT_FALLBACK_MODELS="azure_openai:gpt-4.1-mini")  # type: ignore[arg-type]
+    assert settings.fallback_model_names() == ["azure_openai:gpt-4.1-mini"]
