@@ -71,6 +71,7 @@ bench: setup
 # per model (COPILOT_MODEL and each COPILOT_FALLBACK_MODELS entry); exit 1 below a threshold
 # stored with the dataset (see README, "Evals"). EVAL_ARGS="--model M", "--dataset dev", "--json".
 eval: setup
+	$(PY) -m copilot eval --generate --check
 	$(PY) -m copilot eval --dataset heldout $(EVAL_ARGS)
 
 # Rebuild copilot/evals/datasets/*.jsonl from a freshly seeded sandbox (read over MCP).

@@ -102,6 +102,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rebuild the datasets from a freshly seeded sandbox, then exit",
     )
+    evals.add_argument(
+        "--check",
+        action="store_true",
+        help="with --generate: only compare with the stored datasets (exit 1 if stale)",
+    )
     return parser
 
 
@@ -241,6 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 limit=args.limit,
                 report_path=args.report,
                 generate=args.generate,
+                check=args.check,
             )
     except _BAD_INPUT as exc:
         _error(str(exc))

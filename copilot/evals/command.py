@@ -1,5 +1,5 @@
 """``python -m copilot eval [--model M] [--dataset D] [--json] [--langsmith] [--limit N]
-[--report PATH] [--generate]``.
+[--report PATH]`` and ``python -m copilot eval --generate [--check]``.
 
 Progress goes to stderr; one table per model (or with ``--json`` the JSON report) to
 stdout; the JSON report is also written to ``--report``. Exit code 1 when any model has a
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from copilot.errors import InvalidInput
@@ -27,12 +28,40 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _generate(*, check: bool, as_json: bool) -> int:
+    """Rebuild the datasets; with ``check``, into a scratch directory and compare with the
+    stored ones instead (exit 1 when they differ: the seed or the generator changed)."""
+    from copilot.evals.generate import generate as build
+
+    if not check:
+        written = asyncio.run(build(_progress))
+        if as_json:
+            print(json.dumps({"written": {split: str(path) for split, path in written.items()}}))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="copilot-eval-check-") as scratch:
+        fresh = asyncio.run(build(_progress, Path(scratch)))
+        stale = [
+            split
+            for split, path in fresh.items()
+            if not dataset_path(split).is_file()
+            or dataset_path(split).read_text(encoding="utf-8") != path.read_text(encoding="utf-8")
+        ]
+    if as_json:
+        print(json.dumps({"current": not stale, "stale": stale}))
+    elif stale:
+        print(f"datasets out of date: {', '.join(stale)} (run: python -m copilot eval --generate)")
+    else:
+        print("datasets are what the generator builds from the sandbox seed")
+    return 1 if stale else 0
+
+
 def models_to_run(settings: Settings, model: str | None) -> list[str]:
     """``--model`` alone, else ``COPILOT_MODEL`` and each ``COPILOT_FALLBACK_MODELS`` entry."""
     if model is not None:
-        if not model.strip():
-            raise InvalidInput("--model is empty")
-        return [model.strip()]
+        name = model.strip()
+        if name.lower() != "offline" and ":" not in name:
+            raise InvalidInput(f"--model must be 'offline' or 'provider:model', got {model!r}")
+        return [name]
     names = [settings.copilot_model, *settings.fallback_model_names()]
     return list(dict.fromkeys(names))
 
@@ -47,13 +76,13 @@ def main(
     limit: int | None,
     report_path: str | None,
     generate: bool,
+    check: bool = False,
 ) -> int:
     """Run the command; returns the exit code."""
+    if check and not generate:
+        raise InvalidInput("--check goes with --generate")
     if generate:
-        from copilot.evals.generate import generate as build
-
-        asyncio.run(build(_progress))
-        return 0
+        return _generate(check=check, as_json=as_json)
     if limit is not None and limit < 1:
         raise InvalidInput("--limit must be at least 1")
     name = dataset or DEFAULT_DATASET

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +23,7 @@ from copilot.bench.sandbox import SandboxServer, start_sandbox, stop_sandbox
 from copilot.identity import RepIdentity
 from copilot.settings import Settings
 
-Progress = Any
-"""A ``Callable[[str], None]`` for progress lines."""
+Progress = Callable[[str], None]
 
 
 @dataclass
@@ -62,14 +61,17 @@ class EvalEnvironment:
 
 
 @asynccontextmanager
-async def sandbox_only(progress: Progress) -> AsyncIterator[SandboxServer]:
-    """A freshly seeded sandbox on free ports (removed afterwards): enough for generation."""
+async def sandbox_environment(progress: Progress) -> AsyncIterator[EvalEnvironment]:
+    """A freshly seeded sandbox and reps signed in to it, without a database (enough to read
+    the CRM as a rep: the dataset generator); removed afterwards."""
     work = Path(tempfile.mkdtemp(prefix="copilot-eval-"))
     try:
         progress("eval: starting the sandbox")
         sandbox = await start_sandbox(work / "sandbox")
         try:
-            yield sandbox
+            variables = bench_variables("", sandbox, work)
+            del variables["DATABASE_URL"]
+            yield EvalEnvironment(sandbox, variables, work)
         finally:
             await stop_sandbox(sandbox)
     finally:

@@ -15,9 +15,10 @@ differs from dev in both wording and records.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,7 +143,7 @@ async def _accounts(settings: Any, rep: SignedInRep, *, details: bool) -> list[A
 
 async def read_world(
     settings: Any,
-    sign_in: Callable[[str], Any],
+    sign_in: Callable[[str], Awaitable[SignedInRep]],
     config: GenerationConfig,
     today: dt.date,
     progress: Progress,
@@ -152,7 +153,7 @@ async def read_world(
     manager = await sign_in(config.manager)
     for handle in config.reps:
         progress(f"eval generate: reading the CRM as {handle}")
-        rep: SignedInRep = await sign_in(handle)
+        rep = await sign_in(handle)
         view = RepView(handle, "", rep.identity.tenant_id, await _accounts(settings, rep, details=True))
         async with rep_crm(settings, rep.broker) as crm:
             me = await every_page(crm, "list_opportunities", {"owner": "me", "open_only": True, "limit": 50})
@@ -190,7 +191,7 @@ async def read_world(
     seen_by_reps = {a.id for view in reps for a in view.accounts}
     for handle in config.outsiders:
         progress(f"eval generate: reading the CRM as {handle}")
-        user: SignedInRep = await sign_in(handle)
+        user = await sign_in(handle)
         for account in await _accounts(settings, user, details=False):
             if account.id not in seen_by_reps:
                 outsiders.append(Outsider(handle, user.identity.tenant_id, account))
@@ -208,7 +209,10 @@ class _Items:
     def phrase(self, key: str, values: dict[str, object]) -> tuple[str, str]:
         templates = TEMPLATES[key][self.split]
         index = self.rng.randrange(len(templates))
-        return fill(vary(templates[index], self.rng), values), f"{key}#{self.split}{index}"
+        request = key.startswith(("propose.", "draft."))
+        return fill(
+            vary(templates[index], self.rng, question=not request), values
+        ), f"{key}#{self.split}{index}"
 
     def add(
         self, kind: ItemKind, rep: str, key: str, values: dict[str, object], expect: Expect, **extra: Any
@@ -425,7 +429,8 @@ def _split_items(
         kind = rng.choice(("call", "meeting", "email"))
         topic = rng.choice(TOPICS)
         out.add(
-            "propose.log", view.handle, "propose.log", {"type": kind, "account": account.name, "topic": topic},
+            "propose.log", view.handle, "propose.log",
+            {"a_type": ("an " if kind == "email" else "a ") + kind, "account": account.name, "topic": topic},
             Expect(tools=[["log_activity"]],
                    proposals=[ExpectedProposal(tool="log_activity",
                                                fields={"type": kind, "account_id": account.id,
@@ -479,8 +484,6 @@ def _keyword(topic: str) -> str:
 
 def _in_split(record_id: str, split: Split) -> bool:
     """A stable half of the records for each split (by a hash of the id, not its order)."""
-    import hashlib
-
     digest = hashlib.sha256(record_id.encode()).digest()[0]
     return (digest % 2 == 0) == (split == "dev")
 
@@ -501,10 +504,10 @@ def load_config(path: Path = GENERATION_FILE) -> GenerationConfig:
 
 async def generate(progress: Progress, out_dir: Path = DATASETS_DIR) -> dict[Split, Path]:
     """Start a fresh sandbox, read it as the configured users, write ``<split>.jsonl``."""
-    from copilot.evals.environment import eval_environment
+    from copilot.evals.environment import sandbox_environment
 
     config = load_config()
-    async with eval_environment(progress) as env:
+    async with sandbox_environment(progress) as env:
         today = dt.datetime.now(dt.UTC).date()
         world = await read_world(env.settings(), env.sign_in, config, today, progress)
     written: dict[Split, Path] = {}
