@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup chromium demo chat test lint typecheck unit soak bench clean
+.PHONY: setup chromium demo chat test lint typecheck unit soak bench eval eval-generate clean
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -66,6 +66,17 @@ soak: setup
 BENCH_REP ?= alex
 bench: setup
 	$(PY) -m copilot bench --rep $(BENCH_REP) $(BENCH_ARGS)
+
+# How well the copilot answers: the held-out split through the real CopilotService, one table
+# per model (COPILOT_MODEL and each COPILOT_FALLBACK_MODELS entry); exit 1 below a threshold
+# stored with the dataset (see README, "Evals"). EVAL_ARGS="--model M", "--dataset dev", "--json".
+eval: setup
+	$(PY) -m copilot eval --generate --check
+	$(PY) -m copilot eval --dataset heldout $(EVAL_ARGS)
+
+# Rebuild copilot/evals/datasets/*.jsonl from a freshly seeded sandbox (read over MCP).
+eval-generate: setup
+	$(PY) -m copilot eval --generate
 
 clean:
 	rm -rf $(VENV) node_modules .data

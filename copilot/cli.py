@@ -87,6 +87,27 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--rep", required=True, help="the sandbox rep's handle the bench signs in as")
     bench.add_argument("--json", action="store_true", help="a JSON document instead of the table")
     bench.add_argument("--quick", action="store_true", help="a few iterations (CI smoke test)")
+    evals = commands.add_parser(
+        "eval", help="score the copilot's answers on a dataset, per model (see README, 'Evals')"
+    )
+    evals.add_argument("--model", help="evaluate this model only (default: COPILOT_MODEL and each fallback)")
+    evals.add_argument("--dataset", help="dataset name (dev, heldout) or a .jsonl path; default heldout")
+    evals.add_argument("--json", action="store_true", help="the JSON report on stdout instead of the tables")
+    evals.add_argument("--langsmith", action="store_true", help="upload dataset and experiment to LangSmith")
+    evals.add_argument("--limit", type=int, help="a slice of at most N items, every item kind represented")
+    evals.add_argument(
+        "--report", help="where to write the JSON report (default .data/eval/<dataset>-report.json)"
+    )
+    evals.add_argument(
+        "--generate",
+        action="store_true",
+        help="rebuild the datasets from a freshly seeded sandbox, then exit",
+    )
+    evals.add_argument(
+        "--check",
+        action="store_true",
+        help="with --generate: only compare with the stored datasets (exit 1 if stale)",
+    )
     return parser
 
 
@@ -217,6 +238,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             from copilot.bench.run import main as bench
 
             return bench(rep=args.rep, quick=args.quick, as_json=args.json)
+        if args.command == "eval":
+            from copilot.evals.command import main as evaluate
+
+            return evaluate(
+                settings,
+                model=args.model,
+                dataset=args.dataset,
+                as_json=args.json,
+                langsmith=args.langsmith,
+                limit=args.limit,
+                report_path=args.report,
+                generate=args.generate,
+                check=args.check,
+            )
     except _BAD_INPUT as exc:
         _error(str(exc))
         return 2

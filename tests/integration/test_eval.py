@@ -1,0 +1,90 @@
+"""``python -m copilot eval`` with the offline model on a small slice of the held-out split:
+the real ``CopilotService``, the sandbox over HTTP and real PostgreSQL, in-process through
+the CLI's ``main``. What is asserted is what the command promises (every item scored, a
+report file, the threshold decides the exit code, ``--langsmith`` without a key is a
+no-op that says so), never the offline model's quality (``make eval`` measures that)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from copilot.cli import main
+from copilot.evals.dataset import dataset_path, load_items, write_items
+from copilot.evals.run import slice_items
+
+pytestmark = pytest.mark.integration
+
+SLICE = 7
+
+
+@pytest.fixture(scope="module")
+def run(postgres_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    work = tmp_path_factory.mktemp("eval")
+    items = slice_items(load_items(dataset_path("heldout")), SLICE)
+    dataset = work / "slice.jsonl"
+    write_items(dataset, items)
+    # One bound no model can meet (so the exit code must say so) and the leak bound.
+    (work / "slice.thresholds.json").write_text(
+        json.dumps({"min": {"tool_choice": 1.01}, "max": {"leaks": 0}})
+    )
+    report = work / "report.json"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("DATABASE_URL", postgres_server_url)
+        monkeypatch.setenv("COPILOT_MODEL", "offline")
+        monkeypatch.setenv("COPILOT_FALLBACK_MODELS", "")
+        monkeypatch.delenv("LANGSMITH_API_KEY", raising=False)
+        out, err = _Capture(), _Capture()
+        monkeypatch.setattr("sys.stdout", out)
+        monkeypatch.setattr("sys.stderr", err)
+        code = main(["eval", "--dataset", str(dataset), "--json", "--langsmith", "--report", str(report)])
+    return {
+        "code": code,
+        "doc": json.loads(out.text),
+        "stderr": err.text,
+        "file": json.loads(Path(report).read_text()),
+        "items": items,
+    }
+
+
+class _Capture:
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_every_item_of_the_slice_is_run_through_the_copilot_and_scored(run: dict[str, Any]) -> None:
+    (model,) = run["doc"]["models"]
+    assert model["model"] == "offline"
+    assert [i["id"] for i in model["items"]] == [i.id for i in sorted(run["items"], key=lambda i: i.stateful)]
+    assert all(i["model_calls"] >= 1 and i["tokens"] > 0 for i in model["items"])
+    assert all(t["tool_calls"] for i in model["items"] for t in i["turns"])
+    assert model["metrics"]["errors"]["value"] == 0
+    assert model["metrics"]["leaks"]["value"] == 0
+    assert run["file"] == run["doc"]
+
+
+def test_a_metric_below_its_stored_threshold_fails_the_run(run: dict[str, Any]) -> None:
+    assert run["code"] == 1
+    (model,) = run["doc"]["models"]
+    assert [b["metric"] for b in model["breaches"]] == ["tool_choice"]
+    assert run["doc"]["passed"] is False
+
+
+def test_progress_is_shown_and_langsmith_without_a_key_sends_nothing(run: dict[str, Any]) -> None:
+    assert f"eval [offline] {SLICE}/{SLICE}" in run["stderr"]
+    assert "LANGSMITH_API_KEY is not set: nothing uploaded" in run["stderr"]
+
+
+def test_a_missing_dataset_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--dataset", str(tmp_path / "none.jsonl")]) == 2
+    assert "no dataset at" in capsys.readouterr().err

@@ -1,0 +1,107 @@
+"""The dataset generator's item building (pure): from what reps saw in the CRM to items whose
+reference facts are those records, the same every time, split by record."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from copilot.evals.dataset import AmountFact, CountFact, TextFact
+from copilot.evals.generate import Account, GenerationConfig, Outsider, RepView, World, build_datasets
+
+TODAY = dt.date(2030, 3, 10)
+CONFIG = GenerationConfig(seed=1, reps=["pat"], outsiders=["sam"], manager="kim", per_kind=2)
+
+
+def _account(n: int, owner: str = "u-pat") -> Account:
+    opps = [
+        {
+            "id": f"opp-{n}-{k}",
+            "name": f"Firm {n} — Deal {k}",
+            "stage": "Proposal",
+            "amount": 1000.0 * (n + k),
+            "close_date": (TODAY + dt.timedelta(days=10 * k + n)).isoformat(),
+            "next_step": f"Step {n}.{k}",
+            "owner": {"id": owner},
+        }
+        for k in (1, 2)
+    ]
+    account = Account(
+        {"id": f"acc-{n}", "name": f"Firm {n}", "open_opportunities": 2, "open_pipeline_amount": 7.0 * n},
+        opportunities=opps,
+        contacts=[
+            {"id": f"con-{n}-1", "name": f"Ann {n}", "title": "CFO"},
+            {"id": f"con-{n}-2", "name": f"Bob {n}", "title": "CTO"},
+        ],
+        activities=[
+            {"id": f"act-{n}", "occurred_at": (TODAY - dt.timedelta(days=n)).isoformat() + "T10:00:00Z"}
+        ],
+    )
+    return account
+
+
+def _world() -> World:
+    accounts = [_account(n) for n in range(1, 17)]
+    view = RepView(
+        "pat",
+        "u-pat",
+        "t1",
+        accounts,
+        hidden={o["id"]: {"commission": 12.5} for a in accounts for o in a.open},
+    )
+    view.pipeline = {30: accounts[0].open, 45: accounts[1].open, 75: accounts[2].open}
+    outsiders = [Outsider("sam", "t1" if n % 2 else "t2", _account(100 + n, owner="u-sam")) for n in range(8)]
+    return World(TODAY, [view], outsiders)
+
+
+def test_the_same_reads_build_the_same_datasets() -> None:
+    assert build_datasets(_world(), CONFIG) == build_datasets(_world(), CONFIG)
+
+
+def test_reference_facts_are_the_records_the_rep_saw() -> None:
+    world = _world()
+    by_id = {a.id: a for a in world.reps[0].accounts}
+    for items in build_datasets(world, CONFIG).values():
+        for item in items:
+            expect = item.turns[0].expect
+            if item.kind == "summary":
+                account = by_id[expect.records[0]]
+                assert CountFact(count=2) in expect.facts
+                assert AmountFact(amount=account.data["open_pipeline_amount"]) in expect.facts
+                assert account.name in item.turns[0].text
+            if item.kind == "lookup.next_step":
+                (opp_id,) = expect.records
+                opp = next(o for a in by_id.values() for o in a.opportunities if o["id"] == opp_id)
+                assert expect.facts == [TextFact(text=opp["next_step"])]
+
+
+def test_out_of_scope_items_forbid_the_outsiders_records_and_the_hidden_field() -> None:
+    world = _world()
+    datasets = build_datasets(world, CONFIG)
+    outsider_ids = {o.account.id for o in world.outsiders}
+    for items in datasets.values():
+        for item in items:
+            expect = item.turns[0].expect
+            if item.kind in ("scope.territory", "scope.tenant"):
+                assert expect.nothing_found
+                assert expect.forbidden_ids[0] in outsider_ids
+            if item.kind == "scope.field":
+                assert expect.forbidden_amounts == [12.5]
+    kinds = {i.kind for items in datasets.values() for i in items}
+    assert {"scope.territory", "scope.tenant", "scope.field", "injection", "multiturn"} <= kinds
+
+
+def test_each_account_belongs_to_one_split() -> None:
+    datasets = build_datasets(_world(), CONFIG)
+
+    def accounts(split: str) -> set[str]:
+        return {
+            r.split("-")[1]
+            for item in datasets[split]  # type: ignore[index]
+            if item.kind != "pipeline"
+            for turn in item.turns
+            for r in turn.expect.records
+        }
+
+    assert accounts("dev")
+    assert accounts("heldout")
+    assert not accounts("dev") & accounts("heldout")
