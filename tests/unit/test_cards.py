@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any, get_args
 
@@ -10,14 +11,20 @@ import pytest
 from bot.cards import (
     ALLOWED_ACTIONS,
     ALLOWED_ELEMENTS,
+    APPROVALS_COMMANDS,
+    APPROVALS_SHOWN,
     EDITABLE_FIELDS,
     NOT_SENT_NOTICE,
     WELCOME_COMMANDS,
     Outcome,
+    WaitingProposal,
     answer_card,
     approval_card,
+    approvals_card,
     args_digest,
+    card_element_id,
     help_card,
+    moved_card,
     notice_card,
     outcome_card,
     welcome_card,
@@ -169,7 +176,18 @@ def all_cards() -> dict[str, dict[str, Any]]:
     cards["welcome"] = welcome_card()
     cards["help"] = help_card()
     cards["notice"] = notice_card("Something went wrong", "Please try again.", correlation_id="corr-123")
+    cards["moved"] = moved_card(UPDATE)
+    cards["approvals:some"] = approvals_card(WAITING, now=NOW)
+    cards["approvals:none"] = approvals_card([], now=NOW)
+    cards["approval:update-de"] = approval_card(UPDATE, thread_id=THREAD, locale="de-DE")
     return cards
+
+
+NOW = dt.datetime(2026, 12, 1, 15, 0, tzinfo=dt.UTC)
+WAITING = [
+    WaitingProposal("thr-old", PROPOSALS["log"], NOW - dt.timedelta(hours=3)),
+    WaitingProposal(THREAD, PROPOSALS["update"], NOW - dt.timedelta(minutes=5)),
+]
 
 
 CARDS = all_cards()
@@ -330,7 +348,7 @@ def test_update_opportunity_card_shows_current_next_to_proposed_values():
         if c["type"] == "Container" and len(c.get("items", [])) == 2 and c["items"][1]["type"] == "FactSet"
     }
     assert blocks["Stage"] == {"Current": "Proposal", "Proposed": "Negotiation"}
-    assert blocks["Close date"] == {"Current": "2026-11-30", "Proposed": "2026-12-15"}
+    assert blocks["Close date"] == {"Current": "Nov 30, 2026", "Proposed": "Dec 15, 2026"}
     assert blocks["Amount"] == {"Current": "95,000 USD", "Proposed": "120,000 USD"}
     assert blocks["Next step"] == {"Current": "—", "Proposed": "Send the revised quote"}
     assert "Opportunity" not in blocks  # the target is in the header, not a field to change
@@ -479,10 +497,16 @@ def test_args_digest_is_canonical_sha256_of_the_arguments():
 # --- outcome, answer, welcome, notice -------------------------------------------------------
 
 
-def test_approved_outcome_shows_the_audit_id_and_the_final_values():
-    text = all_text(CARDS["outcome:approved"])
+def element_ids(card: dict[str, Any]) -> list[str]:
+    return [str(n["id"]) for n, _ in walk(card) if "id" in n]
+
+
+def test_approved_outcome_keeps_the_audit_id_in_its_data_and_shows_the_final_values():
+    card = CARDS["outcome:approved"]
+    text = all_text(card)
     assert "✓" in text
-    assert "#42" in text
+    assert "42" not in text and "audit record #" not in text.lower()
+    assert "audit-42" in element_ids(card)
     assert "125,000 USD" in text  # the edited amount, not the proposed one
     assert "Negotiation" in text
 
@@ -491,7 +515,7 @@ def test_approved_outcome_shows_the_values_the_write_tool_reports_as_written():
     text = all_text(CARDS["outcome:approved-from-result"])
     assert "130,000 USD" in text
     assert "120,000 USD" not in text
-    assert "#44" in text
+    assert "audit-44" in element_ids(CARDS["outcome:approved-from-result"])
 
 
 def test_approved_draft_outcome_says_saved_not_sent():
@@ -509,7 +533,7 @@ def test_rejected_outcome_shows_the_reason():
 def test_conflict_outcome_shows_the_records_values_now_and_that_a_fresh_proposal_follows():
     card = CARDS["outcome:conflict"]
     assert {"title": "Stage", "value": "Closed Won"} in fact_pairs(card)
-    assert {"title": "Close date", "value": "2026-10-01"} in fact_pairs(card)
+    assert {"title": "Close date", "value": "Oct 1, 2026"} in fact_pairs(card)
     assert "Version" not in [f["title"] for f in fact_pairs(card)]
     assert "rep-diego" not in all_text(card)  # only the fields the proposal is about
     assert "fresh proposal" in all_text(card)
@@ -557,3 +581,89 @@ def test_walk_reaches_inputs_inside_show_cards():
     depths = {node.get("id"): depth for node, depth in walk(approval("update")) if "id" in node}
     assert depths["reject.reason"] == 1
     assert depths["edit.stage"] == 1
+
+
+# --- internal ids, locale, "my approvals", moved cards ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in CARDS if n.startswith(("approval:", "outcome:")) or n == "moved"]
+)
+def test_no_card_shows_the_proposal_id_but_every_card_about_one_carries_it_as_data(name: str):
+    card = CARDS[name]
+    text = all_text(card)
+    assert "call_" not in text
+    assert "Proposal call" not in text
+    assert "audit record" not in text.lower()
+    assert card_element_id(card["body"][0]["id"].removeprefix("proposal-")) == card["body"][0]["id"]
+    assert card["body"][0]["id"].startswith("proposal-call_")
+
+
+def test_dates_on_a_card_are_in_the_reps_locale():
+    german = fact_pairs(approval("update-de"))
+    assert {"title": "Current", "value": "30.11.2026"} in german
+    assert {"title": "Proposed", "value": "15.12.2026"} in german
+    english = fact_pairs(approval("update"))
+    assert {"title": "Proposed", "value": "Dec 15, 2026"} in english
+
+
+def test_an_unknown_locale_falls_back_to_us_english():
+    card = approval_card(UPDATE, thread_id=THREAD, locale="xx-not-a-locale")
+    assert {"title": "Proposed", "value": "Dec 15, 2026"} in fact_pairs(card)
+
+
+def test_my_approvals_lists_each_proposal_newest_first_with_record_fields_age_and_an_open_button():
+    card = CARDS["approvals:some"]
+    rows = [n for n in card["body"] if n.get("id", "").startswith("waiting-")]
+    assert [r["id"] for r in rows] == [
+        f"waiting-{UPDATE.tool_call_id}",
+        f"waiting-{PROPOSALS['log'].tool_call_id}",
+    ]
+    first = all_text(rows[0])
+    assert "Renewal 2027" in first
+    assert "Negotiation" in first and "Dec 15, 2026" in first
+    assert "5 minutes ago" in first
+    assert "3 hours ago" in all_text(rows[1])
+    assert "2 proposals wait" in all_text(card)
+    buttons = [a for a in submit_actions(card)]
+    assert [b["title"] for b in buttons] == ["Open", "Open"]
+    assert buttons[0]["data"] == {
+        "copilot": "open_proposal",
+        "v": 1,
+        "thread_id": THREAD,
+        "tool_call_id": UPDATE.tool_call_id,
+    }
+
+
+def test_my_approvals_never_decides_anything_itself():
+    for name in ("approvals:some", "approvals:none"):
+        datas = [a.get("data") or {} for a in submit_actions(CARDS[name])]
+        assert all(d.get("copilot") != "decision" for d in datas)
+        assert "approve all" not in all_text(CARDS[name]).lower()
+        assert not inputs(CARDS[name])
+
+
+def test_my_approvals_with_nothing_waiting_says_so():
+    assert "Nothing waits for your decision" in all_text(CARDS["approvals:none"])
+
+
+def test_my_approvals_shows_at_most_its_limit_and_counts_the_rest():
+    many = [
+        WaitingProposal(THREAD, UPDATE, NOW - dt.timedelta(minutes=i)) for i in range(APPROVALS_SHOWN + 3)
+    ]
+    card = approvals_card(many, now=NOW)
+    assert len([a for a in submit_actions(card)]) == APPROVALS_SHOWN
+    assert "3 older ones" in all_text(card)
+
+
+def test_a_moved_card_has_no_buttons_and_says_where_to_decide():
+    card = CARDS["moved"]
+    assert not [n for n in elements(card) if n["type"].startswith("Action.") or n["type"] == "ActionSet"]
+    assert "actions" not in card
+    assert "shown again below" in all_text(card)
+
+
+def test_the_welcome_card_offers_my_approvals():
+    assert APPROVALS_COMMANDS[0] in WELCOME_COMMANDS
+    titles = [a["title"] for a in CARDS["welcome"]["actions"]]
+    assert "my approvals" in titles
