@@ -3,7 +3,8 @@
 The approval card is the Teams twin of ``copilot.render``: the tool in plain words,
 the target record by name, the current value next to the proposed value of
 every field the proposal sets, and three ways to decide: Approve, Edit… (typed inputs
-prefilled with the proposed values) and Reject… (a required reason). Each proposal
+prefilled with the proposed values) and Reject… (a required reason); Edit… and Reject…
+open their panel by the bot updating the card (:data:`CardView`). Each proposal
 gets its own card; there is no "approve all", and nothing on any card sends an email.
 
 Every card targets schema **1.5** and uses only elements and actions that render on
@@ -67,6 +68,10 @@ ALLOWED_ACTIONS: frozenset[str] = frozenset({"Action.Submit", "Action.ShowCard",
 SUBMIT_KIND = "decision"
 SUBMIT_VERSION = 1
 COMMAND_KIND = "command"
+VIEW_KIND = "view"
+"""``data.copilot`` of a button that switches an approval card's panel (see :data:`CardView`)."""
+CardView = Literal["decide", "edit", "reject"]
+"""Which panel of an approval card is open; the bot keeps it by updating the card."""
 OPEN_KIND = "open_proposal"
 """``data.copilot`` of a "my approvals" row's button: post that proposal's approval card."""
 EDIT_PREFIX = "edit."
@@ -483,24 +488,17 @@ def _input(spec: FieldSpec, value: Any) -> Card:
     return element
 
 
-def _edit_card(proposal: Proposal, *, thread_id: str) -> Card:
+def _edit_panel(proposal: Proposal) -> Card:
     specs = editable_fields(proposal.tool)
-    body: list[Card] = [
-        _text("Change what you need, then approve. Anything you leave as it is stays as proposed.")
+    items: list[Card] = [
+        _text("Your changes", weight="Bolder"),
+        _text("Change what you need, then approve. Anything you leave as it is stays as proposed."),
     ]
-    body.extend(_input(spec, proposal.args.get(spec.name)) for spec in specs)
-    actions = [
-        {
-            "type": "Action.Submit",
-            "title": "Edit and approve",
-            "style": "positive",
-            "data": submit_data(proposal, thread_id=thread_id, action="edit"),
-        }
-    ]
-    return {"type": "AdaptiveCard", "body": body, "actions": actions}
+    items.extend(_input(spec, proposal.args.get(spec.name)) for spec in specs)
+    return {"type": "Container", "separator": True, "spacing": "Medium", "items": items}
 
 
-def _reject_card(proposal: Proposal, *, thread_id: str) -> Card:
+def _reject_panel() -> Card:
     reason: Card = {
         "type": "Input.Text",
         "id": REJECT_REASON_ID,
@@ -511,18 +509,37 @@ def _reject_card(proposal: Proposal, *, thread_id: str) -> Card:
         "isRequired": True,
         "errorMessage": "Please give a reason, so the copilot can do better next time.",
     }
-    actions = [
-        {
-            "type": "Action.Submit",
-            "title": "Reject",
-            "style": "destructive",
-            "data": submit_data(proposal, thread_id=thread_id, action="reject"),
-        }
-    ]
-    return {"type": "AdaptiveCard", "body": [reason], "actions": actions}
+    return {"type": "Container", "separator": True, "spacing": "Medium", "items": [reason]}
 
 
-def approval_card(proposal: Proposal, *, thread_id: str, locale: str | None = DEFAULT_LOCALE) -> Card:
+def view_data(proposal: Proposal, *, thread_id: str, view: CardView) -> dict[str, Any]:
+    """The ``data`` of a button that shows the approval card in another :data:`CardView`."""
+    return {
+        "copilot": VIEW_KIND,
+        "v": SUBMIT_VERSION,
+        "thread_id": thread_id,
+        "tool_call_id": proposal.tool_call_id,
+        "view": view,
+    }
+
+
+def _view_button(proposal: Proposal, title: str, *, thread_id: str, view: CardView) -> Card:
+    # Switching views sends no inputs (nothing typed is a decision) and skips validation.
+    return {
+        "type": "Action.Submit",
+        "title": title,
+        "associatedInputs": "none",
+        "data": view_data(proposal, thread_id=thread_id, view=view),
+    }
+
+
+def approval_card(
+    proposal: Proposal,
+    *,
+    thread_id: str,
+    locale: str | None = DEFAULT_LOCALE,
+    view: CardView = "decide",
+) -> Card:
     """The card a rep decides one proposal on: Approve, Edit… or Reject… (pure).
 
     Shows the tool in plain words, the target record by name, and for each field the
@@ -531,6 +548,12 @@ def approval_card(proposal: Proposal, *, thread_id: str, locale: str | None = DE
     will not be sent; its main button is "Save to Outlook drafts". The proposal's id
     and the record's version are in the card's data only (:func:`card_element_id`,
     :func:`submit_data`).
+
+    ``view`` is which panel is open: ``decide`` (Approve, Edit…, Reject…), ``edit`` (the
+    typed inputs, prefilled, with "Edit and approve" and Back) or ``reject`` (a required
+    reason, with Reject and Back). The panel is the card itself, as the bot last updated
+    it, not a client-side ``Action.ShowCard``: a client that re-lays the card out (a
+    resize, a re-render) shows the same panel again, never a collapsed one.
     """
     record = proposal.record
     title = write_title(proposal.tool)
@@ -568,24 +591,40 @@ def approval_card(proposal: Proposal, *, thread_id: str, locale: str | None = DE
                 "items": [_text(NOT_SENT_NOTICE, weight="Bolder")],
             }
         )
-    body.append(
-        _text(
-            "Nothing is written until you decide.",
-            size="Small",
-            isSubtle=True,
-            spacing="Medium",
-        )
-    )
-    actions: list[Card] = [
-        {
+    actions: list[Card]
+    back = _view_button(proposal, "Back", thread_id=thread_id, view="decide")
+    if view == "edit":
+        body.append(_edit_panel(proposal))
+        edit: Card = {
             "type": "Action.Submit",
-            "title": "Save to Outlook drafts" if is_draft else "Approve",
+            "title": "Edit and approve",
             "style": "positive",
-            "data": submit_data(proposal, thread_id=thread_id, action="approve"),
-        },
-        {"type": "Action.ShowCard", "title": "Edit…", "card": _edit_card(proposal, thread_id=thread_id)},
-        {"type": "Action.ShowCard", "title": "Reject…", "card": _reject_card(proposal, thread_id=thread_id)},
-    ]
+            "data": submit_data(proposal, thread_id=thread_id, action="edit"),
+        }
+        actions = [edit, back]
+    elif view == "reject":
+        body.append(_reject_panel())
+        reject: Card = {
+            "type": "Action.Submit",
+            "title": "Reject",
+            "style": "destructive",
+            "data": submit_data(proposal, thread_id=thread_id, action="reject"),
+        }
+        actions = [reject, back]
+    else:
+        body.append(
+            _text("Nothing is written until you decide.", size="Small", isSubtle=True, spacing="Medium")
+        )
+        actions = [
+            {
+                "type": "Action.Submit",
+                "title": "Save to Outlook drafts" if is_draft else "Approve",
+                "style": "positive",
+                "data": submit_data(proposal, thread_id=thread_id, action="approve"),
+            },
+            _view_button(proposal, "Edit…", thread_id=thread_id, view="edit"),
+            _view_button(proposal, "Reject…", thread_id=thread_id, view="reject"),
+        ]
     target = _target_line(proposal)
     fallback = f"{title}{f' — {target}' if target else ''}: approve, edit or reject it in Teams."
     return _card(body, actions, fallback=fallback)

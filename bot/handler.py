@@ -12,7 +12,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from botbuilder.core import CardFactory, InvokeResponse, MessageFactory, TurnContext
 from botbuilder.core.teams import TeamsActivityHandler
@@ -73,6 +73,9 @@ class CopilotBot(TeamsActivityHandler):
         value = turn_context.activity.value
         if isinstance(value, dict) and value.get("copilot") == "decision":
             await self._on_decision(turn_context, value)
+            return
+        if isinstance(value, dict) and value.get("copilot") == cards.VIEW_KIND:
+            await self._on_view(turn_context, value)
             return
         if isinstance(value, dict) and value.get("copilot") == cards.OPEN_KIND:
             await self._on_open(turn_context, value)
@@ -326,6 +329,35 @@ class CopilotBot(TeamsActivityHandler):
             await self._replace_card(
                 turn_context, previous.conversation_id, previous.activity_id, cards.moved_card(proposal)
             )
+
+    async def _on_view(self, turn_context: TurnContext, value: dict[str, Any]) -> None:
+        """Edit…, Reject… or Back on an approval card: the card, updated in place, with that
+        panel open (kept by the bot, so a client's re-layout never collapses it)."""
+        rep = await self._rep(turn_context)
+        if rep is None:
+            return
+        thread_id, tool_call_id = str(value.get("thread_id") or ""), str(value.get("tool_call_id") or "")
+        view = value.get("view")
+        copy = await conversations.card_copy(self.service.pool, thread_id, tool_call_id, owner=rep.identity)
+        if copy is None or view not in get_args(cards.CardView):
+            await turn_context.send_activity(NOT_YOURS)
+            return
+        try:
+            pending = (await self.service.pending(rep.identity, thread_id)).proposals
+        except (ThreadAccessDenied, ThreadNotFound):
+            await turn_context.send_activity(NOT_YOURS)
+            return
+        proposal = next((p for p in pending if p.tool_call_id == tool_call_id), None)
+        if proposal is None:
+            await turn_context.send_activity(ALREADY_DECIDED)
+            return
+        card = cards.approval_card(
+            proposal, thread_id=thread_id, locale=turn_context.activity.locale, view=view
+        )
+        clicked = turn_context.activity.reply_to_id
+        await self._replace_card(
+            turn_context, None if clicked else copy.conversation_id, clicked or copy.activity_id, card
+        )
 
     async def _replace_card(
         self, turn_context: TurnContext, conversation_id: str | None, activity_id: str, card: Card

@@ -28,8 +28,8 @@ from bot.settings import BotSettings
 from copilot.settings import Settings
 from copilot.writes import write_tools
 from sandbox.directory import find_user
-from tests.support.channel_tokens import ChannelTokens, channel_tokens
 from tests.support.adaptive_cards import walk
+from tests.support.channel_tokens import ChannelTokens, channel_tokens
 from tests.support.fake_connector import card_of, find_actions
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.teams_client import Teams, running_bot
@@ -78,7 +78,8 @@ async def test_log_a_call_edit_and_approve_updates_the_card_and_writes_once(
     await teams.say("log a call with Acme — discussed pricing, next step send proposal")
     card_activity = teams.connector.cards()[-1]
     card = card_of(card_activity)
-    data = _decision(card, "Edit and approve", **{"edit.subject": "Pricing call (edited)"})
+    editing = await teams.open_panel(card_activity, "Edit…")
+    data = _decision(editing, "Edit and approve", **{"edit.subject": "Pricing call (edited)"})
     thread_id = data["thread_id"]
 
     await teams.submit(card_activity.activity_id or "", data)
@@ -86,8 +87,8 @@ async def test_log_a_call_edit_and_approve_updates_the_card_and_writes_once(
     await teams.submit(card_activity.activity_id or "", _decision(card, "Approve"))
 
     updates = teams.connector.updates()
-    assert [u.activity_id for u in updates] == [card_activity.activity_id]
-    assert "Approved" in repr(card_of(updates[0])) or "✓" in repr(card_of(updates[0]))
+    assert [u.activity_id for u in updates] == [card_activity.activity_id] * 2, "the panel, then the outcome"
+    assert "✓ Approved" in repr(card_of(updates[-1]))
     rows = _activities_with(sandbox, f"{thread_id}:")
     assert len(rows) == 1
     assert rows[0]["subject"] == "Pricing call (edited)"
@@ -99,7 +100,8 @@ async def test_a_field_only_the_edit_added_is_shown_on_the_approved_card(teams: 
     card_activity = teams.connector.cards()[-1]
     card = card_of(card_activity)
     assert "Next step" not in repr(card["body"][:2]), "the proposal itself sets no next step"
-    data = _decision(card, "Edit and approve", **{"edit.next_step": "Send the revised quote"})
+    editing = await teams.open_panel(card_activity, "Edit…")
+    data = _decision(editing, "Edit and approve", **{"edit.next_step": "Send the revised quote"})
 
     await teams.submit(card_activity.activity_id or "", data)
 
@@ -115,7 +117,8 @@ async def test_a_rejection_with_a_reason_writes_nothing_and_updates_the_card(
 ):
     await teams.say("log a meeting with Acme about onboarding")
     card_activity = teams.connector.cards()[-1]
-    data = _decision(card_of(card_activity), "Reject", **{"reject.reason": "wrong account"})
+    rejecting = await teams.open_panel(card_activity, "Reject…")
+    data = _decision(rejecting, "Reject", **{"reject.reason": "wrong account"})
     await teams.submit(card_activity.activity_id or "", data)
     assert "wrong account" in repr(card_of(teams.connector.updates()[-1]))
     assert _activities_with(sandbox, f"{data['thread_id']}:") == []
@@ -697,3 +700,23 @@ async def test_dates_on_cards_follow_the_reps_teams_locale(teams: Teams):
     facts = [f["value"] for node, _ in walk(card) if node["type"] == "FactSet" for f in node["facts"]]
     assert any(value.startswith("20.12.") for value in facts), facts
     assert not any("-12-20" in value for value in facts), facts
+
+
+async def test_edit_opens_its_panel_on_the_card_itself_and_back_closes_it(teams: Teams):
+    await teams.say("log a task for Acme: send the panel test")
+    card_activity = teams.connector.cards()[-1]
+
+    editing = await teams.open_panel(card_activity, "Edit…")
+    assert find_actions(editing, "Edit and approve")
+    inputs = [node["id"] for node, _ in walk(editing) if node["type"].startswith("Input.")]
+    assert "edit.subject" in inputs
+    back = await teams.open_panel(card_activity, "Back")
+    assert find_actions(back, "Approve")
+    assert find_actions(back, "Edit and approve") == []
+    megan = find_user("megan")
+    assert megan is not None
+    [open_edit] = find_actions(back, "Edit…")
+    updates = len(teams.connector.updates())
+    await teams.submit(card_activity.activity_id or "", open_edit["data"], aad=megan.aad_object_id)
+    assert "belongs to another conversation or another person" in teams.last_text()
+    assert len(teams.connector.updates()) == updates

@@ -58,7 +58,9 @@ DRAFT = proposal(
 
 
 def submit(prop: Proposal, action: str, changes: dict[str, str] | None = None) -> dict[str, Any]:
-    return teams_submit(approval_card(prop, thread_id=THREAD), action, changes)
+    # Edit and Reject are pressed on the card with that panel open (the bot opened it).
+    view = "edit" if action == "edit" else "reject" if action == "reject" else "decide"
+    return teams_submit(approval_card(prop, thread_id=THREAD, view=view), action, changes)
 
 
 def decide(prop: Proposal, action: str, changes: dict[str, str] | None = None) -> dict[str, Any]:

@@ -155,6 +155,9 @@ OUTCOME_DETAILS: dict[str, dict[str, Any]] = {
 
 def all_cards() -> dict[str, dict[str, Any]]:
     cards = {f"approval:{name}": approval_card(p, thread_id=THREAD) for name, p in PROPOSALS.items()}
+    for view in ("edit", "reject"):
+        for name, p in PROPOSALS.items():
+            cards[f"approval-{view}:{name}"] = approval_card(p, thread_id=THREAD, view=view)
     for outcome in OUTCOMES:
         cards[f"outcome:{outcome}"] = outcome_card(UPDATE, outcome, detail=OUTCOME_DETAILS[outcome])
     cards["outcome:approved-from-result"] = outcome_card(
@@ -201,6 +204,20 @@ def validation() -> dict[str, dict[str, list[dict[str, str]]]]:
 
 def approval(name: str) -> dict[str, Any]:
     return CARDS[f"approval:{name}"]
+
+
+def editing(name: str) -> dict[str, Any]:
+    """The approval card with its Edit panel open."""
+    return CARDS[f"approval-edit:{name}"]
+
+
+def rejecting(name: str) -> dict[str, Any]:
+    """The approval card with its Reject panel open."""
+    return CARDS[f"approval-reject:{name}"]
+
+
+def decision_buttons(card: dict[str, Any]) -> list[dict[str, Any]]:
+    return [a for a in submit_actions(card) if a["data"].get("copilot") == "decision"]
 
 
 def input_by_id(card: dict[str, Any], input_id: str) -> dict[str, Any]:
@@ -288,7 +305,7 @@ def test_no_card_lays_out_more_than_two_columns(name: str):
 @pytest.mark.parametrize("name", list(PROPOSALS))
 def test_approval_card_has_exactly_one_top_level_approve_and_no_approve_all(name: str):
     card = approval(name)
-    top = [a for a in card["actions"] if a["type"] == "Action.Submit"]
+    top = [a for a in card["actions"] if a["type"] == "Action.Submit" and a["data"]["copilot"] == "decision"]
     assert [a["data"]["action"] for a in top] == ["approve"]
     assert top[0]["style"] == "positive"
     for action in elements(card):
@@ -298,22 +315,42 @@ def test_approval_card_has_exactly_one_top_level_approve_and_no_approve_all(name
 
 
 @pytest.mark.parametrize("name", list(PROPOSALS))
-def test_approval_card_offers_edit_and_reject_in_show_cards(name: str):
+def test_edit_and_reject_open_panels_the_bot_keeps_on_the_card_itself(name: str):
+    prop = PROPOSALS[name]
     card = approval(name)
-    show = {a["title"]: a["card"] for a in card["actions"] if a["type"] == "Action.ShowCard"}
-    assert set(show) == {"Edit…", "Reject…"}
-    [edit] = show["Edit…"]["actions"]
-    assert (edit["type"], edit["title"], edit["data"]["action"]) == (
-        "Action.Submit",
-        "Edit and approve",
-        "edit",
+    views = {a["title"]: a for a in card["actions"] if a["data"].get("copilot") == "view"}
+    assert set(views) == {"Edit…", "Reject…"}
+    for button, view in (("Edit…", "edit"), ("Reject…", "reject")):
+        assert views[button]["type"] == "Action.Submit"
+        assert views[button]["associatedInputs"] == "none"
+        assert views[button]["data"] == {
+            "copilot": "view",
+            "v": 1,
+            "thread_id": THREAD,
+            "tool_call_id": prop.tool_call_id,
+            "view": view,
+        }
+    assert not [a for a in elements(card) if a["type"] == "Action.ShowCard"], (
+        "no client-side panel to collapse"
     )
-    [reject] = show["Reject…"]["actions"]
-    assert (reject["type"], reject["title"], reject["data"]["action"]) == (
-        "Action.Submit",
-        "Reject",
-        "reject",
-    )
+    assert not inputs(card)
+    edit = editing(name)
+    assert [(a["title"], a["data"].get("action") or a["data"].get("view")) for a in edit["actions"]] == [
+        ("Edit and approve", "edit"),
+        ("Back", "decide"),
+    ]
+    reject = rejecting(name)
+    assert [(a["title"], a["data"].get("action") or a["data"].get("view")) for a in reject["actions"]] == [
+        ("Reject", "reject"),
+        ("Back", "decide"),
+    ]
+    assert [i["id"] for i in inputs(reject)] == ["reject.reason"]
+
+
+def test_an_open_panel_still_shows_the_proposal_next_to_the_current_values():
+    edit = editing("update")
+    assert {"title": "Proposed", "value": "Negotiation"} in fact_pairs(edit)
+    assert edit["body"][0]["id"] == card_element_id(UPDATE.tool_call_id)
 
 
 @pytest.mark.parametrize("outcome", OUTCOMES)
@@ -403,7 +440,7 @@ def test_no_action_on_any_card_sends_anything(name: str):
 
 
 def test_edit_inputs_are_namespaced_and_prefilled_with_the_proposed_values():
-    card = approval("update")
+    card = editing("update")
     assert [i["id"] for i in inputs(card) if i["id"].startswith("edit.")] == [
         f"edit.{f}" for f in EDITABLE_FIELDS["update_opportunity"]
     ]
@@ -414,14 +451,14 @@ def test_edit_inputs_are_namespaced_and_prefilled_with_the_proposed_values():
 
 
 def test_stage_is_chosen_from_every_stage():
-    stage = input_by_id(approval("update"), "edit.stage")
+    stage = input_by_id(editing("update"), "edit.stage")
     assert stage["type"] == "Input.ChoiceSet"
     assert [c["value"] for c in stage["choices"]] == list(STAGES)
     assert stage["style"] == "compact"
 
 
 def test_close_date_is_edited_with_a_date_input_and_amount_with_a_non_negative_number():
-    card = approval("update")
+    card = editing("update")
     assert input_by_id(card, "edit.close_date")["type"] == "Input.Date"
     amount = input_by_id(card, "edit.amount")
     assert amount["type"] == "Input.Number"
@@ -430,7 +467,7 @@ def test_close_date_is_edited_with_a_date_input_and_amount_with_a_non_negative_n
 
 
 def test_activity_type_is_a_choice_and_notes_a_multiline_text():
-    card = approval("log")
+    card = editing("log")
     kind = input_by_id(card, "edit.type")
     assert kind["type"] == "Input.ChoiceSet"
     assert [c["value"] for c in kind["choices"]] == list(get_args(ActivityType))
@@ -445,7 +482,7 @@ def test_activity_type_is_a_choice_and_notes_a_multiline_text():
 
 
 def test_draft_edit_offers_subject_and_a_multiline_body():
-    card = approval("draft")
+    card = editing("draft")
     assert [i["id"] for i in inputs(card) if i["id"].startswith("edit.")] == ["edit.subject", "edit.body"]
     body = input_by_id(card, "edit.body")
     assert body["isMultiline"] is True
@@ -453,7 +490,7 @@ def test_draft_edit_offers_subject_and_a_multiline_body():
 
 
 def test_preference_edits_are_typed():
-    card = approval("prefs")
+    card = editing("prefs")
     tone = input_by_id(card, "edit.email_tone")
     assert tone["type"] == "Input.ChoiceSet"
     assert [c["value"] for c in tone["choices"]] == list(get_args(EmailTone))
@@ -465,7 +502,7 @@ def test_preference_edits_are_typed():
 
 
 def test_reject_reason_is_required_with_an_error_message():
-    reason = input_by_id(approval("update"), "reject.reason")
+    reason = input_by_id(rejecting("update"), "reject.reason")
     assert reason["type"] == "Input.Text"
     assert reason["isRequired"] is True
     assert reason["errorMessage"]
@@ -474,7 +511,7 @@ def test_reject_reason_is_required_with_an_error_message():
 @pytest.mark.parametrize("name", list(PROPOSALS))
 def test_every_decision_button_carries_the_thread_the_proposal_and_an_args_digest(name: str):
     prop = PROPOSALS[name]
-    actions = submit_actions(approval(name))
+    actions = [a for card in (approval(name), editing(name), rejecting(name)) for a in decision_buttons(card)]
     assert sorted(a["data"]["action"] for a in actions) == ["approve", "edit", "reject"]
     for action in actions:
         assert action["data"] == {
@@ -579,16 +616,24 @@ def test_notice_card_shows_the_correlation_id():
 
 
 def test_walk_reaches_inputs_inside_show_cards():
-    depths = {node.get("id"): depth for node, depth in walk(approval("update")) if "id" in node}
-    assert depths["reject.reason"] == 1
-    assert depths["edit.stage"] == 1
+    nested = {
+        "type": "AdaptiveCard",
+        "body": [{"type": "Input.Text", "id": "edit.subject", "label": "Subject"}],
+    }
+    card = {
+        "type": "AdaptiveCard",
+        "body": [{"type": "Input.Text", "id": "top", "label": "Top"}],
+        "actions": [{"type": "Action.ShowCard", "title": "More", "card": nested}],
+    }
+    depths = {node.get("id"): depth for node, depth in walk(card) if "id" in node}
+    assert depths == {"top": 0, "edit.subject": 1}
 
 
 # --- internal ids, locale, "my approvals", moved cards ----------------------------------------
 
 
 @pytest.mark.parametrize(
-    "name", [n for n in CARDS if n.startswith(("approval:", "outcome:")) or n == "moved"]
+    "name", [n for n in CARDS if n.startswith(("approval:", "approval-", "outcome:")) or n == "moved"]
 )
 def test_no_card_shows_the_proposal_id_but_every_card_about_one_carries_it_as_data(name: str):
     card = CARDS[name]
