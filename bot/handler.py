@@ -337,9 +337,10 @@ class CopilotBot(TeamsActivityHandler):
         if rep is None:
             return
         thread_id, tool_call_id = str(value.get("thread_id") or ""), str(value.get("tool_call_id") or "")
-        view = value.get("view")
+        views: dict[str, cards.CardView] = {v: v for v in get_args(cards.CardView)}
+        view = views.get(str(value.get("view")))
         copy = await conversations.card_copy(self.service.pool, thread_id, tool_call_id, owner=rep.identity)
-        if copy is None or view not in get_args(cards.CardView):
+        if copy is None or view is None:
             await turn_context.send_activity(NOT_YOURS)
             return
         try:

@@ -185,7 +185,7 @@ def test_the_approval_card_is_usable_at_phone_size_and_a_double_click_writes_onc
     assert rows[0]["subject"] == "Task for Acme Corporation: send contract"
 
 
-def at_phone_size(stack: Stack, name: str, **card: str) -> dict[str, Any]:
+def at_phone_size(stack: Stack, name: str, **card: Any) -> dict[str, Any]:
     """A screenshot of a card at 390×844, given the phone's width as Teams mobile does."""
     stack.teams("viewport", **PHONE)
     stack.teams("fitCard", **card)
