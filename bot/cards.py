@@ -1,9 +1,10 @@
 """Adaptive Cards for Teams (pure builders: plain data in, card JSON out, no I/O).
 
 The approval card is the Teams twin of ``copilot.render``: the tool in plain words,
-the target record and its version, the current value next to the proposed value of
+the target record by name, the current value next to the proposed value of
 every field the proposal sets, and three ways to decide: Approve, Edit… (typed inputs
-prefilled with the proposed values) and Reject… (a required reason). Each proposal
+prefilled with the proposed values) and Reject… (a required reason); Edit… and Reject…
+open their panel by the bot updating the card (:data:`CardView`). Each proposal
 gets its own card; there is no "approve all", and nothing on any card sends an email.
 
 Every card targets schema **1.5** and uses only elements and actions that render on
@@ -28,6 +29,7 @@ from urllib.parse import quote
 
 from annotated_types import Ge, Le, MaxLen
 
+from bot.dates import DEFAULT_LOCALE, as_date, format_age, format_when
 from copilot.proposals import args_digest
 from copilot.writes import WRITE_TOOL_SCHEMAS, write_tool, write_tools
 from copilot.writes import title as write_title
@@ -66,6 +68,12 @@ ALLOWED_ACTIONS: frozenset[str] = frozenset({"Action.Submit", "Action.ShowCard",
 SUBMIT_KIND = "decision"
 SUBMIT_VERSION = 1
 COMMAND_KIND = "command"
+VIEW_KIND = "view"
+"""``data.copilot`` of a button that switches an approval card's panel (see :data:`CardView`)."""
+CardView = Literal["decide", "edit", "reject"]
+"""Which panel of an approval card is open; the bot keeps it by updating the card."""
+OPEN_KIND = "open_proposal"
+"""``data.copilot`` of a "my approvals" row's button: post that proposal's approval card."""
 EDIT_PREFIX = "edit."
 REJECT_REASON_ID = "reject.reason"
 REJECT_REASON_MAX = 1000
@@ -79,9 +87,12 @@ NOT_SENT_NOTICE = (
     "change and send it yourself."
 )
 
+APPROVALS_COMMANDS: tuple[str, ...] = ("my approvals", "my pending approvals", "approvals")
+"""Messages (lower-cased) answered with the "my approvals" card; the first is the one shown."""
 WELCOME_COMMANDS: tuple[str, ...] = (
     "my pipeline",
     "my deals closing this quarter",
+    APPROVALS_COMMANDS[0],
     "help",
     "my preferences",
 )
@@ -241,6 +252,20 @@ def editable_fields(tool: str) -> list[FieldSpec]:
 # --- small helpers --------------------------------------------------------------------------
 
 
+def card_element_id(tool_call_id: str) -> str:
+    """The element ``id`` on every card about one proposal (approval, outcome, moved).
+
+    The proposal id is internal, so no card shows it; it stays in the card's data: the
+    buttons' submit data, and this id on the card's header (Teams renders it as the
+    element's DOM id, so a client or a test can find the card of a proposal by it).
+    """
+    return f"proposal-{tool_call_id}"
+
+
+AUDIT_ELEMENT_PREFIX = "audit-"
+"""Prefix of the element ``id`` that carries an executed write's audit record number."""
+
+
 def submit_data(proposal: Proposal, *, thread_id: str, action: DecisionAction) -> dict[str, Any]:
     """The ``data`` of a decision button: who/what it decides, and a digest of the arguments."""
     return {
@@ -254,10 +279,28 @@ def submit_data(proposal: Proposal, *, thread_id: str, action: DecisionAction) -
     }
 
 
-def format_value(value: Any, *, field: str = "", currency: str | None = None) -> str:
-    """A field value as a rep reads it: ``—`` for nothing, ``120,000 USD``, ``yes``/``no``."""
+_RECORD_DATE_FIELDS = frozenset({"close_date", "occurred_at", "due_date", "created_at", "updated_at"})
+
+
+def _date_fields() -> frozenset[str]:
+    """Fields holding a date or a time: every write-tool argument typed so, and record dates."""
+    names = set(_RECORD_DATE_FIELDS)
+    for schema in WRITE_TOOL_SCHEMAS.values():
+        for name, info in schema.model_fields.items():
+            if _strip_optional(info.annotation)[0] in (dt.date, dt.datetime):
+                names.add(name)
+    return frozenset(names)
+
+
+def format_value(
+    value: Any, *, field: str = "", currency: str | None = None, locale: str | None = DEFAULT_LOCALE
+) -> str:
+    """A field value as a rep reads it: ``—`` for nothing, ``120,000 USD``, ``yes``/``no``,
+    a date field's value in the rep's ``locale`` (``Dec 31, 2026``, ``31.12.2026``)."""
     if value is None or value == "":
         return "—"
+    if field and field in _date_fields() and (when := as_date(value)) is not None:
+        return format_when(when, locale)
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int | float):
@@ -304,14 +347,24 @@ def _card(body: list[Card], actions: list[Card] | None = None, *, fallback: str 
     return card
 
 
-def _header(kicker: str, title: str, subtitle: str | None = None, *, style: str = "emphasis") -> Card:
+def _header(
+    kicker: str,
+    title: str,
+    subtitle: str | None = None,
+    *,
+    style: str = "emphasis",
+    element_id: str | None = None,
+) -> Card:
     items = [
         _text(kicker, size="Small", isSubtle=True, spacing="None"),
         _text(title, size="Medium", weight="Bolder", spacing="Small"),
     ]
     if subtitle:
         items.append(_text(subtitle, spacing="Small"))
-    return {"type": "Container", "style": style, "bleed": True, "items": items}
+    header: Card = {"type": "Container", "style": style, "bleed": True, "items": items}
+    if element_id:
+        header["id"] = element_id
+    return header
 
 
 def _target_line(proposal: Proposal) -> str | None:
@@ -346,7 +399,7 @@ def _shown_fields(tool: str, args: dict[str, Any]) -> list[str]:
 # --- approval card ----------------------------------------------------------------------------
 
 
-def _field_blocks(proposal: Proposal) -> list[Card]:
+def _field_blocks(proposal: Proposal, locale: str | None) -> list[Card]:
     record = proposal.record or {}
     current = record.get("current") or {}
     currency = current.get("currency")
@@ -359,8 +412,8 @@ def _field_blocks(proposal: Proposal) -> list[Card]:
     if _changes_record(proposal.tool) or any(n in current for n in names):
         for name in names:
             facts = [
-                ("Current", format_value(current.get(name), field=name, currency=currency)),
-                ("Proposed", format_value(proposal.args[name], field=name, currency=currency)),
+                ("Current", format_value(current.get(name), field=name, currency=currency, locale=locale)),
+                ("Proposed", format_value(proposal.args[name], field=name, currency=currency, locale=locale)),
             ]
             blocks.append(
                 {
@@ -376,7 +429,9 @@ def _field_blocks(proposal: Proposal) -> list[Card]:
         pairs = [
             (
                 field_label(n),
-                format_value(_record_name(proposal, proposal.args[n]), field=n, currency=currency),
+                format_value(
+                    _record_name(proposal, proposal.args[n]), field=n, currency=currency, locale=locale
+                ),
             )
             for n in short
         ]
@@ -433,24 +488,17 @@ def _input(spec: FieldSpec, value: Any) -> Card:
     return element
 
 
-def _edit_card(proposal: Proposal, *, thread_id: str) -> Card:
+def _edit_panel(proposal: Proposal) -> Card:
     specs = editable_fields(proposal.tool)
-    body: list[Card] = [
-        _text("Change what you need, then approve. Anything you leave as it is stays as proposed.")
+    items: list[Card] = [
+        _text("Your changes", weight="Bolder"),
+        _text("Change what you need, then approve. Anything you leave as it is stays as proposed."),
     ]
-    body.extend(_input(spec, proposal.args.get(spec.name)) for spec in specs)
-    actions = [
-        {
-            "type": "Action.Submit",
-            "title": "Edit and approve",
-            "style": "positive",
-            "data": submit_data(proposal, thread_id=thread_id, action="edit"),
-        }
-    ]
-    return {"type": "AdaptiveCard", "body": body, "actions": actions}
+    items.extend(_input(spec, proposal.args.get(spec.name)) for spec in specs)
+    return {"type": "Container", "separator": True, "spacing": "Medium", "items": items}
 
 
-def _reject_card(proposal: Proposal, *, thread_id: str) -> Card:
+def _reject_panel() -> Card:
     reason: Card = {
         "type": "Input.Text",
         "id": REJECT_REASON_ID,
@@ -461,34 +509,68 @@ def _reject_card(proposal: Proposal, *, thread_id: str) -> Card:
         "isRequired": True,
         "errorMessage": "Please give a reason, so the copilot can do better next time.",
     }
-    actions = [
-        {
-            "type": "Action.Submit",
-            "title": "Reject",
-            "style": "destructive",
-            "data": submit_data(proposal, thread_id=thread_id, action="reject"),
-        }
-    ]
-    return {"type": "AdaptiveCard", "body": [reason], "actions": actions}
+    return {"type": "Container", "separator": True, "spacing": "Medium", "items": [reason]}
 
 
-def approval_card(proposal: Proposal, *, thread_id: str) -> Card:
+def view_data(proposal: Proposal, *, thread_id: str, view: CardView) -> dict[str, Any]:
+    """The ``data`` of a button that shows the approval card in another :data:`CardView`."""
+    return {
+        "copilot": VIEW_KIND,
+        "v": SUBMIT_VERSION,
+        "thread_id": thread_id,
+        "tool_call_id": proposal.tool_call_id,
+        "view": view,
+    }
+
+
+def _view_button(proposal: Proposal, title: str, *, thread_id: str, view: CardView) -> Card:
+    # Switching views sends no inputs (nothing typed is a decision) and skips validation.
+    return {
+        "type": "Action.Submit",
+        "title": title,
+        "associatedInputs": "none",
+        "data": view_data(proposal, thread_id=thread_id, view=view),
+    }
+
+
+def approval_card(
+    proposal: Proposal,
+    *,
+    thread_id: str,
+    locale: str | None = DEFAULT_LOCALE,
+    view: CardView = "decide",
+) -> Card:
     """The card a rep decides one proposal on: Approve, Edit… or Reject… (pure).
 
-    Shows the tool in plain words, the target record with its version, and for each
-    field the proposal sets its current value next to the proposed one (stacked, phone
-    width). ``draft_followup_email`` shows the draft and says it will not be sent; its
-    main button is "Save to Outlook drafts".
+    Shows the tool in plain words, the target record by name, and for each field the
+    proposal sets its current value next to the proposed one (stacked, phone width;
+    dates in the rep's ``locale``). ``draft_followup_email`` shows the draft and says it
+    will not be sent; its main button is "Save to Outlook drafts". The proposal's id
+    and the record's version are in the card's data only (:func:`card_element_id`,
+    :func:`submit_data`).
+
+    ``view`` is which panel is open: ``decide`` (Approve, Edit…, Reject…), ``edit`` (the
+    typed inputs, prefilled, with "Edit and approve" and Back) or ``reject`` (a required
+    reason, with Reject and Back). The panel is the card itself, as the bot last updated
+    it, not a client-side ``Action.ShowCard``: a client that re-lays the card out (a
+    resize, a re-render) shows the same panel again, never a collapsed one.
     """
     record = proposal.record
     title = write_title(proposal.tool)
-    body: list[Card] = [_header("Your approval is needed", title, _target_line(proposal))]
+    body: list[Card] = [
+        _header(
+            "Your approval is needed",
+            title,
+            _target_line(proposal),
+            element_id=card_element_id(proposal.tool_call_id),
+        )
+    ]
     if record is None:
         body.append(_warning("The record this change is about could not be read."))
     elif record.get("error"):
         message = (record.get("error") or {}).get("message") or "the record could not be read"
         body.append(_warning(f"Warning: {message}"))
-    body.extend(_field_blocks(proposal))
+    body.extend(_field_blocks(proposal, locale))
     is_draft = _shows_draft(proposal.tool)
     if is_draft:
         preview = (record or {}).get("preview")
@@ -509,24 +591,40 @@ def approval_card(proposal: Proposal, *, thread_id: str) -> Card:
                 "items": [_text(NOT_SENT_NOTICE, weight="Bolder")],
             }
         )
-    body.append(
-        _text(
-            f"Nothing is written until you decide. Proposal {proposal.tool_call_id}.",
-            size="Small",
-            isSubtle=True,
-            spacing="Medium",
-        )
-    )
-    actions: list[Card] = [
-        {
+    actions: list[Card]
+    back = _view_button(proposal, "Back", thread_id=thread_id, view="decide")
+    if view == "edit":
+        body.append(_edit_panel(proposal))
+        edit: Card = {
             "type": "Action.Submit",
-            "title": "Save to Outlook drafts" if is_draft else "Approve",
+            "title": "Edit and approve",
             "style": "positive",
-            "data": submit_data(proposal, thread_id=thread_id, action="approve"),
-        },
-        {"type": "Action.ShowCard", "title": "Edit…", "card": _edit_card(proposal, thread_id=thread_id)},
-        {"type": "Action.ShowCard", "title": "Reject…", "card": _reject_card(proposal, thread_id=thread_id)},
-    ]
+            "data": submit_data(proposal, thread_id=thread_id, action="edit"),
+        }
+        actions = [edit, back]
+    elif view == "reject":
+        body.append(_reject_panel())
+        reject: Card = {
+            "type": "Action.Submit",
+            "title": "Reject",
+            "style": "destructive",
+            "data": submit_data(proposal, thread_id=thread_id, action="reject"),
+        }
+        actions = [reject, back]
+    else:
+        body.append(
+            _text("Nothing is written until you decide.", size="Small", isSubtle=True, spacing="Medium")
+        )
+        actions = [
+            {
+                "type": "Action.Submit",
+                "title": "Save to Outlook drafts" if is_draft else "Approve",
+                "style": "positive",
+                "data": submit_data(proposal, thread_id=thread_id, action="approve"),
+            },
+            _view_button(proposal, "Edit…", thread_id=thread_id, view="edit"),
+            _view_button(proposal, "Reject…", thread_id=thread_id, view="reject"),
+        ]
     target = _target_line(proposal)
     fallback = f"{title}{f' — {target}' if target else ''}: approve, edit or reject it in Teams."
     return _card(body, actions, fallback=fallback)
@@ -566,35 +664,51 @@ def _final_values(proposal: Proposal, detail: dict[str, Any]) -> dict[str, Any]:
     return {n: written.get(n, args[n]) for n in _shown_fields(proposal.tool, args)}
 
 
-def outcome_card(proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any]) -> Card:
+def outcome_card(
+    proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any], locale: str | None = DEFAULT_LOCALE
+) -> Card:
     """The card that replaces an approval card once it is decided (pure; no actions).
 
     ``detail`` by outcome: ``approved`` → ``audit_id`` and the final values, as ``args``
     (the arguments executed) or as the write tool's result (``opportunity`` /
     ``activity`` / ``preferences`` record as written), else the proposal's own;
     ``rejected`` → ``reason``; ``conflict`` → ``current`` (the record now; the fields
-    the proposal sets are shown, with the version); ``failed`` → ``message``;
-    ``already_decided`` → optional ``message``.
+    the proposal sets are shown); ``failed`` → ``message``;
+    ``already_decided`` → optional ``message``. The proposal id and the audit record
+    number are internal: they are the header's and the "Done" line's element ``id``
+    (:func:`card_element_id`, :data:`AUDIT_ELEMENT_PREFIX`), never shown.
     """
     kicker, style = _OUTCOME_HEADERS[outcome]
     title = write_title(proposal.tool)
-    body: list[Card] = [_header(kicker, title, _target_line(proposal), style=style)]
+    body: list[Card] = [
+        _header(
+            kicker,
+            title,
+            _target_line(proposal),
+            style=style,
+            element_id=card_element_id(proposal.tool_call_id),
+        )
+    ]
     currency = ((proposal.record or {}).get("current") or {}).get("currency")
     if outcome == "approved":
         final = _final_values(proposal, detail)
         if _shows_draft(proposal.tool):
-            body.append(_text("Saved to your Outlook drafts. It has not been sent."))
+            done = _text("Saved to your Outlook drafts. It has not been sent.")
         else:
-            body.append(_text("Done: the change was written once and recorded in the audit log."))
+            done = _text("Done: the change was written once and recorded in the audit log.")
+        if detail.get("audit_id") is not None:
+            done["id"] = f"{AUDIT_ELEMENT_PREFIX}{detail['audit_id']}"
+        body.append(done)
         pairs = [
-            (field_label(n), format_value(_record_name(proposal, final[n]), field=n, currency=currency))
+            (
+                field_label(n),
+                format_value(_record_name(proposal, final[n]), field=n, currency=currency, locale=locale),
+            )
             for n in _shown_fields(proposal.tool, final)
             if n not in _multiline(proposal.tool) or not _shows_draft(proposal.tool)
         ]
         if pairs:
             body.append({"type": "Container", "separator": True, "items": [_facts(pairs)]})
-        if detail.get("audit_id") is not None:
-            body.append(_text(f"Audit record #{detail['audit_id']}", size="Small", isSubtle=True))
     elif outcome == "rejected":
         body.append(_text("Nothing was written."))
         reason = str(detail.get("reason") or "").strip()
@@ -608,7 +722,10 @@ def outcome_card(proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any]
             wanted += [n for n in _CONFLICT_EXTRA if n in now and n not in wanted]
             keys = wanted or list(now)
             currency = now.get("currency") or currency
-            pairs = [(field_label(k), format_value(now[k], field=k, currency=currency)) for k in keys]
+            pairs = [
+                (field_label(k), format_value(now[k], field=k, currency=currency, locale=locale))
+                for k in keys
+            ]
             body.append(
                 {
                     "type": "Container",
@@ -623,8 +740,120 @@ def outcome_card(proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any]
     else:
         message = str(detail.get("message") or "This proposal was already decided; nothing more was done.")
         body.append(_text(message))
-    body.append(_text(f"Proposal {proposal.tool_call_id}", size="Small", isSubtle=True, spacing="Medium"))
     return _card(body, fallback=f"{kicker}: {title}")
+
+
+def moved_card(proposal: Proposal) -> Card:
+    """What an older copy of a proposal's approval card becomes once the card was posted
+    again (from "my approvals"): no buttons, so only the newest copy decides it (pure)."""
+    title = write_title(proposal.tool)
+    body: list[Card] = [
+        _header(
+            "Moved further down",
+            title,
+            _target_line(proposal),
+            element_id=card_element_id(proposal.tool_call_id),
+        ),
+        _text("This proposal's card was shown again below: approve, edit or reject it there."),
+    ]
+    return _card(body, fallback=f"{title}: shown again below")
+
+
+@dataclass(frozen=True)
+class WaitingProposal:
+    """One row of the "my approvals" card: a pending proposal and when it was made."""
+
+    thread_id: str
+    proposal: Proposal
+    proposed_at: dt.datetime
+
+
+APPROVALS_SHOWN = 20
+"""At most this many rows on the "my approvals" card (newest first); the rest are counted."""
+
+
+def open_data(thread_id: str, tool_call_id: str) -> dict[str, Any]:
+    """The ``data`` of a "my approvals" row's button: show that proposal's approval card."""
+    return {"copilot": OPEN_KIND, "v": SUBMIT_VERSION, "thread_id": thread_id, "tool_call_id": tool_call_id}
+
+
+def approvals_card(
+    waiting: list[WaitingProposal], *, now: dt.datetime, locale: str | None = DEFAULT_LOCALE
+) -> Card:
+    """The rep's pending proposals across their threads, newest first (pure).
+
+    Each row: what the change is, the record by name, the fields it proposes, its age in
+    the rep's locale, and an "Open" button that posts the proposal's own approval card.
+    There is deliberately no way to decide here, and no "approve all".
+    """
+    rows = sorted(waiting, key=lambda w: w.proposed_at, reverse=True)
+    n = len(rows)
+    if n == 0:
+        body: list[Card] = [
+            _header("My approvals", "Nothing waits for your decision."),
+            _text("When I propose a change, it waits here until you approve, edit or reject it."),
+        ]
+        return _card(body, fallback="My approvals: nothing waits for your decision.")
+    heading = "1 proposal waits for your decision" if n == 1 else f"{n} proposals wait for your decision"
+    body = [
+        _header("My approvals", heading, "Open one to approve, edit or reject it on its own card."),
+    ]
+    for row in rows[:APPROVALS_SHOWN]:
+        proposal = row.proposal
+        currency = ((proposal.record or {}).get("current") or {}).get("currency")
+        pairs = [
+            (
+                field_label(name),
+                _short(
+                    format_value(
+                        _record_name(proposal, proposal.args[name]),
+                        field=name,
+                        currency=currency,
+                        locale=locale,
+                    )
+                ),
+            )
+            for name in _shown_fields(proposal.tool, proposal.args)
+        ]
+        items: list[Card] = [_text(write_title(proposal.tool), weight="Bolder")]
+        target = _target_line(proposal)
+        if target:
+            items.append(_text(target, spacing="None"))
+        if pairs:
+            items.append(_facts(pairs))
+        items.append(
+            _text(f"Proposed {format_age(row.proposed_at, now, locale)}", size="Small", isSubtle=True)
+        )
+        items.append(
+            {
+                "type": "ActionSet",
+                "actions": [
+                    {
+                        "type": "Action.Submit",
+                        "title": "Open",
+                        "data": open_data(row.thread_id, proposal.tool_call_id),
+                    }
+                ],
+            }
+        )
+        body.append(
+            {
+                "type": "Container",
+                "id": f"waiting-{proposal.tool_call_id}",
+                "separator": True,
+                "spacing": "Medium",
+                "items": items,
+            }
+        )
+    if n > APPROVALS_SHOWN:
+        body.append(_text(f"…and {n - APPROVALS_SHOWN} older ones.", isSubtle=True, spacing="Medium"))
+    return _card(body, fallback=f"My approvals: {heading}.")
+
+
+def _short(text: str, limit: int = 120) -> str:
+    """One line of a long value (a note, a draft body) for a list row; the card shows it all."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 # --- answers, welcome, notices -----------------------------------------------------------------
@@ -719,7 +948,8 @@ def help_card() -> Card:
             spacing="Medium",
         ),
         _text(
-            f"Say **{RESET_COMMANDS[0]}** to start over, **help** to see this again.",
+            f"Say **{APPROVALS_COMMANDS[0]}** to see every proposal waiting for you, "
+            f"**{RESET_COMMANDS[0]}** to start over, **help** to see this again.",
             spacing="Small",
             isSubtle=True,
         ),

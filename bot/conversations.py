@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -63,7 +64,8 @@ async def save_card(
             INSERT INTO approval_cards (thread_id, tool_call_id, conversation_id, activity_id)
             VALUES (%s, %s, %s, %s)
             ON CONFLICT (thread_id, tool_call_id)
-            DO UPDATE SET activity_id = EXCLUDED.activity_id, decided_at = NULL
+            DO UPDATE SET conversation_id = EXCLUDED.conversation_id, activity_id = EXCLUDED.activity_id,
+                          decided_at = NULL
             """,
             (thread_id, tool_call_id, conversation_id, activity_id),
         )
@@ -78,6 +80,71 @@ async def card_activity(pool: Pool, thread_id: str, tool_call_id: str) -> str | 
         )
         row = await cur.fetchone()
     return None if row is None else str(row["activity_id"])
+
+
+@dataclass(frozen=True)
+class CardCopy:
+    """Where the newest copy of one proposal's approval card was posted, and when first."""
+
+    thread_id: str
+    tool_call_id: str
+    conversation_id: str
+    activity_id: str
+    created_at: datetime
+
+
+async def card_copy(
+    pool: Pool, thread_id: str, tool_call_id: str, *, owner: RepIdentity | None = None
+) -> CardCopy | None:
+    """The newest copy of a proposal's approval card, if one was posted (and, with
+    ``owner``, only if its thread is that rep's own)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            """
+            SELECT c.thread_id, c.tool_call_id, c.conversation_id, c.activity_id, c.created_at
+              FROM approval_cards c JOIN threads t ON t.thread_id = c.thread_id
+             WHERE c.thread_id = %(thread)s AND c.tool_call_id = %(call)s
+               AND (%(any)s OR (t.tenant_id = %(tenant)s AND t.owner_aad_id = %(aad)s))
+            """,
+            {
+                "thread": thread_id,
+                "call": tool_call_id,
+                "any": owner is None,
+                "tenant": owner.tenant_id if owner else "",
+                "aad": owner.aad_object_id if owner else "",
+            },
+        )
+        row = await cur.fetchone()
+    return None if row is None else _copy(row)
+
+
+async def undecided_cards(pool: Pool, identity: RepIdentity, *, limit: int = 200) -> list[CardCopy]:
+    """Approval cards not yet decided on threads this rep owns (never delegated ones),
+    newest first: the candidates for "my approvals" (the thread's state says which of
+    them still wait)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            """
+            SELECT c.thread_id, c.tool_call_id, c.conversation_id, c.activity_id, c.created_at
+              FROM approval_cards c JOIN threads t ON t.thread_id = c.thread_id
+             WHERE t.tenant_id = %s AND t.owner_aad_id = %s AND c.decided_at IS NULL
+             ORDER BY c.created_at DESC
+             LIMIT %s
+            """,
+            (identity.tenant_id, identity.aad_object_id, limit),
+        )
+        rows = await cur.fetchall()
+    return [_copy(row) for row in rows]
+
+
+def _copy(row: DictRow) -> CardCopy:
+    return CardCopy(
+        thread_id=str(row["thread_id"]),
+        tool_call_id=str(row["tool_call_id"]),
+        conversation_id=str(row["conversation_id"]),
+        activity_id=str(row["activity_id"]),
+        created_at=row["created_at"],
+    )
 
 
 @dataclass

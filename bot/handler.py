@@ -7,11 +7,12 @@ updates the same card in place to its outcome.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import uuid
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from botbuilder.core import CardFactory, InvokeResponse, MessageFactory, TurnContext
 from botbuilder.core.teams import TeamsActivityHandler
@@ -21,10 +22,12 @@ from botbuilder.schema import (
     ActivityTypes,
     CardAction,
     ChannelAccount,
+    ConversationAccount,
     OAuthCard,
     SignInConstants,
     TokenExchangeInvokeResponse,
 )
+from botframework.connector.models import ErrorResponseException
 from botframework.connector.token_api.models import TokenExchangeResource
 
 from bot import cards, conversations
@@ -43,6 +46,7 @@ NOT_YOURS = (
     "This card belongs to another conversation or another person, so I can't act on it. Nothing was changed."
 )
 ALREADY_DECIDED = "That proposal was already decided, so nothing was changed."
+Card = dict[str, Any]
 
 
 class CopilotBot(TeamsActivityHandler):
@@ -69,6 +73,12 @@ class CopilotBot(TeamsActivityHandler):
         value = turn_context.activity.value
         if isinstance(value, dict) and value.get("copilot") == "decision":
             await self._on_decision(turn_context, value)
+            return
+        if isinstance(value, dict) and value.get("copilot") == cards.VIEW_KIND:
+            await self._on_view(turn_context, value)
+            return
+        if isinstance(value, dict) and value.get("copilot") == cards.OPEN_KIND:
+            await self._on_open(turn_context, value)
             return
         if isinstance(value, dict) and value.get("copilot") == "command":
             text = str(value.get("text", ""))
@@ -198,6 +208,9 @@ class CopilotBot(TeamsActivityHandler):
             await conversations.forget(self.service.pool, conversation_id, rep.identity)
             await turn_context.send_activity("Starting a new conversation.")
             return
+        if text.lower() in cards.APPROVALS_COMMANDS:
+            await self._show_approvals(turn_context, rep)
+            return
         thread_id = await conversations.thread_for(self.service.pool, conversation_id, rep.identity)
         progress = TurnProgress(turn_context)
         await progress.start()
@@ -239,13 +252,14 @@ class CopilotBot(TeamsActivityHandler):
             posted = await conversations.card_activity(
                 self.service.pool, result.thread_id, proposal.tool_call_id
             )
-            # Cards already in the chat stay where they are, except when the rep asked
-            # something new while proposals wait: then they are shown again, below.
-            if posted is None or result.notice == "proposals_pending":
+            # Cards already in the chat stay where they are (also when the rep asked
+            # something while they wait): one live copy per proposal, never a re-post.
+            if posted is None:
                 await self._send_card(turn_context, result.thread_id, proposal)
 
-    async def _send_card(self, turn_context: TurnContext, thread_id: str, proposal: Proposal) -> None:
-        card = cards.approval_card(proposal, thread_id=thread_id)
+    async def _send_card(self, turn_context: TurnContext, thread_id: str, proposal: Proposal) -> str | None:
+        """Post a proposal's approval card and record where; the new activity's id."""
+        card = cards.approval_card(proposal, thread_id=thread_id, locale=turn_context.activity.locale)
         response = await turn_context.send_activity(
             MessageFactory.attachment(CardFactory.adaptive_card(card))
         )
@@ -257,6 +271,114 @@ class CopilotBot(TeamsActivityHandler):
                 turn_context.activity.conversation.id,
                 response.id,
             )
+            return str(response.id)
+        return None
+
+    # --- my approvals -----------------------------------------------------------------------------
+
+    async def _show_approvals(self, turn_context: TurnContext, rep: SignedInRep) -> None:
+        """One card listing the rep's pending proposals across their own threads, newest first.
+
+        The bot's card records name the candidates; each thread's checkpoint (read through
+        the runner, which checks the thread is the rep's) says which of them still wait.
+        """
+        copies = await conversations.undecided_cards(self.service.pool, rep.identity)
+        by_thread: dict[str, list[conversations.CardCopy]] = {}
+        for copy in copies:
+            by_thread.setdefault(copy.thread_id, []).append(copy)
+        waiting: list[cards.WaitingProposal] = []
+        for thread_id, rows in by_thread.items():
+            try:
+                pending = {
+                    p.tool_call_id: p for p in (await self.service.pending(rep.identity, thread_id)).proposals
+                }
+            except (ThreadAccessDenied, ThreadNotFound):
+                continue
+            waiting += [
+                cards.WaitingProposal(thread_id, pending[row.tool_call_id], row.created_at)
+                for row in rows
+                if row.tool_call_id in pending
+            ]
+        card = cards.approvals_card(waiting, now=dt.datetime.now(dt.UTC), locale=turn_context.activity.locale)
+        await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
+
+    async def _on_open(self, turn_context: TurnContext, value: dict[str, Any]) -> None:
+        """A "my approvals" row's Open: post that proposal's approval card again, here, and
+        take the buttons off its previous copy (one live copy per proposal)."""
+        rep = await self._rep(turn_context)
+        if rep is None:
+            return
+        thread_id, tool_call_id = str(value.get("thread_id") or ""), str(value.get("tool_call_id") or "")
+        previous = await conversations.card_copy(
+            self.service.pool, thread_id, tool_call_id, owner=rep.identity
+        )
+        if previous is None:
+            await turn_context.send_activity(NOT_YOURS)
+            return
+        try:
+            pending = (await self.service.pending(rep.identity, thread_id)).proposals
+        except (ThreadAccessDenied, ThreadNotFound):
+            await turn_context.send_activity(NOT_YOURS)
+            return
+        proposal = next((p for p in pending if p.tool_call_id == tool_call_id), None)
+        if proposal is None:
+            await turn_context.send_activity(ALREADY_DECIDED)
+            return
+        posted = await self._send_card(turn_context, thread_id, proposal)
+        if posted is not None and posted != previous.activity_id:
+            await self._replace_card(
+                turn_context, previous.conversation_id, previous.activity_id, cards.moved_card(proposal)
+            )
+
+    async def _on_view(self, turn_context: TurnContext, value: dict[str, Any]) -> None:
+        """Edit…, Reject… or Back on an approval card: the card, updated in place, with that
+        panel open (kept by the bot, so a client's re-layout never collapses it)."""
+        rep = await self._rep(turn_context)
+        if rep is None:
+            return
+        thread_id, tool_call_id = str(value.get("thread_id") or ""), str(value.get("tool_call_id") or "")
+        views: dict[str, cards.CardView] = {v: v for v in get_args(cards.CardView)}
+        view = views.get(str(value.get("view")))
+        copy = await conversations.card_copy(self.service.pool, thread_id, tool_call_id, owner=rep.identity)
+        if copy is None or view is None:
+            await turn_context.send_activity(NOT_YOURS)
+            return
+        try:
+            pending = (await self.service.pending(rep.identity, thread_id)).proposals
+        except (ThreadAccessDenied, ThreadNotFound):
+            await turn_context.send_activity(NOT_YOURS)
+            return
+        proposal = next((p for p in pending if p.tool_call_id == tool_call_id), None)
+        if proposal is None:
+            await turn_context.send_activity(ALREADY_DECIDED)
+            return
+        card = cards.approval_card(
+            proposal, thread_id=thread_id, locale=turn_context.activity.locale, view=view
+        )
+        clicked = turn_context.activity.reply_to_id
+        await self._replace_card(
+            turn_context, None if clicked else copy.conversation_id, clicked or copy.activity_id, card
+        )
+
+    async def _replace_card(
+        self, turn_context: TurnContext, conversation_id: str | None, activity_id: str, card: Card
+    ) -> None:
+        """Update a card the bot posted, in this conversation or (``conversation_id``) another one."""
+        update = MessageFactory.attachment(CardFactory.adaptive_card(card))
+        update.id = activity_id
+        here = turn_context.activity.conversation.id if turn_context.activity.conversation else None
+        if conversation_id is None or conversation_id == here:
+            await turn_context.update_activity(update)
+            return
+        # TurnContext.update_activity addresses its own conversation; the adapter takes
+        # the activity's (the same Bot Connector service, another chat of this rep's).
+        update.conversation = ConversationAccount(id=conversation_id)
+        update.service_url = turn_context.activity.service_url
+        try:
+            await turn_context.adapter.update_activity(turn_context, update)
+        except ErrorResponseException as exc:
+            # The chat is gone or the bot was removed from it: nothing left to click there.
+            logger.warning("could not update card %s in another conversation: %s", activity_id, exc)
 
     # --- decisions --------------------------------------------------------------------------------
 
@@ -386,16 +508,23 @@ class CopilotBot(TeamsActivityHandler):
         else:
             kind = "failed"
             detail.setdefault("message", "The change could not be made.")
-        card = cards.outcome_card(proposal, kind, detail=detail)  # type: ignore[arg-type]
-        activity_id = turn_context.activity.reply_to_id or await conversations.card_activity(
-            self.service.pool, thread_id, proposal.tool_call_id
+        card = cards.outcome_card(
+            proposal,
+            kind,  # type: ignore[arg-type]
+            detail=detail,
+            locale=turn_context.activity.locale,
         )
-        if not activity_id:
+        clicked = turn_context.activity.reply_to_id
+        newest = await conversations.card_copy(self.service.pool, thread_id, proposal.tool_call_id)
+        if not clicked and newest is None:
             await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
             return
-        update = MessageFactory.attachment(CardFactory.adaptive_card(card))
-        update.id = activity_id
-        await turn_context.update_activity(update)
+        # The copy clicked, and the newest copy if that is another one: a decided
+        # proposal leaves no live buttons anywhere.
+        if clicked:
+            await self._replace_card(turn_context, None, clicked, card)
+        if newest is not None and newest.activity_id != clicked:
+            await self._replace_card(turn_context, newest.conversation_id, newest.activity_id, card)
 
 
 def _tenant_id(activity: Activity) -> str | None:

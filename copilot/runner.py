@@ -82,7 +82,18 @@ MAILBOX_UNAVAILABLE_MESSAGE = (
 
 UNAVAILABLE_KEPT = UNAVAILABLE_MESSAGE + " Your pending approvals are kept."
 
-PENDING_NOTICE = "You have {n} proposal(s) waiting for your decision. Approve, edit or reject them first."
+NEW_CHANGE_REFUSED = (
+    "I can't propose another change while {n} proposal(s) wait for your decision. "
+    "Approve, edit or reject them on their cards first, then ask again."
+)
+"""The answer when a question asked while proposals wait would itself propose a change."""
+
+
+def waiting_line(n: int) -> str:
+    """The one line under an answer given while proposals wait (their cards stay as they are)."""
+    if n == 1:
+        return "1 proposal still waits for your decision on its card."
+    return f"{n} proposals still wait for your decision on their cards."
 
 
 Notice = Literal[
@@ -238,12 +249,7 @@ class CopilotService:
                 return self._result(state, thread_id)
             pending = self._proposals(state)
             if pending:
-                return TurnResult(
-                    thread_id,
-                    answer=PENDING_NOTICE.format(n=len(pending)),
-                    proposals=pending,
-                    notice="proposals_pending",
-                )
+                return await self._side_answer(agent, ctx, thread_id, text, pending, on_progress, message_id)
             question = HumanMessage(text, id=message_id) if message_id is not None else HumanMessage(text)
             finished = await self._stream(agent, {"messages": [question]}, config, ctx, on_progress)
             if message_id is not None:
@@ -252,6 +258,59 @@ class CopilotService:
             if not finished:
                 return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
             return self._result(await agent.aget_state(config), thread_id)
+
+    async def _side_answer(
+        self,
+        agent: Any,
+        ctx: AgentContext,
+        thread_id: str,
+        text: str,
+        pending: list[Proposal],
+        on_progress: ProgressCallback | None,
+        message_id: str | None,
+    ) -> TurnResult:
+        """Answer a question asked while the thread waits on proposals, beside the thread.
+
+        The thread's checkpoint holds the interrupt its cards resume: a new input there
+        would abandon it (a resume could no longer find it). So the question runs on the
+        thread's side thread (:func:`threads.side_thread_id`), a checkpoint of its own,
+        with the same agent and the rep's own context, under the thread's run lock, and
+        the side thread is deleted afterwards: the interrupted checkpoint is never
+        touched. A side run that would propose a change is refused (its interrupt is
+        dropped with the side thread; nothing executes before a decision), so the only
+        proposals are the ones on the rep's cards.
+        """
+        side = threads.side_thread_id(thread_id)
+        config = self._config(side, agent)
+        await self.saver.adelete_thread(side)  # what a side run cut short left behind
+        try:
+            finished = await self._stream(agent, {"messages": [HumanMessage(text)]}, config, ctx, on_progress)
+            state = await agent.aget_state(config) if finished else None
+        finally:
+            await self.saver.adelete_thread(side)
+        if message_id is not None:
+            async with self.pool.connection() as conn:
+                await threads.mark_answered(conn, thread_id, message_id)
+        n = len(pending)
+        if state is None:
+            return TurnResult(thread_id, answer=LIMIT_MESSAGE, proposals=pending, notice="limit_reached")
+        if self._proposals(state):
+            return TurnResult(
+                thread_id,
+                answer=NEW_CHANGE_REFUSED.format(n=n),
+                proposals=pending,
+                notice="proposals_pending",
+            )
+        answered = self._result(state, thread_id)
+        answer = f"{answered.answer}\n\n{waiting_line(n)}" if answered.answer else waiting_line(n)
+        return TurnResult(
+            thread_id,
+            answer=answer,
+            citations=answered.citations,
+            unverified_citations=answered.unverified_citations,
+            proposals=pending,
+            notice="proposals_pending",
+        )
 
     async def decide(
         self,

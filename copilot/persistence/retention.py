@@ -30,6 +30,8 @@ from psycopg import AsyncConnection
 from psycopg.errors import DeadlockDetected, SerializationFailure
 from psycopg.rows import dict_row
 
+from copilot.persistence import threads
+
 logger = logging.getLogger(__name__)
 
 _IDLE_THREADS_SQL = "SELECT thread_id FROM threads WHERE last_active_at < now() - %s ORDER BY thread_id"
@@ -101,6 +103,8 @@ async def _expire_idle_threads(
                 continue
             await conn.execute("DELETE FROM idempotency_keys WHERE thread_id = %s", (thread_id,))
             await saver.adelete_thread(thread_id)
+            # A side run cut short by a crash may have left its side thread behind.
+            await saver.adelete_thread(threads.side_thread_id(thread_id))
         expired.append(thread_id)
     return expired
 

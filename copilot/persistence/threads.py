@@ -41,6 +41,20 @@ def new_thread_id() -> str:
             return thread_id
 
 
+SIDE_SUFFIX = "~side"
+"""Ends a side thread's id; ``~`` is not in the URL-safe alphabet of thread ids."""
+
+
+def side_thread_id(thread_id: str) -> str:
+    """The checkpoint thread a question asked while ``thread_id`` waits on proposals runs in.
+
+    It has no ``threads`` row of its own: it is only ever used under its thread's
+    authorisation and run lock, and deleted when the side run ends (see
+    ``CopilotService._side_answer``).
+    """
+    return f"{thread_id}{SIDE_SUFFIX}"
+
+
 @dataclass(frozen=True)
 class ThreadInfo:
     """One thread as listed for a rep."""

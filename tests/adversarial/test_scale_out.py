@@ -56,13 +56,14 @@ from cryptography.fernet import Fernet
 from langchain_core.messages import AIMessage, ToolMessage
 from psycopg.rows import dict_row
 
+from bot.cards import AUDIT_ELEMENT_PREFIX, card_element_id
 from bot.rep_tokens import SsoRepTokens
 from copilot.auth.tokens import dev_sign_in
 from copilot.settings import Settings
 from functions.host import get_host, reset_host
 from sandbox.directory import find_user
 from tests.adversarial.counts import Tally, count, soak
-from tests.support.adaptive_cards import all_text, submit_actions, teams_submit
+from tests.support.adaptive_cards import all_text, element_ids, submit_actions, teams_submit
 from tests.support.azurite import Azurite, run_azurite
 from tests.support.channel_tokens import ChannelTokens, channel_tokens
 from tests.support.fake_connector import FakeConnector, Recorded, card_of
@@ -89,7 +90,6 @@ PRESSES = 3
 
 TURN_FAILED = "something went wrong on my side"
 POISON_NOTICE = "something went wrong with your last request"
-AUDIT_NUMBER = re.compile(r"Audit record #(\d+)")
 POISON_REF = re.compile(r"something went wrong with your last request \(ref ([0-9a-f]+)\)")
 
 EVIDENCE_DIR = PROJECT_ROOT / "test-artifacts" / "adversarial"
@@ -337,6 +337,24 @@ def text_of(recorded: Recorded) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def ids_of(recorded: Recorded) -> list[str]:
+    """The element ids of one message's cards (a card's proposal and audit record are there)."""
+    return [
+        i
+        for a in recorded.body.get("attachments") or []
+        if a.get("contentType") == "application/vnd.microsoft.card.adaptive"
+        for i in element_ids(a["content"])
+    ]
+
+
+def audit_number(recorded: Recorded) -> int | None:
+    """The audit record an approved card names in its data."""
+    found = [
+        i.removeprefix(AUDIT_ELEMENT_PREFIX) for i in ids_of(recorded) if i.startswith(AUDIT_ELEMENT_PREFIX)
+    ]
+    return int(found[0]) if found and found[0].isdigit() else None
+
+
 def approve_button(recorded: Recorded) -> dict[str, Any] | None:
     """The Approve button's data if this message is an approval card."""
     try:
@@ -426,9 +444,9 @@ def press_settled(teams: Teams, turn: Turn, press_id: str) -> bool:
 
 def outcome_card(teams: Teams, turn: Turn) -> Recorded | None:
     """The in-place update of the turn's approval card, once it was decided."""
-    marker = f"Proposal {turn.tool_call_id}"
+    marker = card_element_id(turn.tool_call_id)
     for update in teams.connector.updates():
-        if update.conversation_id == turn.rep.conversation and marker in text_of(update):
+        if update.conversation_id == turn.rep.conversation and marker in ids_of(update):
             return update
     return None
 
@@ -483,9 +501,8 @@ async def run_turn(teams: Teams, turn: Turn) -> None:
         update = outcome_card(teams, turn)
         if update is not None:
             text = text_of(update)
-            number = AUDIT_NUMBER.search(text)
             turn.outcome = "approved" if "✓ Approved" in text else text.split("\n", 1)[0]
-            turn.audit_id = int(number.group(1)) if number else None
+            turn.audit_id = audit_number(update)
             return
         told = [text_of(m)[:100] for m in teams.replies_to(submit["id"])]
         turn.problems.append(
@@ -705,7 +722,7 @@ def transcript(teams: Teams, turn: Turn) -> list[str]:
         text = text_of(call)
         if (
             to not in names
-            and not (turn.tool_call_id and turn.tool_call_id in text)
+            and not (turn.tool_call_id and card_element_id(turn.tool_call_id) in ids_of(call))
             and turn.token not in text.lower()
         ):
             continue
@@ -862,7 +879,9 @@ async def test_workers_killed_mid_turn_lose_no_turn_write_each_approval_once_and
         if turn.outcome == "approved":
             row = audit_by_id.get(turn.audit_id or -1)
             if row is None:
-                problems.append(f"the card says audit record #{turn.audit_id}, which does not exist")
+                problems.append(
+                    f"the card names audit record #{turn.audit_id} in its data, which does not exist"
+                )
             elif (row["thread_id"], row["tool_call_id"], row["tool"]) != (
                 turn.thread_id,
                 turn.tool_call_id,

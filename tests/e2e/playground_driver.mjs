@@ -7,8 +7,13 @@
 // Selectors come from the Playground's own DOM (0.2.x): the compose box is a Lexical
 // editor ([data-lexical-editor]), every chat message has a header
 // ([aria-label="Message header"], with [aria-label="Message author"] on the bot's), and a
-// bot message holding an Adaptive Card renders it in a .fai-OutputCard. Cards are found by
-// a text they contain (e.g. "Proposal call_…"), never by position alone.
+// bot message holding an Adaptive Card renders it in a .fai-OutputCard. A card is found by
+// an element id in its data (every card about a proposal carries `proposal-<tool call
+// id>`), or by a text it contains; `which` picks the first or the last (default) of
+// several matches, never a position in the chat. The Playground's card renderer does not
+// put element ids into the DOM, so the driver reads each rendered card's JSON from the
+// Playground's own message props (React) and tags the card's element with the ids it holds
+// (`data-e2e-ids`), afresh before every lookup (an update re-renders a card in place).
 import { chromium } from 'playwright-core';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -31,10 +36,47 @@ let failures = 0;
 
 const log = (...args) => console.error('[driver]', ...args);
 
-/** Every chat message in order: {author, text, card} (author "me" for the user's own). */
+/** Tag every rendered card with the element ids its Adaptive Card JSON holds. */
+async function tagCards() {
+  await page.evaluate(() => {
+    if (window.__e2eTag) return window.__e2eTag();
+    const cardOf = (el) => {
+      const key = Object.keys(el).find((k) => k.startsWith('__reactFiber$'));
+      for (let fiber = key ? el[key] : null, i = 0; fiber && i < 12; fiber = fiber.return, i += 1) {
+        const attachments = fiber.memoizedProps?.message?.attachments;
+        if (Array.isArray(attachments)) {
+          const card = attachments.find((a) => a.contentType === 'application/vnd.microsoft.card.adaptive');
+          if (card) return card.content;
+        }
+      }
+      return null;
+    };
+    const ids = (node, found = []) => {
+      if (Array.isArray(node)) node.forEach((n) => ids(n, found));
+      else if (node && typeof node === 'object') {
+        if (typeof node.id === 'string' && typeof node.type === 'string') found.push(node.id);
+        for (const [k, v] of Object.entries(node)) if (k !== 'data') ids(v, found);
+      }
+      return found;
+    };
+    window.__e2eTag = () => {
+      for (const el of document.querySelectorAll('.fai-OutputCard')) {
+        const card = cardOf(el);
+        el.dataset.e2eIds = card ? ` ${ids(card).join(' ')} ` : '';
+        el.__e2eCard = card;
+      }
+    };
+    return window.__e2eTag();
+  });
+}
+
+/** Every chat message in order: {author, text, card, ids} (author "me" for the user's own;
+ * `ids`: the proposal ids its cards carry, from their `proposal-…` element ids). */
 async function messages() {
-  return page.evaluate(() =>
-    Array.from(document.querySelectorAll('[aria-label="Message header"]')).map((header) => {
+  await tagCards();
+  return page.evaluate(() => {
+    window.__e2eTag(); // in the same task as the read below: no card can appear untagged
+    return Array.from(document.querySelectorAll('[aria-label="Message header"]')).map((header) => {
       const box = header.parentElement;
       const author = header.querySelector('[aria-label="Message author"]');
       const text = Array.from(box.children)
@@ -46,14 +88,49 @@ async function messages() {
         author: author ? author.innerText.trim() : 'me',
         text,
         card: Boolean(box.querySelector('.ac-adaptiveCard')),
+        ids: Array.from(box.querySelectorAll('.fai-OutputCard'))
+          .flatMap((el) => (el.dataset.e2eIds || '').split(' '))
+          .filter((id) => id.startsWith('proposal-'))
+          .map((id) => id.slice('proposal-'.length)),
       };
-    }),
-  );
+    });
+  });
 }
 
-function cardLocator(contains) {
+/** A card by `{cardId}` (an element id it holds) or `{contains}` (a text), `which` one. */
+async function cardLocator(spec) {
+  const { contains, cardId, which = 'last' } = typeof spec === 'string' ? { contains: spec } : spec;
+  await tagCards();
   // The outermost card of a bot message (Action.ShowCard nests further .ac-adaptiveCard).
-  return page.locator('.fai-OutputCard').filter({ hasText: contains }).last();
+  let cards = page.locator(cardId ? `.fai-OutputCard[data-e2e-ids~="${cardId}"]` : '.fai-OutputCard');
+  if (contains) cards = cards.filter({ hasText: contains });
+  return which === 'first' ? cards.first() : cards.last();
+}
+
+/**
+ * Where, among a card's buttons titled `title`, is the one inside its element `within`:
+ * its index in the card JSON's order (which is the rendered order), or -1.
+ */
+async function indexWithin(card, title, within) {
+  return card.evaluate(
+    (el, [title, within]) => {
+      let index = -1;
+      let seen = 0;
+      const walk = (node, inside) => {
+        if (Array.isArray(node)) return node.forEach((n) => walk(n, inside));
+        if (!node || typeof node !== 'object') return;
+        const here = inside || node.id === within;
+        if (typeof node.type === 'string' && node.type.startsWith('Action.') && node.title === title) {
+          if (here && index < 0) index = seen;
+          seen += 1;
+        }
+        for (const [k, v] of Object.entries(node)) if (k !== 'data' && k !== 'card') walk(v, here);
+      };
+      walk(el.__e2eCard, false);
+      return index;
+    },
+    [title, within],
+  );
 }
 
 async function chatText() {
@@ -74,7 +151,7 @@ async function waitUntil(predicate, timeout, what) {
 async function screenshot(name, opts = {}) {
   const file = path.join(artifacts, `${name}.png`);
   if (opts.card) {
-    const card = cardLocator(opts.card);
+    const card = await cardLocator(opts.card);
     await card.scrollIntoViewIfNeeded();
     await page.screenshot({ path: file });
   } else {
@@ -127,17 +204,41 @@ const commands = {
     return { replies };
   },
 
-  /** Wait until a card containing `contains` shows `text` (default: just exists). */
-  async card({ contains, text = '', timeout = DEFAULT_TIMEOUT }) {
-    const card = cardLocator(contains);
-    await card.waitFor({ timeout });
-    if (text) await card.filter({ hasText: text }).waitFor({ timeout });
+  /** Wait until a card (`cardId` / `contains`, `which`) shows `text` (default: just exists). */
+  async card({ contains, cardId, which, text = '', timeout = DEFAULT_TIMEOUT }) {
+    const spec = { contains, cardId, which };
+    await waitUntil(
+      async () => {
+        const card = await cardLocator(spec);
+        if (!(await card.count())) return false;
+        return !text || (await card.innerText()).includes(text);
+      },
+      timeout,
+      `a card ${JSON.stringify(spec)} showing ${JSON.stringify(text)}`,
+    );
+    const card = await cardLocator(spec);
     return { text: await card.innerText(), buttons: await card.getByRole('button').allInnerTexts() };
   },
 
-  /** Click a button of a card; `double: true` double-clicks it (two clicks, one gesture). */
-  async click({ contains, button, double = false }) {
-    const target = cardLocator(contains).getByRole('button', { name: button, exact: true }).last();
+  /** How many cards hold the element id `cardId` (each copy of a proposal's card does). */
+  async countCards({ cardId }) {
+    await tagCards();
+    return { count: await page.locator(`.fai-OutputCard[data-e2e-ids~="${cardId}"]`).count() };
+  },
+
+  /**
+   * Click a button of a card (`within`: only inside the card's element with that id, e.g.
+   * one row of "my approvals"); `double: true` double-clicks it (two clicks, one gesture).
+   */
+  async click({ contains, cardId, which, within, button, double = false }) {
+    const card = await cardLocator({ contains, cardId, which });
+    const buttons = card.getByRole('button', { name: button, exact: true });
+    let target = buttons.last();
+    if (within) {
+      const index = await indexWithin(card, button, within);
+      if (index < 0) throw new Error(`no ${JSON.stringify(button)} button inside ${within}`);
+      target = buttons.nth(index);
+    }
     await target.scrollIntoViewIfNeeded();
     if (double) await target.dblclick();
     else await target.click();
@@ -145,8 +246,8 @@ const commands = {
   },
 
   /** Fill a card input found by its label (inputs of an opened Edit…/Reject… card included). */
-  async fill({ contains, label, value }) {
-    const input = cardLocator(contains).getByLabel(label).last();
+  async fill({ contains, cardId, which, label, value }) {
+    const input = (await cardLocator({ contains, cardId, which })).getByLabel(label).last();
     await input.fill(value);
     return { value: await input.inputValue() };
   },
@@ -162,8 +263,8 @@ const commands = {
    * whether its content overflows it sideways, each button's box and visibility, the
    * viewport, and how wide the whole document is.
    */
-  async measure({ contains, buttons = [] }) {
-    const card = cardLocator(contains);
+  async measure({ contains, cardId, which, buttons = [], labels = [] }) {
+    const card = await cardLocator({ contains, cardId, which });
     await card.scrollIntoViewIfNeeded();
     const result = {
       viewport: page.viewportSize(),
@@ -174,10 +275,20 @@ const commands = {
         return inner ? inner.scrollWidth - inner.clientWidth : 0;
       }),
       buttons: {},
+      inputs: {},
     };
     for (const name of buttons) {
       const button = card.getByRole('button', { name, exact: true }).last();
       result.buttons[name] = { box: await button.boundingBox(), visible: await button.isVisible() };
+    }
+    for (const label of labels) {
+      const input = card.getByLabel(label).last();
+      await input.scrollIntoViewIfNeeded();
+      result.inputs[label] = {
+        box: await input.boundingBox(),
+        visible: await input.isVisible(),
+        value: await input.inputValue(),
+      };
     }
     return result;
   },
@@ -189,8 +300,8 @@ const commands = {
    * ancestors only, and the Adaptive Cards renderer re-flows the card at phone width.
    * `restoreLayout` undoes it.
    */
-  async fitCard({ contains }) {
-    const card = cardLocator(contains);
+  async fitCard({ contains, cardId, which }) {
+    const card = await cardLocator({ contains, cardId, which });
     await card.evaluate((outer) => {
       window.__fitted = window.__fitted || [];
       let el = outer.querySelector('.ac-adaptiveCard') || outer;
@@ -215,12 +326,20 @@ const commands = {
     return {};
   },
 
+  /** `card`: a text the card contains, or `{cardId, contains, which}`. */
   async screenshot({ name, card, fullPage }) {
     return { path: await screenshot(name, { card, fullPage }) };
   },
 
   async messages() {
     return { messages: await messages() };
+  },
+
+  /** The page's HTML, written to `name`.html in the artifacts (for diagnosing selectors). */
+  async html({ name }) {
+    const file = path.join(artifacts, `${name}.html`);
+    writeFileSync(file, await page.content());
+    return { path: file };
   },
 
   /** The Playground's log panel, one entry per line: what it sent the bot and got back. */

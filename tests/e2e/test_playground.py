@@ -3,7 +3,11 @@
 What a rep does by hand in the Playground, checked against what the sandbox CRM holds
 afterwards: a cited answer, an approval card edited and approved (one write, edited
 subject), a rejection with a reason (no write), a double click on Approve (one write),
-and the approval card at phone size. Screenshots land in ``test-artifacts/e2e/``.
+the approval card at phone size (also with its Edit panel open), a question asked while a
+proposal waits (answered; the card stays, live, and is not posted again), and "my
+approvals" (opened from the welcome card; one proposal opened into its card, whose older
+copy loses its buttons, and decided there). Screenshots at 1280×800 and 390×844 land in
+``test-artifacts/e2e/``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from bot.cards import card_element_id
 from tests.e2e.harness import Stack, iter_new
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -41,12 +46,21 @@ def new_thread(stack: Stack) -> None:
 
 
 def propose(stack: Stack, text: str) -> str:
-    """Ask for a write; wait for its approval card; return the proposal's tool call id."""
+    """Ask for a write; wait for its approval card; return the proposal's tool call id.
+
+    The id is the card's data (its ``proposal-…`` element id), never its visible text.
+    """
     replies = stack.teams("say", text=text, expect="Your approval is needed")["replies"]
-    card = next(r["text"] for r in reversed(replies) if "Your approval is needed" in r["text"])
-    match = re.search(r"Proposal (call_\w+)", card)
-    assert match, f"no proposal id on the card:\n{card}"
-    return match.group(1)
+    card = next(r for r in reversed(replies) if "Your approval is needed" in r["text"])
+    assert len(card["ids"]) == 1, f"one proposal id in the card's data: {card}"
+    call_id: str = card["ids"][0]
+    assert call_id not in card["text"], "the proposal id is internal: not shown on the card"
+    return call_id
+
+
+def of(call_id: str) -> str:
+    """The element id every card about one proposal carries (``bot.cards.card_element_id``)."""
+    return card_element_id(call_id)
 
 
 def handled_by_bot(stack: Stack) -> int:
@@ -92,18 +106,21 @@ def test_edit_and_approve_updates_the_card_and_writes_once(stack: Stack):
     new_thread(stack)
     before = activities(stack)
     call_id = propose(stack, "log a call with Acme — discussed pricing, next step send proposal")
-    stack.teams("screenshot", name="approval-card-desktop", card=call_id)
+    stack.teams("screenshot", name="approval-card-desktop", card={"cardId": of(call_id)})
 
-    stack.teams("click", contains=call_id, button="Edit…")
-    filled = stack.teams("fill", contains=call_id, label="Subject", value="Pricing call (edited in Teams)")
+    stack.teams("click", cardId=of(call_id), button="Edit…")
+    stack.teams("card", cardId=of(call_id), text="Your changes")
+    filled = stack.teams("fill", cardId=of(call_id), label="Subject", value="Pricing call (edited in Teams)")
     assert filled["value"] == "Pricing call (edited in Teams)"
-    stack.teams("screenshot", name="edit-card-desktop", card=call_id)
-    stack.teams("click", contains=call_id, button="Edit and approve")
+    stack.teams("screenshot", name="edit-card-desktop", card={"cardId": of(call_id)})
+    stack.teams("click", cardId=of(call_id), button="Edit and approve")
 
-    approved = stack.teams("card", contains=f"Proposal {call_id}", text="✓ Approved")
-    stack.teams("screenshot", name="approved-card-desktop", card=call_id)
+    approved = stack.teams("card", cardId=of(call_id), text="✓ Approved")
+    stack.teams("screenshot", name="approved-card-desktop", card={"cardId": of(call_id)})
     assert "Pricing call (edited in Teams)" in approved["text"]
     assert approved["buttons"] == [], "a decided card has nothing left to click"
+    assert call_id not in approved["text"], "no internal proposal id on the card"
+    assert "Audit record" not in approved["text"], "no internal audit number on the card"
 
     rows = written_by(activities(stack), call_id)
     assert len(rows) == 1, rows
@@ -117,12 +134,13 @@ def test_a_rejection_with_a_reason_writes_nothing(stack: Stack):
     before = activities(stack)
     call_id = propose(stack, "log a meeting with Acme about onboarding")
 
-    stack.teams("click", contains=call_id, button="Reject…")
-    stack.teams("fill", contains=call_id, label="Why not?", value="wrong account")
-    stack.teams("click", contains=call_id, button="Reject")
+    stack.teams("click", cardId=of(call_id), button="Reject…")
+    stack.teams("card", cardId=of(call_id), text="Why not?")
+    stack.teams("fill", cardId=of(call_id), label="Why not?", value="wrong account")
+    stack.teams("click", cardId=of(call_id), button="Reject")
 
-    card = stack.teams("card", contains=f"Proposal {call_id}", text="✗ Rejected")["text"]
-    stack.teams("screenshot", name="rejected-card-desktop", card=call_id)
+    card = stack.teams("card", cardId=of(call_id), text="✗ Rejected")["text"]
+    stack.teams("screenshot", name="rejected-card-desktop", card={"cardId": of(call_id)})
     assert "wrong account" in card
     assert "Nothing was written" in card
     assert written_by(activities(stack), call_id) == []
@@ -132,16 +150,16 @@ def test_a_rejection_with_a_reason_writes_nothing(stack: Stack):
 def test_the_approval_card_is_usable_at_phone_size_and_a_double_click_writes_once(stack: Stack):
     new_thread(stack)
     call_id = propose(stack, "log a task for Acme: send contract")
-    stack.teams("screenshot", name="double-click-card-desktop", card=call_id)
+    stack.teams("screenshot", name="double-click-card-desktop", card={"cardId": of(call_id)})
 
     # The Playground itself at phone size: its desktop chrome overflows, the buttons must not.
     stack.teams("viewport", **PHONE)
-    stack.teams("screenshot", name="approval-card-phone-playground", card=call_id)
-    raw = stack.teams("measure", contains=call_id, buttons=DECISION_BUTTONS)
+    stack.teams("screenshot", name="approval-card-phone-playground", card={"cardId": of(call_id)})
+    raw = stack.teams("measure", cardId=of(call_id), buttons=DECISION_BUTTONS)
     # The card given the phone's width, as Teams mobile shows it.
-    stack.teams("fitCard", contains=call_id)
-    shot = stack.teams("screenshot", name="approval-card-phone", card=call_id)["path"]
-    fitted = stack.teams("measure", contains=call_id, buttons=DECISION_BUTTONS)
+    stack.teams("fitCard", cardId=of(call_id))
+    shot = stack.teams("screenshot", name="approval-card-phone", card={"cardId": of(call_id)})["path"]
+    fitted = stack.teams("measure", cardId=of(call_id), buttons=DECISION_BUTTONS)
     stack.teams("restoreLayout")
     stack.teams("viewport", **DESKTOP)
     print("phone layout:", json.dumps({"playground": raw, "fitted": fitted, "screenshot": shot}))
@@ -157,11 +175,127 @@ def test_the_approval_card_is_usable_at_phone_size_and_a_double_click_writes_onc
     assert fitted["cardOverflow"] <= 1, "the card's content overflows it sideways at phone width"
 
     handled = handled_by_bot(stack)
-    stack.teams("click", contains=call_id, button="Approve", double=True)
-    stack.teams("card", contains=f"Proposal {call_id}", text="✓ Approved")
+    stack.teams("click", cardId=of(call_id), button="Approve", double=True)
+    stack.teams("card", cardId=of(call_id), text="✓ Approved")
     wait_handled(stack, handled + 2)  # both clicks reached the bot and were fully handled
-    stack.teams("screenshot", name="double-click-approved-desktop", card=call_id)
+    stack.teams("screenshot", name="double-click-approved-desktop", card={"cardId": of(call_id)})
 
     rows = written_by(activities(stack), call_id)
     assert len(rows) == 1, rows
     assert rows[0]["subject"] == "Task for Acme Corporation: send contract"
+
+
+def at_phone_size(stack: Stack, name: str, **card: Any) -> dict[str, Any]:
+    """A screenshot of a card at 390×844, given the phone's width as Teams mobile does."""
+    stack.teams("viewport", **PHONE)
+    stack.teams("fitCard", **card)
+    stack.teams("screenshot", name=name, card=card)
+    fitted = stack.teams("measure", **card)
+    stack.teams("restoreLayout")
+    stack.teams("viewport", **DESKTOP)
+    return fitted
+
+
+def test_a_question_while_a_proposal_waits_is_answered_and_the_card_stays_live(stack: Stack):
+    new_thread(stack)
+    before = activities(stack)
+    call_id = propose(stack, "log a call with Acme about the renewal terms")
+
+    replies = stack.teams("say", text="summarise Acme", expect="still waits")["replies"]
+    answer = next(r["text"] for r in replies if "still waits" in r["text"])
+    stack.teams("screenshot", name="question-while-pending-desktop")
+    fitted = at_phone_size(stack, "question-while-pending-phone", contains="still waits")
+
+    assert "Acme Corporation" in answer
+    assert "1 proposal still waits for your decision on its card." in answer
+    assert not any(r["ids"] for r in replies), "no approval card was posted again"
+    assert stack.teams("countCards", cardId=of(call_id))["count"] == 1
+    card = stack.teams("card", cardId=of(call_id))
+    assert [b for b in card["buttons"] if b in DECISION_BUTTONS] == DECISION_BUTTONS, card
+    assert fitted["cardOverflow"] <= 1
+
+    stack.teams("click", cardId=of(call_id), button="Approve")
+    stack.teams("card", cardId=of(call_id), text="✓ Approved")
+    assert len(written_by(activities(stack), call_id)) == 1
+    assert len(list(iter_new(before, activities(stack)))) == 1
+
+
+def test_my_approvals_opens_a_proposal_whose_old_card_loses_its_buttons_and_decides_it(stack: Stack):
+    new_thread(stack)
+    older = propose(stack, "log a task for Acme: send the pricing sheet")
+    new_thread(stack)
+    newer = propose(stack, "log a meeting with Acme about the security review")
+
+    # From the welcome card's button (the first message of the chat).
+    stack.teams("click", contains="Hi! I help you work your pipeline", button="my approvals")
+    listing = stack.teams("card", contains="My approvals", text="wait")
+    stack.teams("screenshot", name="my-approvals-desktop", card="My approvals")
+    fitted = at_phone_size(stack, "my-approvals-phone", contains="My approvals")
+    assert fitted["cardOverflow"] <= 1
+    text = listing["text"]
+    assert text.index("security review") < text.index("pricing sheet"), "newest first"
+    assert "ago" in text
+    assert "Approve" not in listing["buttons"], "decisions only on the proposal's own card"
+    assert older not in text
+    assert newer not in text
+
+    stack.teams("click", contains="My approvals", within=f"waiting-{older}", button="Open")
+    moved = stack.teams("card", cardId=of(older), which="first", text="Moved further down")
+    live = stack.teams("card", cardId=of(older), which="last", text="Your approval is needed")
+    stack.teams("screenshot", name="superseded-card-desktop", card={"cardId": of(older), "which": "first"})
+    assert moved["buttons"] == [], "the superseded copy has nothing left to click"
+    assert [b for b in live["buttons"] if b in DECISION_BUTTONS] == DECISION_BUTTONS
+    assert stack.teams("countCards", cardId=of(older))["count"] == 2
+
+    stack.teams("click", cardId=of(older), which="last", button="Approve")
+    approved = stack.teams("card", cardId=of(older), which="last", text="✓ Approved")
+    stack.teams("screenshot", name="approved-from-my-approvals-desktop", card={"cardId": of(older)})
+    assert approved["buttons"] == []
+    assert len(written_by(activities(stack), older)) == 1
+    assert written_by(activities(stack), newer) == []
+
+    # Leave nothing waiting for the other scenarios.
+    stack.teams("click", cardId=of(newer), button="Reject…")
+    stack.teams("card", cardId=of(newer), text="Why not?")
+    stack.teams("fill", cardId=of(newer), label="Why not?", value="not now")
+    stack.teams("click", cardId=of(newer), button="Reject")
+    stack.teams("card", cardId=of(newer), text="✗ Rejected")
+
+
+def test_an_open_edit_panel_survives_the_card_being_laid_out_again_at_phone_width(stack: Stack):
+    """A resize makes the Playground lay its chat out again and render every card anew: a
+    client-side panel (``Action.ShowCard``) would collapse, and the rep's edit with it. The
+    Edit panel is the card itself (the bot updated it), so it is still open afterwards."""
+    new_thread(stack)
+    call_id = propose(stack, "log a call with Acme about the onboarding plan")
+    labels = ["Subject", "Notes", "Account"]
+    stack.teams("click", cardId=of(call_id), button="Edit…")
+    stack.teams("card", cardId=of(call_id), text="Your changes")
+    desktop = stack.teams("measure", cardId=of(call_id), labels=labels, buttons=["Edit and approve"])
+    stack.teams("screenshot", name="edit-panel-desktop", card={"cardId": of(call_id)})
+
+    stack.teams("viewport", **PHONE)
+    stack.teams("fitCard", cardId=of(call_id))
+    stack.teams("screenshot", name="edit-panel-phone", card={"cardId": of(call_id)})
+    phone = stack.teams("measure", cardId=of(call_id), labels=labels, buttons=["Edit and approve", "Back"])
+    stack.teams("fill", cardId=of(call_id), label="Subject", value="Onboarding plan (edited on a phone)")
+    stack.teams("restoreLayout")
+    stack.teams("viewport", **DESKTOP)
+
+    assert phone["inputs"]["Notes"]["value"] == "The onboarding plan", "prefilled with the proposed value"
+    for label in labels:
+        assert phone["inputs"][label]["value"] == desktop["inputs"][label]["value"], label
+        assert phone["inputs"][label]["visible"], phone
+        assert inside(phone["inputs"][label]["box"], PHONE), phone
+    for button in phone["buttons"].values():
+        assert button["visible"], phone
+        assert inside(button["box"], PHONE), phone
+    assert phone["cardOverflow"] <= 1
+
+    # Back at desktop width, laid out again: the panel is still open, and it decides.
+    stack.teams("card", cardId=of(call_id), text="Your changes")
+    stack.teams("fill", cardId=of(call_id), label="Subject", value="Onboarding plan (edited in Teams)")
+    stack.teams("click", cardId=of(call_id), button="Edit and approve")
+    stack.teams("card", cardId=of(call_id), text="✓ Approved")
+    rows = written_by(activities(stack), call_id)
+    assert [r["subject"] for r in rows] == ["Onboarding plan (edited in Teams)"]

@@ -147,7 +147,7 @@ async def test_a_rejection_exchanges_no_token_and_opens_no_session(
     async with running_bot(copilot_settings) as teams:
         await teams.say("log a call with Acme about the renewal")
         card_activity = teams.connector.cards()[-1]
-        actions = find_actions(card_of(card_activity), "Reject")
+        actions = find_actions(await teams.open_panel(card_activity, "Reject…"), "Reject")
         costs.reset()
         await teams.submit(
             card_activity.activity_id or "", {**actions[0]["data"], "reject.reason": "not now"}

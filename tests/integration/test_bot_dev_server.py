@@ -28,6 +28,7 @@ from bot.settings import BotSettings
 from copilot.settings import Settings
 from copilot.writes import write_tools
 from sandbox.directory import find_user
+from tests.support.adaptive_cards import walk
 from tests.support.channel_tokens import ChannelTokens, channel_tokens
 from tests.support.fake_connector import card_of, find_actions
 from tests.support.sandbox_process import SandboxProcess
@@ -77,7 +78,8 @@ async def test_log_a_call_edit_and_approve_updates_the_card_and_writes_once(
     await teams.say("log a call with Acme — discussed pricing, next step send proposal")
     card_activity = teams.connector.cards()[-1]
     card = card_of(card_activity)
-    data = _decision(card, "Edit and approve", **{"edit.subject": "Pricing call (edited)"})
+    editing = await teams.open_panel(card_activity, "Edit…")
+    data = _decision(editing, "Edit and approve", **{"edit.subject": "Pricing call (edited)"})
     thread_id = data["thread_id"]
 
     await teams.submit(card_activity.activity_id or "", data)
@@ -85,8 +87,8 @@ async def test_log_a_call_edit_and_approve_updates_the_card_and_writes_once(
     await teams.submit(card_activity.activity_id or "", _decision(card, "Approve"))
 
     updates = teams.connector.updates()
-    assert [u.activity_id for u in updates] == [card_activity.activity_id]
-    assert "Approved" in repr(card_of(updates[0])) or "✓" in repr(card_of(updates[0]))
+    assert [u.activity_id for u in updates] == [card_activity.activity_id] * 2, "the panel, then the outcome"
+    assert "✓ Approved" in repr(card_of(updates[-1]))
     rows = _activities_with(sandbox, f"{thread_id}:")
     assert len(rows) == 1
     assert rows[0]["subject"] == "Pricing call (edited)"
@@ -98,7 +100,8 @@ async def test_a_field_only_the_edit_added_is_shown_on_the_approved_card(teams: 
     card_activity = teams.connector.cards()[-1]
     card = card_of(card_activity)
     assert "Next step" not in repr(card["body"][:2]), "the proposal itself sets no next step"
-    data = _decision(card, "Edit and approve", **{"edit.next_step": "Send the revised quote"})
+    editing = await teams.open_panel(card_activity, "Edit…")
+    data = _decision(editing, "Edit and approve", **{"edit.next_step": "Send the revised quote"})
 
     await teams.submit(card_activity.activity_id or "", data)
 
@@ -114,7 +117,8 @@ async def test_a_rejection_with_a_reason_writes_nothing_and_updates_the_card(
 ):
     await teams.say("log a meeting with Acme about onboarding")
     card_activity = teams.connector.cards()[-1]
-    data = _decision(card_of(card_activity), "Reject", **{"reject.reason": "wrong account"})
+    rejecting = await teams.open_panel(card_activity, "Reject…")
+    data = _decision(rejecting, "Reject", **{"reject.reason": "wrong account"})
     await teams.submit(card_activity.activity_id or "", data)
     assert "wrong account" in repr(card_of(teams.connector.updates()[-1]))
     assert _activities_with(sandbox, f"{data['thread_id']}:") == []
@@ -604,3 +608,115 @@ async def test_local_mode_takes_no_tokens(local: DevServerHost, channel: Channel
     assert posted.status == 401
     assert watch.beyond_loopback() == [], "no public signing keys fetched for a token we cannot accept"
     assert local.effects() == []
+
+
+# --- questions while proposals wait, "my approvals", superseded cards -----------------------------
+
+
+async def test_a_question_while_a_proposal_waits_is_answered_without_reposting_its_card(
+    teams: Teams, sandbox: SandboxProcess
+):
+    await teams.say("log a call with Acme about the renewal")
+    card_activity = teams.connector.cards()[-1]
+    approve = _decision(card_of(card_activity), "Approve")
+    cards_before = len(teams.connector.cards())
+
+    await teams.say("summarise Acme")
+
+    answer = teams.last_text()
+    assert "Acme Corporation" in answer
+    assert "1 proposal still waits for your decision on its card." in answer
+    assert len(teams.connector.cards()) == cards_before + ("Sources" in answer), "no approval card re-posted"
+    assert all(find_actions(card_of(c), "Approve") == [] for c in teams.connector.cards()[cards_before:])
+    assert teams.connector.updates() == [], "the waiting card is left as it is, live"
+
+    await teams.submit(card_activity.activity_id or "", approve)
+    assert "✓ Approved" in repr(card_of(teams.connector.updates()[-1]))
+    assert len(_activities_with(sandbox, f"{approve['thread_id']}:")) == 1
+
+
+async def test_my_approvals_lists_pending_proposals_newest_first_and_opens_one_into_its_card(
+    teams: Teams, sandbox: SandboxProcess
+):
+    await teams.say("log a call with Acme about pricing")
+    older = teams.connector.cards()[-1]
+    await teams.say("start over")
+    await teams.say("log a task for Acme: send the contract")
+    newer = teams.connector.cards()[-1]
+
+    await teams.say("my approvals")
+    listing = card_of(teams.connector.cards()[-1])
+    opens = find_actions(listing, "Open")
+    older_data, newer_data = _decision(card_of(older), "Approve"), _decision(card_of(newer), "Approve")
+    assert [(o["data"]["thread_id"], o["data"]["tool_call_id"]) for o in opens] == [
+        (newer_data["thread_id"], newer_data["tool_call_id"]),
+        (older_data["thread_id"], older_data["tool_call_id"]),
+    ]
+    shown = repr(listing)
+    assert "send the contract" in shown
+    assert "Acme Corporation" in shown
+    assert "ago" in shown
+    assert find_actions(listing, "Approve") == [], "decisions are made on the proposal's own card only"
+
+    await teams.submit(teams.connector.cards()[-1].activity_id or "", opens[1]["data"])
+    reopened = teams.connector.cards()[-1]
+    assert _decision(card_of(reopened), "Approve") == older_data
+    moved = teams.connector.updates()[-1]
+    assert moved.activity_id == older.activity_id
+    assert find_actions(card_of(moved), "Approve") == []
+    assert "shown again below" in repr(card_of(moved))
+
+    await teams.submit(reopened.activity_id or "", older_data)
+    assert "✓ Approved" in repr(card_of(teams.connector.updates()[-1]))
+    assert teams.connector.updates()[-1].activity_id == reopened.activity_id
+    assert len(_activities_with(sandbox, f"{older_data['thread_id']}:")) == 1
+
+    await teams.say("my approvals")
+    left = find_actions(card_of(teams.connector.cards()[-1]), "Open")
+    assert [o["data"]["tool_call_id"] for o in left] == [newer_data["tool_call_id"]]
+
+
+async def test_my_approvals_shows_and_opens_only_the_reps_own_proposals(teams: Teams):
+    await teams.say("log a task for Acme: call back")
+    alex_card = teams.connector.cards()[-1]
+    await teams.say("my approvals")
+    open_alex = find_actions(card_of(teams.connector.cards()[-1]), "Open")[0]["data"]
+    megan = find_user("megan")
+    assert megan is not None
+
+    await teams.say("my approvals", aad=megan.aad_object_id)
+    assert "Nothing waits for your decision" in teams.last_text()
+    await teams.submit(alex_card.activity_id or "", open_alex, aad=megan.aad_object_id)
+    assert "belongs to another conversation or another person" in teams.last_text()
+    assert teams.connector.updates() == []
+
+
+async def test_dates_on_cards_follow_the_reps_teams_locale(teams: Teams):
+    activity = teams.activity(
+        text="push the Acme expansion to Dec 20 and move it to proposal", locale="de-DE"
+    )
+    assert await teams.send(activity) in (200, 201, 202)
+    card = card_of(teams.connector.cards()[-1])
+    facts = [f["value"] for node, _ in walk(card) if node["type"] == "FactSet" for f in node["facts"]]
+    assert any(value.startswith("20.12.") for value in facts), facts
+    assert not any("-12-20" in value for value in facts), facts
+
+
+async def test_edit_opens_its_panel_on_the_card_itself_and_back_closes_it(teams: Teams):
+    await teams.say("log a task for Acme: send the panel test")
+    card_activity = teams.connector.cards()[-1]
+
+    editing = await teams.open_panel(card_activity, "Edit…")
+    assert find_actions(editing, "Edit and approve")
+    inputs = [node["id"] for node, _ in walk(editing) if node["type"].startswith("Input.")]
+    assert "edit.subject" in inputs
+    back = await teams.open_panel(card_activity, "Back")
+    assert find_actions(back, "Approve")
+    assert find_actions(back, "Edit and approve") == []
+    megan = find_user("megan")
+    assert megan is not None
+    [open_edit] = find_actions(back, "Edit…")
+    updates = len(teams.connector.updates())
+    await teams.submit(card_activity.activity_id or "", open_edit["data"], aad=megan.aad_object_id)
+    assert "belongs to another conversation or another person" in teams.last_text()
+    assert len(teams.connector.updates()) == updates

@@ -125,17 +125,50 @@ async def test_writes_in_every_position_all_wait_for_a_decision_and_nothing_is_w
     assert drafts == []
 
 
-async def test_a_pending_proposal_blocks_new_questions_until_decided(copilot_settings):
-    model = ScriptedChatModel(steps=[calls(_log("pending"))])
+async def test_a_question_asked_while_a_proposal_waits_is_answered_and_the_proposal_stays_resumable(
+    copilot_settings, sandbox
+):
+    model = ScriptedChatModel(
+        steps=[calls(_log("waiting")), calls(call("get_account", account_id="acc-acme")), _answer_acme],
+        final="Logged.",
+    )
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, model) as svc:
         first = await svc.run_turn(rep.identity, rep.broker, None, "log it")
-        again = await svc.run_turn(rep.identity, rep.broker, first.thread_id, "anything else?")
-    assert again.notice is not None
+        waiting = first.proposals[0]
+        asked = await svc.run_turn(rep.identity, rep.broker, first.thread_id, "summarise Acme")
+        still = await svc.pending(rep.identity, first.thread_id)
+        done = await svc.decide(rep.identity, rep.broker, first.thread_id, [_approve(waiting.tool_call_id)])
+        side = await svc.saver.aget_tuple({"configurable": {"thread_id": f"{first.thread_id}~side"}})
+    assert asked.notice == "proposals_pending"
+    assert asked.answer is not None
+    assert "Acme Corporation" in asked.answer
+    assert "acc-acme" in asked.citations
+    assert asked.answer.splitlines()[-1] == "1 proposal still waits for your decision on its card."
+    assert [p.tool_call_id for p in asked.proposals] == [waiting.tool_call_id]
+    assert [p.interrupt_id for p in still.proposals] == [waiting.interrupt_id]
+    assert done.writes[waiting.tool_call_id].status == "done"
+    assert len(_activities(sandbox, first.thread_id)) == 1
+    assert side is None, "the side thread is deleted once the question is answered"
+
+
+def _answer_acme(messages: list[BaseMessage]) -> AIMessage:
+    return AIMessage(content="Acme Corporation is a customer [acc-acme].")
+
+
+async def test_a_question_that_would_propose_a_change_while_one_waits_is_refused(copilot_settings, sandbox):
+    model = ScriptedChatModel(steps=[calls(_log("first")), calls(_log("second"))], final="Logged.")
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        first = await svc.run_turn(rep.identity, rep.broker, None, "log it")
+        again = await svc.run_turn(rep.identity, rep.broker, first.thread_id, "log another")
+        still = await svc.pending(rep.identity, first.thread_id)
     assert again.notice == "proposals_pending"
     assert again.answer is not None
-    assert "waiting for your decision" in again.answer
+    assert "can't propose another change" in again.answer
     assert [p.tool_call_id for p in again.proposals] == [first.proposals[0].tool_call_id]
+    assert [p.tool_call_id for p in still.proposals] == [first.proposals[0].tool_call_id]
+    assert _activities(sandbox, first.thread_id) == []
 
 
 # --- invariant 3: exactly once ----------------------------------------------------------------

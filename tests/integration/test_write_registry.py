@@ -96,10 +96,11 @@ async def test_a_write_tool_registered_in_a_test_is_interrupted_guarded_audited_
         assert (proposal.record or {}).get("target", {}).get("name")
         # Rendered: a valid approval card with the tool's title and its editable inputs.
         card = cards.approval_card(proposal, thread_id=asked.thread_id)
-        [checked] = validate_cards([card])
-        assert checked["errors"] == []
+        editing = cards.approval_card(proposal, thread_id=asked.thread_id, view="edit")
+        checked = validate_cards([card, editing])
+        assert [c["errors"] for c in checked] == [[], []]
         assert "Pin a sticky note" in all_text(card)
-        assert {"edit.text", "edit.colour"} <= {i.get("id") for i in inputs(card)}
+        assert {"edit.text", "edit.colour"} <= {i.get("id") for i in inputs(editing)}
         # Guarded: an edit is re-validated against the tool's own schema.
         with pytest.raises(Exception, match="text"):
             await svc.decide(

@@ -136,3 +136,9 @@ def teams_submit(card: dict[str, Any], action: str, changes: dict[str, str] | No
                 values[node["id"]] = value
     values.update(changes or {})
     return {**act["data"], **values}
+
+
+def element_ids(card: dict[str, Any]) -> list[str]:
+    """The ``id`` of every element in a card (ShowCards included): where cards keep what a
+    rep does not read, e.g. the proposal a card is about (``bot.cards.card_element_id``)."""
+    return [str(node["id"]) for node, _ in walk(card) if "id" in node]

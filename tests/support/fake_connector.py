@@ -95,6 +95,16 @@ class FakeConnector:
     def updates(self) -> list[Recorded]:
         return [c for c in self.calls if c.method == "PUT"]
 
+    def latest_content(self, activity_id: str) -> dict[str, Any]:
+        """The Adaptive Card an activity shows now: its latest update, else as it was sent."""
+        for call in reversed(self.calls):
+            if call.activity_id == activity_id and call.method in ("PUT", "POST"):
+                try:
+                    return card_of(call)
+                except AssertionError:
+                    continue
+        raise AssertionError(f"no card recorded for activity {activity_id}")
+
 
 def card_of(recorded: Recorded) -> dict[str, Any]:
     """The Adaptive Card content of a recorded activity."""

@@ -15,7 +15,7 @@ from bot.server import RUNTIME, build_app
 from bot.settings import BotSettings
 from copilot.settings import Settings
 from sandbox.directory import PLAYGROUND_AAD_OBJECT_ID
-from tests.support.fake_connector import FakeConnector
+from tests.support.fake_connector import FakeConnector, Recorded, find_actions
 
 TENANT = "00000000-0000-0000-0000-000000000001"
 
@@ -55,6 +55,13 @@ class Teams:
     ) -> None:
         activity = self.activity(aad, value=data, replyToId=card_activity_id)
         assert await self.send(activity) in (200, 201, 202)
+
+    async def open_panel(self, card_activity: Recorded, title: str) -> dict[str, Any]:
+        """Press an approval card's ``Edit…`` or ``Reject…``: the card as the bot updated it."""
+        current = self.connector.latest_content(card_activity.activity_id or "")
+        [button] = find_actions(current, title)
+        await self.submit(card_activity.activity_id or "", button["data"])
+        return self.connector.latest_content(card_activity.activity_id or "")
 
     def last_text(self) -> str:
         message = self.connector.messages()[-1]

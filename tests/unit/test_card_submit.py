@@ -15,7 +15,7 @@ from bot.card_submit import (
     parse_submission,
     to_decision,
 )
-from bot.cards import approval_card, welcome_card
+from bot.cards import CardView, approval_card, welcome_card
 from copilot.decisions import Edit, edited_args, parse_decisions
 from copilot.errors import CopilotError
 from copilot.proposals import ProposalRecord
@@ -58,7 +58,9 @@ DRAFT = proposal(
 
 
 def submit(prop: Proposal, action: str, changes: dict[str, str] | None = None) -> dict[str, Any]:
-    return teams_submit(approval_card(prop, thread_id=THREAD), action, changes)
+    # Edit and Reject are pressed on the card with that panel open (the bot opened it).
+    view: CardView = "edit" if action == "edit" else "reject" if action == "reject" else "decide"
+    return teams_submit(approval_card(prop, thread_id=THREAD, view=view), action, changes)
 
 
 def decide(prop: Proposal, action: str, changes: dict[str, str] | None = None) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any, get_args
 
@@ -10,14 +11,20 @@ import pytest
 from bot.cards import (
     ALLOWED_ACTIONS,
     ALLOWED_ELEMENTS,
+    APPROVALS_COMMANDS,
+    APPROVALS_SHOWN,
     EDITABLE_FIELDS,
     NOT_SENT_NOTICE,
     WELCOME_COMMANDS,
     Outcome,
+    WaitingProposal,
     answer_card,
     approval_card,
+    approvals_card,
     args_digest,
+    card_element_id,
     help_card,
+    moved_card,
     notice_card,
     outcome_card,
     welcome_card,
@@ -148,6 +155,9 @@ OUTCOME_DETAILS: dict[str, dict[str, Any]] = {
 
 def all_cards() -> dict[str, dict[str, Any]]:
     cards = {f"approval:{name}": approval_card(p, thread_id=THREAD) for name, p in PROPOSALS.items()}
+    for view in ("edit", "reject"):
+        for name, p in PROPOSALS.items():
+            cards[f"approval-{view}:{name}"] = approval_card(p, thread_id=THREAD, view=view)
     for outcome in OUTCOMES:
         cards[f"outcome:{outcome}"] = outcome_card(UPDATE, outcome, detail=OUTCOME_DETAILS[outcome])
     cards["outcome:approved-from-result"] = outcome_card(
@@ -169,7 +179,18 @@ def all_cards() -> dict[str, dict[str, Any]]:
     cards["welcome"] = welcome_card()
     cards["help"] = help_card()
     cards["notice"] = notice_card("Something went wrong", "Please try again.", correlation_id="corr-123")
+    cards["moved"] = moved_card(UPDATE)
+    cards["approvals:some"] = approvals_card(WAITING, now=NOW)
+    cards["approvals:none"] = approvals_card([], now=NOW)
+    cards["approval:update-de"] = approval_card(UPDATE, thread_id=THREAD, locale="de-DE")
     return cards
+
+
+NOW = dt.datetime(2026, 12, 1, 15, 0, tzinfo=dt.UTC)
+WAITING = [
+    WaitingProposal("thr-old", PROPOSALS["log"], NOW - dt.timedelta(hours=3)),
+    WaitingProposal(THREAD, PROPOSALS["update"], NOW - dt.timedelta(minutes=5)),
+]
 
 
 CARDS = all_cards()
@@ -183,6 +204,20 @@ def validation() -> dict[str, dict[str, list[dict[str, str]]]]:
 
 def approval(name: str) -> dict[str, Any]:
     return CARDS[f"approval:{name}"]
+
+
+def editing(name: str) -> dict[str, Any]:
+    """The approval card with its Edit panel open."""
+    return CARDS[f"approval-edit:{name}"]
+
+
+def rejecting(name: str) -> dict[str, Any]:
+    """The approval card with its Reject panel open."""
+    return CARDS[f"approval-reject:{name}"]
+
+
+def decision_buttons(card: dict[str, Any]) -> list[dict[str, Any]]:
+    return [a for a in submit_actions(card) if a["data"].get("copilot") == "decision"]
 
 
 def input_by_id(card: dict[str, Any], input_id: str) -> dict[str, Any]:
@@ -270,7 +305,7 @@ def test_no_card_lays_out_more_than_two_columns(name: str):
 @pytest.mark.parametrize("name", list(PROPOSALS))
 def test_approval_card_has_exactly_one_top_level_approve_and_no_approve_all(name: str):
     card = approval(name)
-    top = [a for a in card["actions"] if a["type"] == "Action.Submit"]
+    top = [a for a in card["actions"] if a["type"] == "Action.Submit" and a["data"]["copilot"] == "decision"]
     assert [a["data"]["action"] for a in top] == ["approve"]
     assert top[0]["style"] == "positive"
     for action in elements(card):
@@ -280,22 +315,42 @@ def test_approval_card_has_exactly_one_top_level_approve_and_no_approve_all(name
 
 
 @pytest.mark.parametrize("name", list(PROPOSALS))
-def test_approval_card_offers_edit_and_reject_in_show_cards(name: str):
+def test_edit_and_reject_open_panels_the_bot_keeps_on_the_card_itself(name: str):
+    prop = PROPOSALS[name]
     card = approval(name)
-    show = {a["title"]: a["card"] for a in card["actions"] if a["type"] == "Action.ShowCard"}
-    assert set(show) == {"Edit…", "Reject…"}
-    [edit] = show["Edit…"]["actions"]
-    assert (edit["type"], edit["title"], edit["data"]["action"]) == (
-        "Action.Submit",
-        "Edit and approve",
-        "edit",
+    views = {a["title"]: a for a in card["actions"] if a["data"].get("copilot") == "view"}
+    assert set(views) == {"Edit…", "Reject…"}
+    for button, view in (("Edit…", "edit"), ("Reject…", "reject")):
+        assert views[button]["type"] == "Action.Submit"
+        assert views[button]["associatedInputs"] == "none"
+        assert views[button]["data"] == {
+            "copilot": "view",
+            "v": 1,
+            "thread_id": THREAD,
+            "tool_call_id": prop.tool_call_id,
+            "view": view,
+        }
+    assert not [a for a in elements(card) if a["type"] == "Action.ShowCard"], (
+        "no client-side panel to collapse"
     )
-    [reject] = show["Reject…"]["actions"]
-    assert (reject["type"], reject["title"], reject["data"]["action"]) == (
-        "Action.Submit",
-        "Reject",
-        "reject",
-    )
+    assert not inputs(card)
+    edit = editing(name)
+    assert [(a["title"], a["data"].get("action") or a["data"].get("view")) for a in edit["actions"]] == [
+        ("Edit and approve", "edit"),
+        ("Back", "decide"),
+    ]
+    reject = rejecting(name)
+    assert [(a["title"], a["data"].get("action") or a["data"].get("view")) for a in reject["actions"]] == [
+        ("Reject", "reject"),
+        ("Back", "decide"),
+    ]
+    assert [i["id"] for i in inputs(reject)] == ["reject.reason"]
+
+
+def test_an_open_panel_still_shows_the_proposal_next_to_the_current_values():
+    edit = editing("update")
+    assert {"title": "Proposed", "value": "Negotiation"} in fact_pairs(edit)
+    assert edit["body"][0]["id"] == card_element_id(UPDATE.tool_call_id)
 
 
 @pytest.mark.parametrize("outcome", OUTCOMES)
@@ -330,7 +385,7 @@ def test_update_opportunity_card_shows_current_next_to_proposed_values():
         if c["type"] == "Container" and len(c.get("items", [])) == 2 and c["items"][1]["type"] == "FactSet"
     }
     assert blocks["Stage"] == {"Current": "Proposal", "Proposed": "Negotiation"}
-    assert blocks["Close date"] == {"Current": "2026-11-30", "Proposed": "2026-12-15"}
+    assert blocks["Close date"] == {"Current": "Nov 30, 2026", "Proposed": "Dec 15, 2026"}
     assert blocks["Amount"] == {"Current": "95,000 USD", "Proposed": "120,000 USD"}
     assert blocks["Next step"] == {"Current": "—", "Proposed": "Send the revised quote"}
     assert "Opportunity" not in blocks  # the target is in the header, not a field to change
@@ -385,7 +440,7 @@ def test_no_action_on_any_card_sends_anything(name: str):
 
 
 def test_edit_inputs_are_namespaced_and_prefilled_with_the_proposed_values():
-    card = approval("update")
+    card = editing("update")
     assert [i["id"] for i in inputs(card) if i["id"].startswith("edit.")] == [
         f"edit.{f}" for f in EDITABLE_FIELDS["update_opportunity"]
     ]
@@ -396,14 +451,14 @@ def test_edit_inputs_are_namespaced_and_prefilled_with_the_proposed_values():
 
 
 def test_stage_is_chosen_from_every_stage():
-    stage = input_by_id(approval("update"), "edit.stage")
+    stage = input_by_id(editing("update"), "edit.stage")
     assert stage["type"] == "Input.ChoiceSet"
     assert [c["value"] for c in stage["choices"]] == list(STAGES)
     assert stage["style"] == "compact"
 
 
 def test_close_date_is_edited_with_a_date_input_and_amount_with_a_non_negative_number():
-    card = approval("update")
+    card = editing("update")
     assert input_by_id(card, "edit.close_date")["type"] == "Input.Date"
     amount = input_by_id(card, "edit.amount")
     assert amount["type"] == "Input.Number"
@@ -412,7 +467,7 @@ def test_close_date_is_edited_with_a_date_input_and_amount_with_a_non_negative_n
 
 
 def test_activity_type_is_a_choice_and_notes_a_multiline_text():
-    card = approval("log")
+    card = editing("log")
     kind = input_by_id(card, "edit.type")
     assert kind["type"] == "Input.ChoiceSet"
     assert [c["value"] for c in kind["choices"]] == list(get_args(ActivityType))
@@ -427,7 +482,7 @@ def test_activity_type_is_a_choice_and_notes_a_multiline_text():
 
 
 def test_draft_edit_offers_subject_and_a_multiline_body():
-    card = approval("draft")
+    card = editing("draft")
     assert [i["id"] for i in inputs(card) if i["id"].startswith("edit.")] == ["edit.subject", "edit.body"]
     body = input_by_id(card, "edit.body")
     assert body["isMultiline"] is True
@@ -435,7 +490,7 @@ def test_draft_edit_offers_subject_and_a_multiline_body():
 
 
 def test_preference_edits_are_typed():
-    card = approval("prefs")
+    card = editing("prefs")
     tone = input_by_id(card, "edit.email_tone")
     assert tone["type"] == "Input.ChoiceSet"
     assert [c["value"] for c in tone["choices"]] == list(get_args(EmailTone))
@@ -447,7 +502,7 @@ def test_preference_edits_are_typed():
 
 
 def test_reject_reason_is_required_with_an_error_message():
-    reason = input_by_id(approval("update"), "reject.reason")
+    reason = input_by_id(rejecting("update"), "reject.reason")
     assert reason["type"] == "Input.Text"
     assert reason["isRequired"] is True
     assert reason["errorMessage"]
@@ -456,7 +511,7 @@ def test_reject_reason_is_required_with_an_error_message():
 @pytest.mark.parametrize("name", list(PROPOSALS))
 def test_every_decision_button_carries_the_thread_the_proposal_and_an_args_digest(name: str):
     prop = PROPOSALS[name]
-    actions = submit_actions(approval(name))
+    actions = [a for card in (approval(name), editing(name), rejecting(name)) for a in decision_buttons(card)]
     assert sorted(a["data"]["action"] for a in actions) == ["approve", "edit", "reject"]
     for action in actions:
         assert action["data"] == {
@@ -479,10 +534,17 @@ def test_args_digest_is_canonical_sha256_of_the_arguments():
 # --- outcome, answer, welcome, notice -------------------------------------------------------
 
 
-def test_approved_outcome_shows_the_audit_id_and_the_final_values():
-    text = all_text(CARDS["outcome:approved"])
+def element_ids(card: dict[str, Any]) -> list[str]:
+    return [str(n["id"]) for n, _ in walk(card) if "id" in n]
+
+
+def test_approved_outcome_keeps_the_audit_id_in_its_data_and_shows_the_final_values():
+    card = CARDS["outcome:approved"]
+    text = all_text(card)
     assert "✓" in text
-    assert "#42" in text
+    assert "42" not in text
+    assert "audit record #" not in text.lower()
+    assert "audit-42" in element_ids(card)
     assert "125,000 USD" in text  # the edited amount, not the proposed one
     assert "Negotiation" in text
 
@@ -491,7 +553,7 @@ def test_approved_outcome_shows_the_values_the_write_tool_reports_as_written():
     text = all_text(CARDS["outcome:approved-from-result"])
     assert "130,000 USD" in text
     assert "120,000 USD" not in text
-    assert "#44" in text
+    assert "audit-44" in element_ids(CARDS["outcome:approved-from-result"])
 
 
 def test_approved_draft_outcome_says_saved_not_sent():
@@ -509,7 +571,7 @@ def test_rejected_outcome_shows_the_reason():
 def test_conflict_outcome_shows_the_records_values_now_and_that_a_fresh_proposal_follows():
     card = CARDS["outcome:conflict"]
     assert {"title": "Stage", "value": "Closed Won"} in fact_pairs(card)
-    assert {"title": "Close date", "value": "2026-10-01"} in fact_pairs(card)
+    assert {"title": "Close date", "value": "Oct 1, 2026"} in fact_pairs(card)
     assert "Version" not in [f["title"] for f in fact_pairs(card)]
     assert "rep-diego" not in all_text(card)  # only the fields the proposal is about
     assert "fresh proposal" in all_text(card)
@@ -554,6 +616,101 @@ def test_notice_card_shows_the_correlation_id():
 
 
 def test_walk_reaches_inputs_inside_show_cards():
-    depths = {node.get("id"): depth for node, depth in walk(approval("update")) if "id" in node}
-    assert depths["reject.reason"] == 1
-    assert depths["edit.stage"] == 1
+    nested = {
+        "type": "AdaptiveCard",
+        "body": [{"type": "Input.Text", "id": "edit.subject", "label": "Subject"}],
+    }
+    card = {
+        "type": "AdaptiveCard",
+        "body": [{"type": "Input.Text", "id": "top", "label": "Top"}],
+        "actions": [{"type": "Action.ShowCard", "title": "More", "card": nested}],
+    }
+    depths = {node.get("id"): depth for node, depth in walk(card) if "id" in node}
+    assert depths == {"top": 0, "edit.subject": 1}
+
+
+# --- internal ids, locale, "my approvals", moved cards ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in CARDS if n.startswith(("approval:", "approval-", "outcome:")) or n == "moved"]
+)
+def test_no_card_shows_the_proposal_id_but_every_card_about_one_carries_it_as_data(name: str):
+    card = CARDS[name]
+    text = all_text(card)
+    assert "call_" not in text
+    assert "Proposal call" not in text
+    assert "audit record" not in text.lower()
+    assert card_element_id(card["body"][0]["id"].removeprefix("proposal-")) == card["body"][0]["id"]
+    assert card["body"][0]["id"].startswith("proposal-call_")
+
+
+def test_dates_on_a_card_are_in_the_reps_locale():
+    german = fact_pairs(approval("update-de"))
+    assert {"title": "Current", "value": "30.11.2026"} in german
+    assert {"title": "Proposed", "value": "15.12.2026"} in german
+    english = fact_pairs(approval("update"))
+    assert {"title": "Proposed", "value": "Dec 15, 2026"} in english
+
+
+def test_an_unknown_locale_falls_back_to_us_english():
+    card = approval_card(UPDATE, thread_id=THREAD, locale="xx-not-a-locale")
+    assert {"title": "Proposed", "value": "Dec 15, 2026"} in fact_pairs(card)
+
+
+def test_my_approvals_lists_each_proposal_newest_first_with_record_fields_age_and_an_open_button():
+    card = CARDS["approvals:some"]
+    rows = [n for n in card["body"] if n.get("id", "").startswith("waiting-")]
+    assert [r["id"] for r in rows] == [
+        f"waiting-{UPDATE.tool_call_id}",
+        f"waiting-{PROPOSALS['log'].tool_call_id}",
+    ]
+    first = all_text(rows[0])
+    assert "Renewal 2027" in first
+    assert "Negotiation" in first
+    assert "Dec 15, 2026" in first
+    assert "5 minutes ago" in first
+    assert "3 hours ago" in all_text(rows[1])
+    assert "2 proposals wait" in all_text(card)
+    buttons = [a for a in submit_actions(card)]
+    assert [b["title"] for b in buttons] == ["Open", "Open"]
+    assert buttons[0]["data"] == {
+        "copilot": "open_proposal",
+        "v": 1,
+        "thread_id": THREAD,
+        "tool_call_id": UPDATE.tool_call_id,
+    }
+
+
+def test_my_approvals_never_decides_anything_itself():
+    for name in ("approvals:some", "approvals:none"):
+        datas = [a.get("data") or {} for a in submit_actions(CARDS[name])]
+        assert all(d.get("copilot") != "decision" for d in datas)
+        assert "approve all" not in all_text(CARDS[name]).lower()
+        assert not inputs(CARDS[name])
+
+
+def test_my_approvals_with_nothing_waiting_says_so():
+    assert "Nothing waits for your decision" in all_text(CARDS["approvals:none"])
+
+
+def test_my_approvals_shows_at_most_its_limit_and_counts_the_rest():
+    many = [
+        WaitingProposal(THREAD, UPDATE, NOW - dt.timedelta(minutes=i)) for i in range(APPROVALS_SHOWN + 3)
+    ]
+    card = approvals_card(many, now=NOW)
+    assert len([a for a in submit_actions(card)]) == APPROVALS_SHOWN
+    assert "3 older ones" in all_text(card)
+
+
+def test_a_moved_card_has_no_buttons_and_says_where_to_decide():
+    card = CARDS["moved"]
+    assert not [n for n in elements(card) if n["type"].startswith("Action.") or n["type"] == "ActionSet"]
+    assert "actions" not in card
+    assert "shown again below" in all_text(card)
+
+
+def test_the_welcome_card_offers_my_approvals():
+    assert APPROVALS_COMMANDS[0] in WELCOME_COMMANDS
+    titles = [a["title"] for a in CARDS["welcome"]["actions"]]
+    assert "my approvals" in titles
