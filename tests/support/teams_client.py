@@ -56,6 +56,16 @@ class Teams:
         activity = self.activity(aad, value=data, replyToId=card_activity_id)
         assert await self.send(activity) in (200, 201, 202)
 
+    async def invoke(
+        self, name: str, value: Any, *, reply_to_id: str | None = None, aad: str = PLAYGROUND_AAD_OBJECT_ID
+    ) -> httpx.Response:
+        """An ``invoke`` activity (e.g. ``message/submitAction``), answered in the response."""
+        activity = self.activity(aad, type="invoke", name=name, value=value)
+        if reply_to_id is not None:
+            activity["replyToId"] = reply_to_id
+        async with httpx.AsyncClient(timeout=120) as client:
+            return await client.post(self.bot_url, json=activity)
+
     def last_text(self) -> str:
         message = self.connector.messages()[-1]
         text = message.body.get("text") or ""
