@@ -150,13 +150,13 @@ async def record_answer(
 
 
 _ANSWER_BY_ID = """
-SELECT message_id, thread_id, run_id FROM answers WHERE conversation_id = %s AND activity_id = %s
+SELECT message_id, thread_id, run_id, tenant_id FROM answers WHERE conversation_id = %s AND activity_id = %s
 """
-# The Agents Playground's feedback invoke names no message (Teams' carries replyToId): then
-# the feedback is about the latest answer the rep got in this conversation.
+# The Agents Playground's feedback invoke names no message (Teams' carries replyToId) and no
+# tenant: then the feedback is about the latest answer the rep got in this conversation.
 _LATEST_ANSWER = """
-SELECT message_id, thread_id, run_id FROM answers
- WHERE conversation_id = %s AND tenant_id = %s AND aad_object_id = %s
+SELECT message_id, thread_id, run_id, tenant_id FROM answers
+ WHERE conversation_id = %s AND aad_object_id = %s AND (%s = '' OR tenant_id = %s)
  ORDER BY sent_at DESC, activity_id = message_id DESC LIMIT 1
 """
 
@@ -178,7 +178,9 @@ async def record_feedback(
         if activity_id:
             cur = await conn.execute(_ANSWER_BY_ID, (conversation_id, activity_id))
         else:
-            cur = await conn.execute(_LATEST_ANSWER, (conversation_id, rater.tenant_id, rater.aad_object_id))
+            cur = await conn.execute(
+                _LATEST_ANSWER, (conversation_id, rater.aad_object_id, rater.tenant_id, rater.tenant_id)
+            )
         answer = await cur.fetchone()
         cur = await conn.execute(
             """
@@ -191,7 +193,7 @@ async def record_feedback(
                 conversation_id,
                 answer["message_id"] if answer else activity_id,
                 answer["thread_id"] if answer else None,
-                rater.tenant_id,
+                rater.tenant_id or (answer["tenant_id"] if answer else ""),
                 rater.aad_object_id,
                 feedback.rating,
                 feedback.comment,
