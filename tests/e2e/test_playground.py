@@ -180,7 +180,9 @@ def test_a_thumbs_down_with_a_comment_on_an_answer_is_stored(stack: Stack, e2e_d
     assert shown["aiLabel"], shown
     assert shown["feedbackButtons"] == 1, shown
     stack.teams("viewport", **PHONE)
-    stack.teams("screenshot", name="answer-ai-label-feedback-phone")
+    stack.teams("fitCard", contains="Sources")  # the card at the phone's width, as Teams mobile shows it
+    stack.teams("screenshot", name="answer-ai-label-feedback-phone", card="Sources")
+    stack.teams("restoreLayout")
     stack.teams("viewport", **DESKTOP)
 
     comment = "The summary misses the renewal date"

@@ -137,13 +137,19 @@ async def test_feedback_that_names_no_message_is_about_the_latest_answer(teams: 
     await teams.say("summarise Acme")
     latest = _answers(teams)[-1]
 
-    value = {"actionName": "feedback", "actionValue": {"reaction": "like", "feedback": "Spot on"}}
-    response = await teams.invoke("message/submitAction", value)
-
-    assert response.status_code == 200
+    # As the Playground sends it: no replyToId, no tenant, the comment as plain text.
+    invoke = teams.activity(
+        type="invoke",
+        name="message/submitAction",
+        value={"actionName": "feedback", "actionValue": {"reaction": "like", "feedback": "Spot on"}},
+    )
+    invoke.pop("channelData")
+    invoke["conversation"].pop("tenantId")
+    assert await teams.send(invoke) == 200
     assert teams.runtime is not None
     stored = await feedback_for(teams.runtime.service.pool, teams.conversation)
     assert [(f.activity_id, f.rating, f.comment) for f in stored] == [(latest.activity_id, "like", "Spot on")]
+    assert stored[0].tenant_id == TENANT, "the answer's tenant, as the invoke named none"
 
 
 @pytest.mark.parametrize(
