@@ -138,6 +138,8 @@ def _facts(record: dict[str, Any]) -> tuple[str, ...]:
             currency = record.get("currency")
             text = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
             facts.append(f"{currency} {text}" if isinstance(currency, str) else text)
+        elif isinstance(value, str) and (key.endswith("_at") or key.endswith("date")):
+            facts.append(value[:10])  # the day is what a rep reads; the time is noise here
         elif isinstance(value, str | int | float):
             facts.append(str(value)[:40])
     return tuple(facts)

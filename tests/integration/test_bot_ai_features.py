@@ -21,7 +21,7 @@ from bot.handler import PRIVATE_ONLY
 from bot.settings import BotSettings
 from copilot.settings import Settings
 from sandbox.directory import PLAYGROUND_AAD_OBJECT_ID
-from tests.support.fake_connector import Recorded, card_of
+from tests.support.fake_connector import Recorded, card_of, find_actions
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.teams_ai_schema import assert_valid_ai_message
 from tests.support.teams_client import TENANT, Teams, running_bot
@@ -33,10 +33,14 @@ DESKTOP = [{"type": "clientInfo", "locale": "en-US", "platform": "Windows"}]
 
 
 def _answers(teams: Teams) -> list[Recorded]:
-    """Every answer the bot sent (messages with the AI label), each valid against the schema."""
-    answers = [m for m in teams.connector.messages() if "https://schema.org/Message" in json.dumps(m.body)]
+    """Every answer the bot sent (messages with the AI label), each valid against the schema;
+    the bot's last message must be one of them."""
+    sent = teams.connector.messages()
+    answers = [m for m in sent if "https://schema.org/Message" in json.dumps(m.body)]
     for answer in answers:
         assert_valid_ai_message(answer.body)
+    assert answers, "no answer"
+    assert answers[-1] is sent[-1], f"the last message is not a labelled answer: {sent[-1].body}"
     return answers
 
 
@@ -100,6 +104,23 @@ async def test_an_answer_without_citations_is_labelled_and_has_feedback_buttons(
     entity = assert_valid_ai_message(answer)
     assert "citation" not in entity
     assert answer["channelData"]["feedbackLoopEnabled"] is True
+
+
+async def test_the_answer_after_an_approval_is_labelled_and_its_citations_are_entities(teams_desktop: Teams):
+    await teams_desktop.say("log a call with Acme: discussed pricing")
+    card_activity = teams_desktop.connector.cards()[-1]
+    approve = next(a for a in find_actions(card_of(card_activity), "Approve"))
+    await teams_desktop.submit(card_activity.activity_id or "", approve["data"])
+
+    answer = _answers(teams_desktop)[-1].body
+    assert answer["channelData"]["feedbackLoopEnabled"] is True
+    assert "[acc-acme]" not in answer["text"], "record ids are numbered markers, not shown"
+    named = {c["appearance"]["name"]: c["appearance"]["abstract"] for c in answer["entities"][0]["citation"]}
+    # The activity just written is cited by its subject, as an activity.
+    assert named.get("Acme Corporation", "").startswith("Account")
+    assert any(
+        name.startswith("Call with Acme") and kind.startswith("Activity") for name, kind in named.items()
+    )
 
 
 async def test_in_local_development_an_answer_keeps_its_sources_card_and_is_labelled(teams: Teams):
