@@ -182,11 +182,28 @@ def test_cited_records_are_named_and_typed_from_the_tool_results_without_contact
         ToolMessage(json.dumps(accounts), tool_call_id="c1", name="search_accounts"),
         ToolMessage(json.dumps(contacts), tool_call_id="c2", name="list_contacts"),
         ToolMessage(json.dumps(deal), tool_call_id="c3", name="get_opportunity"),
+        ToolMessage(
+            json.dumps(
+                {
+                    "items": [
+                        {
+                            "id": "act-1",
+                            "subject": "Pricing call",
+                            "type": "call",
+                            "occurred_at": "2026-11-29T10:00:00Z",
+                        }
+                    ]
+                }
+            ),
+            tool_call_id="c4",
+            name="list_activities",
+        ),
     ]
 
-    found = cited_records(messages, ["opp-7", "con-1", "acc-acme", "acc-unseen"])
+    found = cited_records(messages, ["opp-7", "con-1", "acc-acme", "act-1", "acc-unseen"])
 
-    assert list(found) == ["opp-7", "con-1", "acc-acme"]
+    assert list(found) == ["opp-7", "con-1", "acc-acme", "act-1"]
+    assert found["act-1"] == CitedRecord("act-1", "Pricing call", "activity", ("call", "2026-11-29"))
     assert found["acc-acme"] == CitedRecord(
         "acc-acme", "Acme Corporation", "account", ("Manufacturing", "Seattle")
     )
