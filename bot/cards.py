@@ -859,11 +859,16 @@ def _short(text: str, limit: int = 120) -> str:
 # --- answers, welcome, notices -----------------------------------------------------------------
 
 
+def record_url(record_id: str, template: str | None) -> str | None:
+    """The record's page in the CRM, from ``CRM_RECORD_URL_TEMPLATE`` (``{id}`` replaced), if set."""
+    return template.replace("{id}", quote(record_id, safe="")) if template else None
+
+
 def record_link(record_id: str, template: str | None) -> str:
     """A record id as Teams markdown: ``[id](url)`` with a URL template, else the bare id."""
-    if not template:
+    url = record_url(record_id, template)
+    if not url:
         return record_id
-    url = template.replace("{id}", quote(record_id, safe=""))
     label = record_id.replace("[", "(").replace("]", ")")
     return f"[{label}]({url})"
 

@@ -30,8 +30,16 @@ from botbuilder.schema import (
 from botframework.connector.models import ErrorResponseException
 from botframework.connector.token_api.models import TokenExchangeResource
 
-from bot import cards, conversations
+from bot import cards, conversations, feedback
+from bot.ai_entities import (
+    FEEDBACK_CHANNEL_DATA,
+    answer_style,
+    client_platform,
+    message_entity,
+    number_citations,
+)
 from bot.card_submit import CardSubmission, InvalidSubmission, parse_submission, to_decision
+from bot.json_entity import JsonEntity
 from bot.progress import TurnProgress
 from bot.rep_tokens import RepTokens, SignedInRep, SsoRepTokens
 from bot.settings import BotSettings
@@ -47,6 +55,12 @@ NOT_YOURS = (
 )
 ALREADY_DECIDED = "That proposal was already decided, so nothing was changed."
 Card = dict[str, Any]
+PRIVATE_ONLY = (
+    "I answer CRM questions only in a 1:1 chat with you: I read the CRM with the permissions "
+    "of whoever asks, and everyone here would see the answer. Message me privately and ask there."
+)
+GROUP_CONVERSATION_TYPES = frozenset({"groupChat", "channel"})
+"""Teams ``conversationType``s with more people than the rep (1:1 chats are ``personal``)."""
 
 
 class CopilotBot(TeamsActivityHandler):
@@ -72,6 +86,11 @@ class CopilotBot(TeamsActivityHandler):
     async def on_message_activity(self, turn_context: TurnContext) -> None:
         value = turn_context.activity.value
         if isinstance(value, dict) and value.get("copilot") == "decision":
+            if not self._answers_here(turn_context.activity):
+                # No approval card is posted where the copilot does not answer; an old or
+                # forwarded one is not decided here either (that would read the CRM).
+                await turn_context.send_activity(PRIVATE_ONLY)
+                return
             await self._on_decision(turn_context, value)
             return
         if isinstance(value, dict) and value.get("copilot") == cards.VIEW_KIND:
@@ -89,7 +108,53 @@ class CopilotBot(TeamsActivityHandler):
     async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse:
         if turn_context.activity.name == SignInConstants.token_exchange_operation_name:
             return await self._token_exchange(turn_context)
+        if turn_context.activity.name == feedback.FEEDBACK_INVOKE:
+            return await self._on_feedback(turn_context)
         return await super().on_invoke_activity(turn_context)
+
+    def _answers_here(self, activity: Activity) -> bool:
+        """Whether CRM questions are answered in this conversation (1:1, or groups if allowed).
+
+        A conversation without a type (not Teams, e.g. a Bot Framework test client) is a 1:1.
+        """
+        kind = getattr(activity.conversation, "conversation_type", None)
+        return kind not in GROUP_CONVERSATION_TYPES or self.settings.group_answers
+
+    # --- feedback on answers ------------------------------------------------------------------
+
+    async def _on_feedback(self, turn_context: TurnContext) -> InvokeResponse:
+        """``message/submitAction`` (👍 / 👎 and a comment): stored with the answer it is about.
+
+        Answered with 200 and an empty body, as Teams requires; a payload that is not
+        feedback gets 400 with the reason, and nothing is stored. Feedback needs no sign-in
+        and reads nothing of the CRM: it is the Teams user's own opinion of a message.
+        """
+        activity = turn_context.activity
+
+        def refused(message: str) -> InvokeResponse:
+            return InvokeResponse(
+                status=HTTPStatus.BAD_REQUEST, body={"error": "invalid_feedback", "message": message}
+            )
+
+        value = activity.value if isinstance(activity.value, dict) else None
+        if value is not None and value.get("actionName") not in (None, feedback.FEEDBACK_ACTION):
+            return refused(f"Only feedback is handled here, not {str(value.get('actionName'))[:40]!r}.")
+        try:
+            given = feedback.parse_feedback(value)
+        except feedback.InvalidFeedback as exc:
+            return refused(exc.message)
+        aad = getattr(activity.from_property, "aad_object_id", None) if activity.from_property else None
+        if not aad or activity.conversation is None:
+            return refused("Feedback is taken only from a signed-in Microsoft 365 user in a conversation.")
+        stored = await feedback.record_feedback(
+            self.service.pool,
+            conversation_id=activity.conversation.id,
+            activity_id=activity.reply_to_id,
+            rater=RepIdentity(_tenant_id(activity) or "", aad),
+            feedback=given,
+        )
+        logger.info("feedback %s (%s) on answer %s", stored.id, stored.rating, stored.activity_id)
+        return InvokeResponse(status=HTTPStatus.OK, body={})
 
     # --- Teams SSO ------------------------------------------------------------------------------
 
@@ -200,6 +265,10 @@ class CopilotBot(TeamsActivityHandler):
                 MessageFactory.attachment(CardFactory.adaptive_card(cards.help_card()))
             )
             return
+        if not self._answers_here(turn_context.activity):
+            # Before any sign-in or CRM call: nothing of the CRM is shown to the group.
+            await turn_context.send_activity(PRIVATE_ONLY)
+            return
         rep = await self._rep(turn_context, keeping=text)
         if rep is None:
             return
@@ -237,17 +306,7 @@ class CopilotBot(TeamsActivityHandler):
         if progress is not None:
             progress.close()  # a held progress update never arrives after the result
         if result.answer:
-            if result.citations:
-                card = cards.answer_card(
-                    result.answer, result.citations, record_url_template=self.settings.record_url_template
-                )
-                message = MessageFactory.attachment(CardFactory.adaptive_card(card))
-            else:
-                # Nothing to cite: the text alone (a card too would show it twice).
-                message = MessageFactory.text(result.answer)
-            if progress is not None:
-                message.entities = progress.final_entities()
-            await turn_context.send_activity(message)
+            await self._send_answer(turn_context, result, progress)
         for proposal in result.proposals:
             posted = await conversations.card_activity(
                 self.service.pool, result.thread_id, proposal.tool_call_id
@@ -256,6 +315,54 @@ class CopilotBot(TeamsActivityHandler):
             # something while they wait): one live copy per proposal, never a re-post.
             if posted is None:
                 await self._send_card(turn_context, result.thread_id, proposal)
+
+    async def _send_answer(
+        self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None
+    ) -> None:
+        """The answer, labelled as AI-generated, with feedback buttons and its sources.
+
+        Sources as Teams citations (``[n]`` markers, the record on hover) where the client
+        shows them, else in a card's Sources list (``bot.ai_entities.answer_style``). The
+        message is recorded as this thread's answer, so feedback on it finds the thread.
+        """
+        assert result.answer is not None
+        activity = turn_context.activity
+        template = self.settings.record_url_template
+        style = answer_style(
+            self.settings.answer_sources,
+            channel_id=activity.channel_id,
+            platform=client_platform(activity.entities),
+            dev_mode=self.settings.dev_mode,
+            cited=len(result.citations),
+        )
+        if result.citations and style == "entities":
+            numbered = number_citations(result.answer, result.citations, result.sources, template)
+            message = MessageFactory.text(numbered.text)
+            entity = message_entity(numbered.citations)
+        elif result.citations:
+            card = cards.answer_card(result.answer, result.citations, record_url_template=template)
+            message = MessageFactory.attachment(CardFactory.adaptive_card(card))
+            entity = message_entity()
+        else:
+            # Nothing to cite: the text alone (a card too would show it twice).
+            message = MessageFactory.text(result.answer)
+            entity = message_entity()
+        message.entities = [JsonEntity(entity), *(progress.final_entities() if progress is not None else [])]
+        message.channel_data = dict(FEEDBACK_CHANNEL_DATA)
+        response = await turn_context.send_activity(message)
+        aad = getattr(activity.from_property, "aad_object_id", None) if activity.from_property else None
+        stream_id = progress.stream_id if progress is not None else None
+        message_id = getattr(response, "id", None) or stream_id
+        if aad and message_id and activity.conversation is not None:
+            # The run id for LangSmith feedback is not exposed by TurnResult yet (run_id stays NULL).
+            await feedback.record_answer(
+                self.service.pool,
+                conversation_id=activity.conversation.id,
+                message_id=message_id,
+                also_known_as=[stream_id],
+                thread_id=result.thread_id,
+                identity=RepIdentity(_tenant_id(activity) or "", aad),
+            )
 
     async def _send_card(self, turn_context: TurnContext, thread_id: str, proposal: Proposal) -> str | None:
         """Post a proposal's approval card and record where; the new activity's id."""

@@ -11,6 +11,7 @@ from typing import Any
 from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ActivityTypes, Entity
 
+from bot.json_entity import JsonEntity
 from copilot.progress import ProgressEvent
 
 logger = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ class TurnProgress:
         activity = Activity(
             type=ActivityTypes.typing,
             text=event.message,
-            entities=[Entity().deserialize(entity)],
+            entities=[JsonEntity(entity)],
             channel_data={k: v for k, v in entity.items() if k != "type"},
         )
         response = await self._context.send_activity(activity)
@@ -131,4 +132,6 @@ class TurnProgress:
         self.close()
         if self.stream_id is None or self._expired(self._clock()):
             return []
-        return [Entity().deserialize(streaminfo("final", stream_id=self.stream_id))]
+        # All of it: botbuilder's Entity would send only the type, and Teams would not know
+        # which stream the answer closes.
+        return [JsonEntity(streaminfo("final", stream_id=self.stream_id))]

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot import DEFAULT_TURN_QUEUE
+
+AnswerSources = Literal["auto", "entities", "card"]
+"""How an answer shows its sources: Teams citation entities, a card's Sources list, or
+``auto`` (entities where the Teams client shows them; see ``bot.ai_entities.answer_style``)."""
 
 
 class BotSettings(BaseSettings):
@@ -45,6 +51,10 @@ class BotSettings(BaseSettings):
     record_url_template: str | None = Field(default=None, alias="CRM_RECORD_URL_TEMPLATE")
     """E.g. ``https://contoso.crm.dynamics.com/main.aspx?id={id}``: citations become links."""
     retention_days: int = Field(default=30, ge=1, alias="COPILOT_RETENTION_DAYS")
+    answer_sources: AnswerSources = Field(default="auto", alias="COPILOT_ANSWER_SOURCES")
+    group_answers: bool = Field(default=False, alias="COPILOT_GROUP_ANSWERS")
+    """Answer CRM questions in group chats and channels too. Off by default: an answer is read
+    with the asking rep's permissions, and everyone in the chat would see it."""
 
     @property
     def dev_mode(self) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
@@ -77,3 +78,102 @@ def strip_citations(text: str, ids: Iterable[str]) -> str:
     for ident in ids:
         text = text.replace(f" [{ident}]", "").replace(f"[{ident}]", "")
     return text
+
+
+# --- the cited records, as the tool results describe them (what Teams shows on hover) -------
+
+_SUMMARY_FIELDS: tuple[str, ...] = (
+    "stage",
+    "amount",
+    "close_date",
+    "title",
+    "industry",
+    "city",
+    "type",
+    "occurred_at",
+)
+"""Short facts worth a glance, in this order; never contact details (emails, phone numbers)."""
+
+_LIST_KEYS = frozenset({"items", "results", "records", "data", "value"})
+_VERBS = ("get_", "list_", "search_", "find_", "read_")
+
+
+@dataclass(frozen=True)
+class CitedRecord:
+    """A cited record as this run's tool results describe it: its name, kind and a few facts."""
+
+    id: str
+    name: str
+    kind: str | None = None
+    """``account``, ``opportunity``, ... from the tool or the key it came under; None if unknown."""
+    facts: tuple[str, ...] = ()
+    """Short values (stage, amount, close date, title ...), as the record holds them."""
+
+
+def _kind_of_tool(tool: str | None) -> str | None:
+    """``list_opportunities`` → ``opportunity``, ``get_account`` → ``account``."""
+    if not tool:
+        return None
+    noun = next((tool[len(v) :] for v in _VERBS if tool.startswith(v)), None)
+    if not noun or "_" in noun:
+        return None
+    return _singular(noun)
+
+
+def _singular(word: str) -> str:
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _facts(record: dict[str, Any]) -> tuple[str, ...]:
+    facts: list[str] = []
+    for key in _SUMMARY_FIELDS:
+        value = record.get(key)
+        if isinstance(value, bool) or value is None or value == "":
+            continue
+        if key == "amount" and isinstance(value, int | float):
+            currency = record.get("currency")
+            text = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+            facts.append(f"{currency} {text}" if isinstance(currency, str) else text)
+        elif isinstance(value, str) and (key.endswith("_at") or key.endswith("date")):
+            facts.append(value[:10])  # the day is what a rep reads; the time is noise here
+        elif isinstance(value, str | int | float):
+            facts.append(str(value)[:40])
+    return tuple(facts)
+
+
+def _collect(value: Any, kind: str | None, wanted: set[str], found: dict[str, CitedRecord]) -> None:
+    if isinstance(value, list):
+        for child in value:
+            _collect(child, kind, wanted, found)
+        return
+    if not isinstance(value, dict):
+        return
+    ident = value.get("id")
+    if isinstance(ident, str) and ident in wanted:
+        name = next((value[k] for k in ("name", "subject", "title") if isinstance(value.get(k), str)), None)
+        known = found.get(ident)
+        # The fullest description wins: a record itself over a bare {id, name} reference.
+        if name and (known is None or len(_facts(value)) > len(known.facts)):
+            found[ident] = CitedRecord(ident, name, kind or (known.kind if known else None), _facts(value))
+    for key, child in value.items():
+        if isinstance(child, dict | list):
+            _collect(child, kind if key in _LIST_KEYS else _singular(key), wanted, found)
+
+
+def cited_records(messages: Iterable[BaseMessage], ids: Sequence[str]) -> dict[str, CitedRecord]:
+    """The records ``ids`` name, described from the tool results among ``messages`` (pure).
+
+    Read from each result's text (what the model saw, PII already redacted); the kind comes
+    from the key a record sits under (``"account": {...}``) or else from the tool's name
+    (``list_opportunities`` → ``opportunity``). Ids no result describes are left out.
+    """
+    wanted = set(ids)
+    found: dict[str, CitedRecord] = {}
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            _collect(parse_result_text(message_text(message)), _kind_of_tool(message.name), wanted, found)
+    return {i: found[i] for i in ids if i in found}

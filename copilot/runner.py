@@ -36,7 +36,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from copilot.agent import build_agent
 from copilot.auth.tokens import TokenBroker
-from copilot.citations import message_text
+from copilot.citations import CitedRecord, cited_records, current_run, message_text
 from copilot.context import AgentContext, run_context
 from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
 from copilot.errors import (
@@ -130,6 +130,10 @@ class TurnResult:
     """The same results, typed, by tool call id (rejections have none)."""
     decided: dict[str, Proposal] = field(default_factory=dict)
     """The proposals decided in this call, as they were when decided, by tool call id."""
+    sources: dict[str, CitedRecord] = field(default_factory=dict)
+    """The cited records as this run's tool results describe them (name, kind, facts), by id:
+    what Teams shows when a rep hovers over a citation. No run id is exposed yet (for
+    LangSmith feedback, ``bot/feedback.py`` keeps a column for it)."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` shape documented in the README."""
@@ -657,10 +661,12 @@ class CopilotService:
         if last is None:
             return TurnResult(thread_id, answer=None)
         check = last.response_metadata.get("citation_check", {})
+        cited = list(check.get("cited", []))
         return TurnResult(
             thread_id,
             answer=message_text(last),
-            citations=list(check.get("cited", [])),
+            citations=cited,
+            sources=cited_records(current_run(messages), cited),
             unverified_citations=list(check.get("unverified", [])),
             notice="limit_reached" if last.response_metadata.get("limit_reached") else None,
         )

@@ -133,6 +133,15 @@ async function indexWithin(card, title, within) {
   );
 }
 
+function botMessage(contains) {
+  // A chat message is its header's parent; the bot's carry the feedback buttons, if any.
+  return page
+    .locator('div:has(> [aria-label="Message header"])')
+    .filter({ has: page.locator('[aria-label="Message author"]') })
+    .filter({ hasText: contains })
+    .last();
+}
+
 async function chatText() {
   const list = await messages();
   return list.map((m) => `[${m.author}] ${m.text}`).join('\n---\n');
@@ -350,6 +359,43 @@ const commands = {
         .filter(Boolean),
     );
     return { lines };
+  },
+
+  /**
+   * Teams' AI features on the latest bot message containing `contains`: the "AI generated"
+   * label in its header, the 👍 / 👎 feedback buttons under it, and its citation markers.
+   */
+  async aiFeatures({ contains }) {
+    const box = botMessage(contains);
+    await box.waitFor();
+    return {
+      aiLabel: (await box.locator('[aria-label="Message header"]').innerText()).includes('AI generated'),
+      feedbackButtons: await box.locator('.fai-FeedbackButtons').count(),
+      text: await box.innerText(),
+    };
+  },
+
+  /**
+   * Give feedback on the latest bot message containing `contains` as a rep does: click 👍 or
+   * 👎 under it, type `comment` into the Playground's feedback form, submit, and wait for its
+   * thanks (the bot answered the message/submitAction invoke with 200). Screenshots the form
+   * filled in (`name`-form) and the thanks (`name`-thanks).
+   */
+  async feedback({ contains, reaction = 'dislike', comment = '', name = 'feedback' }) {
+    const box = botMessage(contains);
+    const kind = reaction === 'like' ? 'positive' : 'negative';
+    const button = box.locator(`.fai-FeedbackButtons__${kind}FeedbackButton`);
+    await button.scrollIntoViewIfNeeded();
+    await button.click();
+    const dialog = page.getByRole('dialog');
+    await dialog.locator('textarea').fill(comment);
+    await page.waitForTimeout(300); // the dialog fades in
+    await screenshot(`${name}-form`);
+    await dialog.getByRole('button', { name: 'Submit', exact: true }).click();
+    await dialog.getByText('Thank you!').waitFor();
+    const shot = await screenshot(`${name}-thanks`);
+    await dialog.getByRole('button', { name: 'Close', exact: true }).click();
+    return { screenshot: shot };
   },
 
   async close() {

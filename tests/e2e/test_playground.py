@@ -17,7 +17,9 @@ import re
 import time
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from bot.cards import card_element_id
 from tests.e2e.harness import Stack, iter_new
@@ -299,3 +301,36 @@ def test_an_open_edit_panel_survives_the_card_being_laid_out_again_at_phone_widt
     stack.teams("card", cardId=of(call_id), text="✓ Approved")
     rows = written_by(activities(stack), call_id)
     assert [r["subject"] for r in rows] == ["Onboarding plan (edited in Teams)"]
+
+
+def test_a_thumbs_down_with_a_comment_on_an_answer_is_stored(stack: Stack, e2e_database_url: str):
+    """The Playground shows the AI label and 👍 / 👎 on an answer (its Sources card kept, as
+    the Playground shows no citation entities on cards); 👎 with a comment reaches the bot as
+    Teams' ``message/submitAction`` invoke and is stored with the answer's thread."""
+    new_thread(stack)
+    stack.teams("say", text="summarise Acme", expect="Sources")
+    shown = stack.teams("aiFeatures", contains="Sources")
+    stack.teams("screenshot", name="answer-ai-label-feedback-desktop")
+    assert shown["aiLabel"], shown
+    assert shown["feedbackButtons"] == 1, shown
+    stack.teams("viewport", **PHONE)
+    stack.teams("fitCard", contains="Sources")  # the card at the phone's width, as Teams mobile shows it
+    stack.teams("screenshot", name="answer-ai-label-feedback-phone", card="Sources")
+    stack.teams("restoreLayout")
+    stack.teams("viewport", **DESKTOP)
+
+    comment = "The summary misses the renewal date"
+    stack.teams("feedback", contains="Sources", reaction="dislike", comment=comment, name="feedback-dislike")
+
+    with psycopg.connect(e2e_database_url, row_factory=dict_row) as conn:
+        rows = conn.execute("SELECT * FROM answer_feedback ORDER BY id").fetchall()
+        answers = conn.execute("SELECT * FROM answers ORDER BY sent_at").fetchall()
+    assert [(r["rating"], r["comment"]) for r in rows] == [("dislike", comment)], rows
+    # The Playground's invoke names no message: the feedback is the latest answer's.
+    latest = answers[-1]
+    assert rows[0]["activity_id"] == latest["message_id"], (rows, answers)
+    assert rows[0]["thread_id"] == latest["thread_id"]
+    assert (rows[0]["tenant_id"], rows[0]["aad_object_id"]) == (latest["tenant_id"], latest["aad_object_id"])
+    # The Playground logs the invoke it sent and the bot's status (Teams wants 200).
+    log = stack.teams("playgroundLog")["lines"]
+    assert any("-> User Application invoke 200" in line for line in log), "\n".join(log[-15:])

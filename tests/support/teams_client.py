@@ -63,6 +63,16 @@ class Teams:
         await self.submit(card_activity.activity_id or "", button["data"])
         return self.connector.latest_content(card_activity.activity_id or "")
 
+    async def invoke(
+        self, name: str, value: Any, *, reply_to_id: str | None = None, aad: str = PLAYGROUND_AAD_OBJECT_ID
+    ) -> httpx.Response:
+        """An ``invoke`` activity (e.g. ``message/submitAction``), answered in the response."""
+        activity = self.activity(aad, type="invoke", name=name, value=value)
+        if reply_to_id is not None:
+            activity["replyToId"] = reply_to_id
+        async with httpx.AsyncClient(timeout=120) as client:
+            return await client.post(self.bot_url, json=activity)
+
     def last_text(self) -> str:
         message = self.connector.messages()[-1]
         text = message.body.get("text") or ""
