@@ -62,6 +62,7 @@ from copilot.progress import ProgressEvent, describe_tool_call, names_in
 from copilot.proposals import ProposalRecord, args_digest
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, parse_result_text, read_tool_definitions, read_tools
+from copilot.tracing import Tracing, current_trace, model_labels, open_tracing
 from copilot.writes import WriteOutcome, backends
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
@@ -119,6 +120,9 @@ class TurnResult:
     """The same results, typed, by tool call id (rejections have none)."""
     decided: dict[str, Proposal] = field(default_factory=dict)
     """The proposals decided in this call, as they were when decided, by tool call id."""
+    run_id: str | None = None
+    """The LangSmith root run of this turn or decision (``Tracing.record_feedback`` takes it);
+    ``None`` when tracing is off."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` shape documented in the README."""
@@ -180,6 +184,7 @@ class CopilotService:
         *,
         write_guard_factory: Callable[[], WriteGuardMiddleware] = WriteGuardMiddleware,
         lock_pool: AsyncConnectionPool[AsyncConnection[DictRow]] | None = None,
+        tracing: Tracing | None = None,
     ):
         self.settings = settings
         self.pool = pool
@@ -194,6 +199,7 @@ class CopilotService:
             reset_seconds=settings.breaker_reset_seconds,
         )
         self._write_guard_factory = write_guard_factory
+        self.tracing = tracing or Tracing.off()
         self._agent: Any = None
         self._reader: Any = None
         self._compile_lock = asyncio.Lock()
@@ -378,6 +384,8 @@ class CopilotService:
                         args=proposal.args,
                         reason=decision.reason,
                     )
+                if (trace := current_trace()) is not None:
+                    trace.record_rejection(proposal.tool, proposal.tool_call_id, decision.reason)
 
     async def pending(self, identity: RepIdentity, thread_id: str) -> TurnResult:
         """The proposals waiting on a thread (no model call, no token, no CRM session)."""
@@ -492,8 +500,11 @@ class CopilotService:
 
         ``read_now`` opens the CRM read session up front (a question: a refused sign-in or
         an outage is answered before the model runs); otherwise it opens on first use.
+        The run is one root run in LangSmith (a turn for a question, else a decision round)
+        when tracing is on: its config carries the tracer to every graph run.
         """
-        async with AsyncExitStack() as stack:
+        kind: Literal["turn", "decision"] = "turn" if read_now else "decision"
+        async with AsyncExitStack() as stack, self.tracing.run(kind, identity, thread_id) as traced:
             ctx = await run_context(
                 stack,
                 settings=self.settings,
@@ -519,7 +530,7 @@ class CopilotService:
                 self.breaker.record_failure()
                 yield TurnResult(thread_id, answer=UNAVAILABLE_MESSAGE, notice="crm_unavailable")
                 return
-            yield agent, ctx, self._config(thread_id, agent)
+            yield agent, ctx, {**self._config(thread_id, agent), **traced}
 
     async def _stream(
         self,
@@ -585,16 +596,19 @@ class CopilotService:
         return proposals
 
     def _result(self, state: StateSnapshot, thread_id: str) -> TurnResult:
+        trace = current_trace()
+        run_id = str(trace.run_id) if trace is not None else None
         proposals = self._proposals(state)
         if proposals:
-            return TurnResult(thread_id, proposals=proposals)
+            return TurnResult(thread_id, proposals=proposals, run_id=run_id)
         messages = (state.values or {}).get("messages", [])
         last = next((m for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls), None)
         if last is None:
-            return TurnResult(thread_id, answer=None)
+            return TurnResult(thread_id, answer=None, run_id=run_id)
         check = last.response_metadata.get("citation_check", {})
         return TurnResult(
             thread_id,
+            run_id=run_id,
             answer=message_text(last),
             citations=list(check.get("cited", [])),
             unverified_citations=list(check.get("unverified", [])),
@@ -660,16 +674,21 @@ async def open_service(
             saver, store = make_saver_and_store(pool)
             fallbacks = [build_model(name) for name in settings.fallback_model_names()]
             model = model or build_model(settings.copilot_model)
-            yield CopilotService(
-                settings,
-                pool,
-                saver,
-                store,
-                model,
-                fallbacks,
-                write_guard_factory=write_guard_factory,
-                lock_pool=locks,
-            )
+            tracing = await open_tracing(settings, models=model_labels([model, *fallbacks]))
+            try:
+                yield CopilotService(
+                    settings,
+                    pool,
+                    saver,
+                    store,
+                    model,
+                    fallbacks,
+                    write_guard_factory=write_guard_factory,
+                    lock_pool=locks,
+                    tracing=tracing,
+                )
+            finally:
+                await tracing.aclose()
     finally:
         await locks.close()
         await pool.close()

@@ -9,6 +9,8 @@ from langchain.agents.middleware.types import hook_config
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
+from copilot.tracing import trace_event
+
 LIMIT_MESSAGE = (
     "I stopped here because this request needed more steps than I'm allowed to take in one go. "
     "Nothing was changed in the CRM. Try asking for one thing at a time, or start a new conversation."
@@ -20,6 +22,7 @@ class FriendlyModelCallLimit(ModelCallLimitMiddleware):
 
     def _soften(self, update: dict[str, Any] | None) -> dict[str, Any] | None:
         if update and update.get("jump_to") == "end":
+            trace_event("model_call_limit", run_limit=self.run_limit, thread_limit=self.thread_limit)
             update = {
                 **update,
                 "messages": [AIMessage(content=LIMIT_MESSAGE, response_metadata={"limit_reached": True})],
