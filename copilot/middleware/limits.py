@@ -17,12 +17,18 @@ LIMIT_MESSAGE = (
 )
 
 
+def _softened(update: dict[str, Any]) -> bool:
+    messages = update.get("messages") or []
+    return any(isinstance(m, AIMessage) and m.response_metadata.get("limit_reached") for m in messages)
+
+
 class FriendlyModelCallLimit(ModelCallLimitMiddleware):
     """``ModelCallLimitMiddleware`` whose stop message is written for the rep, not a developer."""
 
     def _soften(self, update: dict[str, Any] | None) -> dict[str, Any] | None:
         if update and update.get("jump_to") == "end":
-            trace_event("model_call_limit", run_limit=self.run_limit, thread_limit=self.thread_limit)
+            if not _softened(update):  # the async hook may hand over the sync hook's update
+                trace_event("model_call_limit", run_limit=self.run_limit, thread_limit=self.thread_limit)
             update = {
                 **update,
                 "messages": [AIMessage(content=LIMIT_MESSAGE, response_metadata={"limit_reached": True})],

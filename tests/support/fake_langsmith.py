@@ -134,7 +134,8 @@ class FakeLangSmith:
             "description": None,
             **{k: v for k, v in body.items() if k != "id" or v},
         }
-        self.sessions[str(session["id"])] = session
+        session["id"] = str(session["id"])
+        self.sessions[session["id"]] = session
         return session
 
     def _multipart(self, content_type: str, body: bytes) -> None:
@@ -203,6 +204,11 @@ class FakeLangSmith:
             return self._sessions(method, path, query, as_json)
         if path == "/datasets" or path.startswith("/datasets/"):
             return self._datasets(method, path, query, as_json)
+        if method == "GET" and path == "/examples":
+            with self._lock:
+                found = [e for e in self.examples if e.get("dataset_id") in query.get("dataset", [])]
+            offset = int(query.get("offset", ["0"])[0])
+            return 200, found[offset : offset + int(query.get("limit", ["100"])[0])]
         if method == "POST" and path == "/examples/bulk":
             created = []
             for example in as_json():
@@ -228,7 +234,7 @@ class FakeLangSmith:
                 body = as_json()
                 existing = next((s for s in self.sessions.values() if s["name"] == body["name"]), None)
                 if existing is not None:
-                    if query.get("upsert") != ["true"]:
+                    if [v.lower() for v in query.get("upsert", [])] != ["true"]:
                         return 409, {"detail": "session exists"}
                     existing.update({k: v for k, v in body.items() if v is not None and k != "id"})
                     return 200, existing
@@ -237,7 +243,8 @@ class FakeLangSmith:
                 session = self.sessions.get(path.rsplit("/", 1)[1])
                 if session is None:
                     return 404, {"detail": "not found"}
-                session.update(as_json())
+                # The client sends every field; a null one is "unchanged".
+                session.update({k: v for k, v in as_json().items() if v is not None})
                 return 200, session
         return 404, {"detail": "not found"}
 
