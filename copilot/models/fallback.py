@@ -40,8 +40,8 @@ class TracedModelFallback(ModelFallbackMiddleware):
 
         async def attempt(req: ModelRequest[Any]) -> ModelResponse[Any]:
             if tried and tried[-1][1] is not None:
-                _fell_back(tried[-1][0], tried[-1][1], req.model, "agent")  # type: ignore[arg-type]
-            tried.append((req.model, None))  # type: ignore[arg-type]
+                _fell_back(tried[-1][0], tried[-1][1], req.model, "agent")
+            tried.append((req.model, None))
             try:
                 return await handler(req)
             except Exception as exc:

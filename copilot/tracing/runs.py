@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -136,7 +137,9 @@ class RunTrace:
         """A rejected proposal: a ``rejection`` event, and feedback (score 0, the reason as
         its comment) on the root run."""
         self.event("rejection", {"tool": tool, "tool_call_id": tool_call_id, "reason": reason})
-        self.feedback(REJECTION_KEY, score=0.0, value={"tool": tool, "tool_call_id": tool_call_id}, comment=reason)
+        self.feedback(
+            REJECTION_KEY, score=0.0, value={"tool": tool, "tool_call_id": tool_call_id}, comment=reason
+        )
 
     def url_for_tool_call(self, tool_call_id: str) -> str | None:
         """The LangSmith URL of the tool run that executed ``tool_call_id`` in this run."""
@@ -162,6 +165,11 @@ class Tracing:
         self.project: TracerSession | None = None
         self._resolving = threading.Lock()
         self._last_attempt = 0.0
+        # Feedback leaves from a thread of its own: the client sends it with the trace when
+        # it can, but otherwise posts it synchronously (with retries), never on a rep's turn.
+        self._feedback = ThreadPoolExecutor(max_workers=1, thread_name_prefix="langsmith-feedback")
+        self._sending: set[Future[None]] = set()
+        self._sending_lock = threading.Lock()
 
     @classmethod
     def off(cls) -> Tracing:
@@ -183,7 +191,9 @@ class Tracing:
     # --- the run tree ---------------------------------------------------------------------
 
     @asynccontextmanager
-    async def run(self, kind: RunKind, identity: RepIdentity, thread_id: str) -> AsyncIterator[dict[str, Any]]:
+    async def run(
+        self, kind: RunKind, identity: RepIdentity, thread_id: str
+    ) -> AsyncIterator[dict[str, Any]]:
         """A root run around one turn or decision round; yields the config its graph runs take."""
         if self.client is None:
             yield {}
@@ -240,11 +250,14 @@ class Tracing:
                 except ls_utils.LangSmithNotFoundError:
                     self.project = self.client.create_project(self.project_name, upsert=True)
             except (ls_utils.LangSmithError, OSError) as exc:
-                logger.warning("LangSmith project %r not resolved (no trace links yet): %s", self.project_name, exc)
+                logger.warning(
+                    "LangSmith project %r not resolved (no trace links yet): %s", self.project_name, exc
+                )
 
     def run_url(self, run: TracedRun) -> str | None:
         """The LangSmith UI URL of ``run`` (``None`` until the project is known)."""
-        assert self.client is not None and self.settings is not None
+        assert self.client is not None
+        assert self.settings is not None
         project = self.project
         if project is None:
             if time.monotonic() - self._last_attempt >= _RESOLVE_RETRY_SECONDS:
@@ -263,16 +276,27 @@ class Tracing:
         comment: str | None = None,
         trace_id: uuid.UUID | None = None,
     ) -> None:
-        """Feedback on a run of this process's traces (queued with the trace, never blocking)."""
-        assert self.client is not None and self.settings is not None
-        self.client.create_feedback(
-            run_id,
-            key,
-            score=score,
-            value=value,
-            comment=mask_text(comment, self.settings.phone_region) if comment else None,
-            trace_id=trace_id or run_id,
-        )
+        """Feedback on a run of this process's traces, sent in the background (never blocking)."""
+        assert self.client is not None
+        assert self.settings is not None
+        client = self.client
+        masked = mask_text(comment, self.settings.phone_region) if comment else None
+
+        def send() -> None:
+            client.create_feedback(
+                run_id, key, score=score, value=value, comment=masked, trace_id=trace_id or run_id
+            )
+
+        future = self._feedback.submit(send)
+        with self._sending_lock:
+            self._sending.add(future)
+        future.add_done_callback(self._sent)
+
+    def _sent(self, future: Future[None]) -> None:
+        with self._sending_lock:
+            self._sending.discard(future)
+        if future.exception() is not None:
+            logger.warning("LangSmith feedback not sent: %s", future.exception())
 
     async def record_feedback(self, run_id: str, rating: Rating, comment: str | None = None) -> bool:
         """A rep's thumbs up / down (and comment) on an answer: LangSmith feedback on its run.
@@ -289,20 +313,26 @@ class Tracing:
             raise InvalidInput(f"not a run id: {run_id!r}") from exc
         if rating not in ("like", "dislike"):
             raise InvalidInput(f"rating must be 'like' or 'dislike', got {rating!r}")
-        await asyncio.to_thread(
-            self.send_feedback, run, RATING_KEY, score=1.0 if rating == "like" else 0.0, value=rating, comment=comment
+        self.send_feedback(
+            run, RATING_KEY, score=1.0 if rating == "like" else 0.0, value=rating, comment=comment
         )
         return True
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Send everything queued now (blocking): for tests and shutdown."""
+        """Send everything queued now, feedback included (blocking): for tests and shutdown."""
         if self.client is not None:
+            with self._sending_lock:
+                sending = list(self._sending)
+            wait(sending)
             self.client.flush()
 
     async def aclose(self) -> None:
+        """Send what is queued, then stop the client's threads."""
         if self.client is not None:
+            await asyncio.to_thread(self.flush)
+            self._feedback.shutdown(wait=True)
             await asyncio.to_thread(self.client.close)
 
 
@@ -325,7 +355,9 @@ async def open_tracing(settings: Settings, *, models: Sequence[str] = ()) -> Tra
     and fallback models for run metadata."""
     if not settings.langsmith_tracing:
         return Tracing.off()
-    tracing = Tracing(settings, client=langsmith_client(settings), key=load_pseudonym_key(settings), models=models)
+    tracing = Tracing(
+        settings, client=langsmith_client(settings), key=load_pseudonym_key(settings), models=models
+    )
     assert tracing.client is not None
     # Before the first run: the server's capabilities (the background sender reads them)
     # and the project, so neither is fetched on a rep's turn.

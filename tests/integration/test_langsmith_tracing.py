@@ -81,7 +81,9 @@ def traced(copilot_settings: Settings, sandbox: SandboxProcess, fake_langsmith: 
 
 
 def _log(subject: str) -> dict[str, Any]:
-    return call("log_activity", type="call", subject=subject, notes="Discussed pricing", account_id="acc-acme")
+    return call(
+        "log_activity", type="call", subject=subject, notes="Discussed pricing", account_id="acc-acme"
+    )
 
 
 def _metadata(run: dict[str, Any]) -> dict[str, Any]:
@@ -89,7 +91,9 @@ def _metadata(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _events(fake: FakeLangSmith, event: str, trace_id: str) -> list[dict[str, Any]]:
-    return [r for r in fake.tagged(event) if r.get("trace_id") == trace_id and r["name"] == f"copilot.{event}"]
+    return [
+        r for r in fake.tagged(event) if r.get("trace_id") == trace_id and r["name"] == f"copilot.{event}"
+    ]
 
 
 async def _audit_rows(settings: Settings) -> list[audit.StoredAuditEntry]:
@@ -100,11 +104,15 @@ async def _audit_rows(settings: Settings) -> list[audit.StoredAuditEntry]:
 async def _tool_call_ids(svc: CopilotService, thread_id: str) -> set[str]:
     saved = await svc.saver.aget_tuple({"configurable": {"thread_id": thread_id}})
     assert saved is not None
-    return {m.tool_call_id for m in saved.checkpoint["channel_values"]["messages"] if isinstance(m, ToolMessage)}
+    return {
+        m.tool_call_id for m in saved.checkpoint["channel_values"]["messages"] if isinstance(m, ToolMessage)
+    }
 
 
 def _contact_pii(sandbox: SandboxProcess, account_id: str) -> list[str]:
-    contacts = [c for c in sandbox.admin("GET", "/admin/export")["contacts"] if c.get("account_id") == account_id]
+    contacts = [
+        c for c in sandbox.admin("GET", "/admin/export")["contacts"] if c.get("account_id") == account_id
+    ]
     found = [str(c[k]) for c in contacts for k in ("email", "phone", "mobile") if c.get(k)]
     assert found, "the account has contacts with emails and phones"
     return found
@@ -129,7 +137,9 @@ async def test_a_traced_turn_arrives_as_one_run_tree_with_its_metadata_and_no_to
     traced, sandbox, fake_langsmith
 ):
     model = ScriptedChatModel(
-        steps=[calls(call("get_account", account_id="acc-acme"), call("list_contacts", account_id="acc-acme"))],
+        steps=[
+            calls(call("get_account", account_id="acc-acme"), call("list_contacts", account_id="acc-acme"))
+        ],
         final="Acme Corporation [acc-acme] has its contacts listed.",
     )
     rep = await sign_in(traced, "alex")
@@ -143,10 +153,11 @@ async def test_a_traced_turn_arrives_as_one_run_tree_with_its_metadata_and_no_to
     assert root["name"] == "copilot.turn"
     assert root.get("parent_run_id") is None
     assert {"copilot", "turn"} <= set(root["tags"])
-    assert root.get("end_time") is not None and root.get("error") is None
+    assert root.get("end_time") is not None
+    assert root.get("error") is None
     assert root["session_name"] == PROJECT
     pseudonym = rep_pseudonym(KEY, rep.identity)
-    assert pseudonym != rep.identity.aad_object_id and rep.identity.aad_object_id not in pseudonym
+    assert rep.identity.aad_object_id not in pseudonym
     trace = fake_langsmith.in_trace(result.run_id)
     ids = {r["id"] for r in trace}
     assert all(r["id"] == result.run_id or r.get("parent_run_id") in ids for r in trace), "one tree"
@@ -171,7 +182,9 @@ async def test_a_traced_turn_arrives_as_one_run_tree_with_its_metadata_and_no_to
 
 async def test_an_audit_row_carries_the_trace_url_of_the_tool_run_langsmith_received(traced, fake_langsmith):
     rep = await sign_in(traced, "alex")
-    async with service(traced, ScriptedChatModel(steps=[calls(_log("Traced write"))], final="Logged.")) as svc:
+    async with service(
+        traced, ScriptedChatModel(steps=[calls(_log("Traced write"))], final="Logged.")
+    ) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "log a call with acme")
         call_id = asked.proposals[0].tool_call_id
         done = await svc.decide(
@@ -273,7 +286,10 @@ async def test_a_conflict_is_a_tagged_run_of_the_decision_that_met_it(traced, sa
         )
         assert changed["isError"] is False
         decided = await svc.decide(
-            rep.identity, rep.broker, asked.thread_id, [{"tool_call_id": proposal.tool_call_id, "type": "approve"}]
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [{"tool_call_id": proposal.tool_call_id, "type": "approve"}],
         )
         svc.tracing.flush()
 
@@ -314,7 +330,8 @@ async def test_a_fallback_to_the_next_model_is_a_tagged_run_naming_both_models(
         result = await svc.run_turn(rep.identity, rep.broker, None, "summarise Acme")
         svc.tracing.flush()
 
-    assert result.answer is not None and "[acc-acme]" in result.answer
+    assert result.answer is not None
+    assert "[acc-acme]" in result.answer
     assert result.run_id is not None
     fallbacks = _events(fake_langsmith, "fallback", result.run_id)
     assert fallbacks, "the fallback was recorded"
@@ -334,6 +351,7 @@ async def test_the_crm_outage_that_opens_the_breaker_is_a_tagged_run_once(
 ):
     # Long enough that the breaker stays open (no half-open probe re-opening it) in this test.
     traced = _settings(copilot_settings, sandbox, fake_langsmith, COPILOT_BREAKER_RESET_SECONDS=600)
+
     def echo_tool_result(messages: list[BaseMessage]) -> AIMessage:
         return AIMessage(content=message_text(messages[-1]))
 
@@ -361,7 +379,9 @@ async def test_the_crm_outage_that_opens_the_breaker_is_a_tagged_run_once(
 
 async def test_a_reps_thumbs_down_on_an_answer_becomes_masked_feedback_on_its_run(traced, fake_langsmith):
     rep = await sign_in(traced, "alex")
-    model = ScriptedChatModel(steps=[calls(call("get_account", account_id="acc-acme"))], final="Acme [acc-acme].")
+    model = ScriptedChatModel(
+        steps=[calls(call("get_account", account_id="acc-acme"))], final="Acme [acc-acme]."
+    )
     async with service(traced, model) as svc:
         answered = await svc.run_turn(rep.identity, rep.broker, None, "how is acme")
         assert answered.run_id is not None
@@ -385,7 +405,9 @@ async def test_a_reps_thumbs_down_on_an_answer_becomes_masked_feedback_on_its_ru
 # --- tracing off ------------------------------------------------------------------------------------
 
 
-async def test_with_tracing_off_nothing_is_sent_and_everything_still_works(copilot_settings, sandbox, fake_langsmith):
+async def test_with_tracing_off_nothing_is_sent_and_everything_still_works(
+    copilot_settings, sandbox, fake_langsmith
+):
     settings = _settings(copilot_settings, sandbox, fake_langsmith, LANGSMITH_TRACING=False)
     rep = await sign_in(settings, "alex")
     async with service(settings, ScriptedChatModel(steps=[calls(_log("Untraced"))], final="Logged.")) as svc:
@@ -401,7 +423,8 @@ async def test_with_tracing_off_nothing_is_sent_and_everything_still_works(copil
         svc.tracing.flush()
 
     assert done.outcomes[0]["result"]["status"] == "done"
-    assert asked.run_id is None and done.run_id is None
+    assert asked.run_id is None
+    assert done.run_id is None
     (row,) = await _audit_rows(settings)
     assert row.entry.trace_url is None
     assert fake_langsmith.received == []
@@ -432,14 +455,20 @@ def test_a_dataset_uploads_once_and_each_experiment_records_a_scored_run_per_ite
             scores={"correctness": 1.0, "grounded": True},
         ),
         ExperimentResult(
-            example_id="contact-002", outputs={"answer": "Nothing found."}, scores={"correctness": 0.0, "leak": None}
+            example_id="contact-002",
+            outputs={"answer": "Nothing found."},
+            scores={"correctness": 0.0, "leak": None},
         ),
     ]
     first = record_experiment(
         traced, dataset_name="copilot-eval", examples=examples, results=results, experiment_name="offline-1"
     )
     again = record_experiment(
-        traced, dataset_name="copilot-eval", examples=examples, results=results[:1], experiment_name="offline-2"
+        traced,
+        dataset_name="copilot-eval",
+        examples=examples,
+        results=results[:1],
+        experiment_name="offline-2",
     )
     with pytest.raises(InvalidInput, match="not in the dataset"):
         record_experiment(
@@ -451,12 +480,17 @@ def test_a_dataset_uploads_once_and_each_experiment_records_a_scored_run_per_ite
         )
     with pytest.raises(InvalidInput, match="exists already"):
         record_experiment(
-            traced, dataset_name="copilot-eval", examples=examples, results=results, experiment_name="offline-1"
+            traced,
+            dataset_name="copilot-eval",
+            examples=examples,
+            results=results,
+            experiment_name="offline-1",
         )
 
     assert (first.examples_uploaded, again.examples_uploaded) == (2, 0)
     (dataset,) = fake_langsmith.datasets.values()
-    assert dataset["name"] == "copilot-eval" and dataset["id"] == first.dataset_id == again.dataset_id
+    assert dataset["name"] == "copilot-eval"
+    assert dataset["id"] == first.dataset_id == again.dataset_id
     assert sorted(e["id"] for e in fake_langsmith.examples) == sorted(
         str(example_uuid("copilot-eval", e.id)) for e in examples
     )
@@ -468,7 +502,9 @@ def test_a_dataset_uploads_once_and_each_experiment_records_a_scored_run_per_ite
     runs = [r for r in fake_langsmith.runs.values() if r.get("session_name") == "offline-1"]
     assert sorted(r["reference_example_id"] for r in runs) == sorted(e["id"] for e in fake_langsmith.examples)
     scores = {(f["run_id"], f["key"], f["score"]) for f in fake_langsmith.feedback}
-    lookup_run = next(r["id"] for r in runs if r["reference_example_id"] == str(example_uuid("copilot-eval", "lookup-001")))
+    lookup_run = next(
+        r["id"] for r in runs if r["reference_example_id"] == str(example_uuid("copilot-eval", "lookup-001"))
+    )
     assert {(k, s) for run, k, s in scores if run == lookup_run} == {("correctness", 1.0), ("grounded", 1.0)}
     assert not any(k == "leak" for _, k, _ in scores)
     assert COMMENT_EMAIL.encode() not in fake_langsmith.all_bytes()

@@ -146,7 +146,8 @@ class FakeLangSmith:
         for part in message.iter_parts():
             name = part.get_param("name", header="content-disposition")
             payload = part.get_payload(decode=True)
-            assert isinstance(name, str) and isinstance(payload, bytes), "every part is named and has a body"
+            assert isinstance(name, str), "every part is named"
+            assert isinstance(payload, bytes), "every part has a body"
             operation, _, rest = name.partition(".")
             run_id, _, key = rest.partition(".")
             if operation == "feedback":
@@ -168,7 +169,9 @@ class FakeLangSmith:
 
     # --- HTTP ----------------------------------------------------------------------------
 
-    def handle(self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str], raw: bytes) -> tuple[int, Any]:
+    def handle(
+        self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str], raw: bytes
+    ) -> tuple[int, Any]:
         body = raw
         if headers.get("content-encoding", "").lower() == "zstd":
             body = zstandard.ZstdDecompressor().stream_reader(raw).read()
@@ -287,7 +290,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
 
