@@ -122,7 +122,7 @@ def record_experiment(
                     {
                         "id": example_uuid(dataset_name, e.id),
                         "inputs": mask(json_copy(e.inputs)),
-                        "outputs": mask(json_copy(e.reference)),
+                        "reference_outputs": mask(json_copy(e.reference)),
                         "metadata": mask(json_copy({**e.metadata, "item_id": e.id})),
                         "split": e.split,
                     }
@@ -155,7 +155,9 @@ def record_experiment(
             run.patch()
             for metric, score in result.scores.items():
                 if score is not None:
-                    client.create_feedback(run.id, metric, score=float(score), trace_id=run.id)
+                    client.create_feedback(
+                        run.id, metric, score=float(score), trace_id=run.id, session_id=project.id
+                    )
         client.update_project(project.id, end_time=dt.datetime.now(dt.UTC))
         client.flush()
         return RecordedExperiment(

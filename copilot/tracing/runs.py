@@ -59,6 +59,8 @@ Rating = Literal["like", "dislike"]
 RATING_KEY = "rep_rating"
 REJECTION_KEY = "rejection"
 _RESOLVE_RETRY_SECONDS = 60.0
+START_WAIT_SECONDS = 5.0
+"""At most this long at start-up for LangSmith, and again at shutdown for queued traces."""
 
 _CURRENT: ContextVar[RunTrace | None] = ContextVar("copilot_trace", default=None)
 
@@ -282,9 +284,17 @@ class Tracing:
         client = self.client
         masked = mask_text(comment, self.settings.phone_region) if comment else None
 
+        project = self.project.id if self.project is not None else None
+
         def send() -> None:
             client.create_feedback(
-                run_id, key, score=score, value=value, comment=masked, trace_id=trace_id or run_id
+                run_id,
+                key,
+                score=score,
+                value=value,
+                comment=masked,
+                trace_id=trace_id or run_id,
+                session_id=project,
             )
 
         future = self._feedback.submit(send)
@@ -320,20 +330,20 @@ class Tracing:
 
     # --- lifecycle ----------------------------------------------------------------------------
 
-    def flush(self) -> None:
-        """Send everything queued now, feedback included (blocking): for tests and shutdown."""
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now, feedback included (blocking; ``None``: however long it takes)."""
         if self.client is not None:
             with self._sending_lock:
                 sending = list(self._sending)
-            wait(sending)
-            self.client.flush()
+            wait(sending, timeout=timeout)
+            self.client.flush(timeout=timeout)
 
     async def aclose(self) -> None:
-        """Send what is queued, then stop the client's threads."""
+        """Send what is queued (for a few seconds at most), then stop the client's threads."""
         if self.client is not None:
-            await asyncio.to_thread(self.flush)
-            self._feedback.shutdown(wait=True)
-            await asyncio.to_thread(self.client.close)
+            await asyncio.to_thread(self.flush, START_WAIT_SECONDS)
+            self._feedback.shutdown(wait=False, cancel_futures=True)
+            await asyncio.to_thread(self.client.close, 0)
 
 
 def langsmith_client(settings: Settings) -> Client:
@@ -358,9 +368,13 @@ async def open_tracing(settings: Settings, *, models: Sequence[str] = ()) -> Tra
     tracing = Tracing(
         settings, client=langsmith_client(settings), key=load_pseudonym_key(settings), models=models
     )
-    assert tracing.client is not None
-    # Before the first run: the server's capabilities (the background sender reads them)
-    # and the project, so neither is fetched on a rep's turn.
-    await asyncio.to_thread(lambda: tracing.client.info if tracing.client else None)
-    await asyncio.to_thread(tracing.resolve_project)
+    # The project before the first run, so that its writes' audit rows can link to their
+    # runs; a LangSmith that does not answer in time delays start-up no longer than this
+    # (the lookup carries on in its thread, and later rows get their links).
+    try:
+        await asyncio.wait_for(asyncio.to_thread(tracing.resolve_project), timeout=START_WAIT_SECONDS)
+    except TimeoutError:
+        logger.warning(
+            "LangSmith did not answer in %.0f s; tracing goes on in the background", START_WAIT_SECONDS
+        )
     return tracing

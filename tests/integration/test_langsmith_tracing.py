@@ -399,6 +399,9 @@ async def test_a_reps_thumbs_down_on_an_answer_becomes_masked_feedback_on_its_ru
     assert feedback["score"] == 0
     assert feedback["value"] == "dislike"
     assert feedback["comment"] == "Wrong, ask [REDACTED_EMAIL] or [REDACTED_PHONE_NUMBER]"
+    project = fake_langsmith.session_by_name(PROJECT)
+    assert project is not None
+    assert feedback["session_id"] == project["id"]
     _assert_nothing_secret(fake_langsmith, rep, COMMENT_EMAIL, "206-555-0199")
 
 
@@ -428,6 +431,26 @@ async def test_with_tracing_off_nothing_is_sent_and_everything_still_works(
     (row,) = await _audit_rows(settings)
     assert row.entry.trace_url is None
     assert fake_langsmith.received == []
+
+
+async def test_an_unreachable_langsmith_fails_no_turn_and_no_write(copilot_settings, sandbox):
+    with running_fake_langsmith() as gone:
+        pass  # its port is closed again: nothing listens there
+    settings = _settings(copilot_settings, sandbox, gone)
+    rep = await sign_in(settings, "alex")
+    async with service(settings, ScriptedChatModel(steps=[calls(_log("Unobserved"))], final="Logged.")) as svc:
+        assert svc.tracing.enabled
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log a call")
+        done = await svc.decide(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [{"tool_call_id": asked.proposals[0].tool_call_id, "type": "approve"}],
+        )
+
+    assert done.outcomes[0]["result"]["status"] == "done"
+    (row,) = await _audit_rows(settings)
+    assert row.entry.trace_url is None  # the project was never found: no link to invent
 
 
 # --- eval --langsmith: dataset and experiment ---------------------------------------------------------
