@@ -438,7 +438,9 @@ async def test_an_unreachable_langsmith_fails_no_turn_and_no_write(copilot_setti
         pass  # its port is closed again: nothing listens there
     settings = _settings(copilot_settings, sandbox, gone)
     rep = await sign_in(settings, "alex")
-    async with service(settings, ScriptedChatModel(steps=[calls(_log("Unobserved"))], final="Logged.")) as svc:
+    async with service(
+        settings, ScriptedChatModel(steps=[calls(_log("Unobserved"))], final="Logged.")
+    ) as svc:
         assert svc.tracing.enabled
         asked = await svc.run_turn(rep.identity, rep.broker, None, "log a call")
         done = await svc.decide(
