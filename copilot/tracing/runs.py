@@ -232,6 +232,13 @@ class Tracing:
             await run_manager.on_chain_error(exc)
             raise
         else:
+            root = tracer.live_run(root_id)
+            if root is not None and shared.tool_runs:
+                # A new dict: the one the run started with is shared with its children's.
+                root.extra["metadata"] = {
+                    **root.extra.get("metadata", {}),
+                    "tool_call_ids": list(shared.tool_runs),
+                }
             await run_manager.on_chain_end(shared.root_outputs or {})
         finally:
             _CURRENT.reset(token)

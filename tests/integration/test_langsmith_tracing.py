@@ -174,6 +174,8 @@ async def test_a_traced_turn_arrives_as_one_run_tree_with_its_metadata_and_no_to
     tools = [r for r in trace if r["run_type"] == "tool"]
     assert sorted(r["name"] for r in tools) == ["get_account", "list_contacts"]
     assert {_metadata(r)["tool_call_id"] for r in tools} == tool_call_ids
+    assert set(_metadata(root)["tool_call_ids"]) == tool_call_ids
+    assert all("tool_call_ids" not in _metadata(r) for r in trace if r is not root)
     contacts = next(r for r in tools if r["name"] == "list_contacts")
     assert "[REDACTED_EMAIL]" in json.dumps(contacts["outputs"])
     assert "[REDACTED_PHONE_NUMBER]" in json.dumps(contacts["outputs"])
@@ -205,6 +207,7 @@ async def test_an_audit_row_carries_the_trace_url_of_the_tool_run_langsmith_rece
     assert _metadata(run)["tool_call_id"] == call_id == row.entry.tool_call_id
     assert run["trace_id"] == done.run_id == parse_qs(url.query)["trace_id"][0]
     assert fake_langsmith.runs[done.run_id]["name"] == "copilot.decision"
+    assert _metadata(fake_langsmith.runs[done.run_id])["tool_call_ids"] == [call_id]
     project = fake_langsmith.session_by_name(PROJECT)
     assert project is not None
     assert (tenant, project_id) == (TENANT_ID, project["id"])
