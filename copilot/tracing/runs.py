@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManager, BaseCallbackManager
+from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableLambda, ensure_config
 from langsmith import Client, uuid7
 from langsmith import utils as ls_utils
@@ -82,10 +83,7 @@ def _echo(details: dict[str, Any]) -> dict[str, Any]:
 
 
 def _model_label(model: Any) -> str:
-    try:
-        params = model._get_ls_params()
-    except Exception:  # noqa: BLE001 - a label is best effort; any model still gets one
-        params = {}
+    params: Mapping[str, Any] = model._get_ls_params() if isinstance(model, BaseChatModel) else {}
     name = params.get("ls_model_name") or getattr(model, "model_name", None) or getattr(model, "model", None)
     provider = params.get("ls_provider") or getattr(model, "_llm_type", type(model).__name__)
     return f"{provider}:{name}" if name else str(provider)
