@@ -21,13 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.conversations import Pool
 from copilot.identity import RepIdentity
+from copilot.tracing.runs import Rating
 
 FEEDBACK_INVOKE = "message/submitAction"
 FEEDBACK_ACTION = "feedback"
 MAX_COMMENT = 4000
 """Longer comments are refused (the table has the same bound)."""
-
-Rating = Literal["like", "dislike"]
 
 
 class InvalidFeedback(ValueError):

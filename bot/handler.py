@@ -154,6 +154,9 @@ class CopilotBot(TeamsActivityHandler):
             feedback=given,
         )
         logger.info("feedback %s (%s) on answer %s", stored.id, stored.rating, stored.activity_id)
+        if stored.run_id is not None:
+            # Also LangSmith feedback on the answer's run (sent off the turn; False when off).
+            await self.service.tracing.record_feedback(stored.run_id, stored.rating, stored.comment)
         return InvokeResponse(status=HTTPStatus.OK, body={})
 
     # --- Teams SSO ------------------------------------------------------------------------------
@@ -354,7 +357,7 @@ class CopilotBot(TeamsActivityHandler):
         stream_id = progress.stream_id if progress is not None else None
         message_id = getattr(response, "id", None) or stream_id
         if aad and message_id and activity.conversation is not None:
-            # The run id for LangSmith feedback is not exposed by TurnResult yet (run_id stays NULL).
+            # The run id (tracing on) lets the rep's thumbs reach LangSmith as feedback on it.
             await feedback.record_answer(
                 self.service.pool,
                 conversation_id=activity.conversation.id,
@@ -362,6 +365,7 @@ class CopilotBot(TeamsActivityHandler):
                 also_known_as=[stream_id],
                 thread_id=result.thread_id,
                 identity=RepIdentity(_tenant_id(activity) or "", aad),
+                run_id=result.run_id,
             )
 
     async def _send_card(self, turn_context: TurnContext, thread_id: str, proposal: Proposal) -> str | None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, ModelFallbackMiddleware, SummarizationMiddleware
+from langchain.agents.middleware import AgentMiddleware, SummarizationMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -23,7 +23,7 @@ from copilot.middleware.proposals import ProposalSnapshotMiddleware
 from copilot.middleware.resilience import CircuitBreaker, CircuitBreakerMiddleware, CrmRetryMiddleware
 from copilot.middleware.tool_call_ids import ToolCallIdMiddleware
 from copilot.middleware.write_guard import WriteGuardMiddleware
-from copilot.models.fallback import with_fallbacks
+from copilot.models.fallback import TracedModelFallback, with_fallbacks
 from copilot.prompts import system_prompt
 from copilot.settings import Settings
 from copilot.tools.write_tools import local_read_tools, write_tools
@@ -70,7 +70,7 @@ def build_agent(
         ToolCallIdMiddleware(),
     ]
     if fallbacks:
-        middleware.append(ModelFallbackMiddleware(*fallbacks))
+        middleware.append(TracedModelFallback(*fallbacks))
     middleware += [
         ProposalSnapshotMiddleware(),
         hitl,

@@ -62,6 +62,7 @@ from copilot.progress import ProgressEvent, describe_tool_call, names_in
 from copilot.proposals import ProposalRecord, args_digest
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, parse_result_text, read_tool_definitions, read_tools
+from copilot.tracing import Tracing, current_trace, model_labels, open_tracing
 from copilot.writes import WriteOutcome, backends
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
@@ -132,8 +133,10 @@ class TurnResult:
     """The proposals decided in this call, as they were when decided, by tool call id."""
     sources: dict[str, CitedRecord] = field(default_factory=dict)
     """The cited records as this run's tool results describe them (name, kind, facts), by id:
-    what Teams shows when a rep hovers over a citation. No run id is exposed yet (for
-    LangSmith feedback, ``bot/feedback.py`` keeps a column for it)."""
+    what Teams shows when a rep hovers over a citation."""
+    run_id: str | None = None
+    """The LangSmith root run of this turn or decision (``Tracing.record_feedback`` takes it);
+    ``None`` when tracing is off."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` shape documented in the README."""
@@ -195,6 +198,7 @@ class CopilotService:
         *,
         write_guard_factory: Callable[[], WriteGuardMiddleware] = WriteGuardMiddleware,
         lock_pool: AsyncConnectionPool[AsyncConnection[DictRow]] | None = None,
+        tracing: Tracing | None = None,
     ):
         self.settings = settings
         self.pool = pool
@@ -209,6 +213,7 @@ class CopilotService:
             reset_seconds=settings.breaker_reset_seconds,
         )
         self._write_guard_factory = write_guard_factory
+        self.tracing = tracing or Tracing.off()
         self._agent: Any = None
         self._reader: Any = None
         self._compile_lock = asyncio.Lock()
@@ -441,6 +446,8 @@ class CopilotService:
                         args=proposal.args,
                         reason=decision.reason,
                     )
+                if (trace := current_trace()) is not None:
+                    trace.record_rejection(proposal.tool, proposal.tool_call_id, decision.reason)
 
     async def pending(self, identity: RepIdentity, thread_id: str) -> TurnResult:
         """The proposals waiting on a thread (no model call, no token, no CRM session)."""
@@ -555,8 +562,11 @@ class CopilotService:
 
         ``read_now`` opens the CRM read session up front (a question: a refused sign-in or
         an outage is answered before the model runs); otherwise it opens on first use.
+        The run is one root run in LangSmith (a turn for a question, else a decision round)
+        when tracing is on: its config carries the tracer to every graph run.
         """
-        async with AsyncExitStack() as stack:
+        kind: Literal["turn", "decision"] = "turn" if read_now else "decision"
+        async with AsyncExitStack() as stack, self.tracing.run(kind, identity, thread_id) as traced:
             ctx = await run_context(
                 stack,
                 settings=self.settings,
@@ -582,7 +592,7 @@ class CopilotService:
                 self.breaker.record_failure()
                 yield TurnResult(thread_id, answer=UNAVAILABLE_MESSAGE, notice="crm_unavailable")
                 return
-            yield agent, ctx, self._config(thread_id, agent)
+            yield agent, ctx, {**self._config(thread_id, agent), **traced}
 
     async def _stream(
         self,
@@ -653,17 +663,20 @@ class CopilotService:
         return proposals
 
     def _result(self, state: StateSnapshot, thread_id: str) -> TurnResult:
+        trace = current_trace()
+        run_id = str(trace.run_id) if trace is not None else None
         proposals = self._proposals(state)
         if proposals:
-            return TurnResult(thread_id, proposals=proposals)
+            return TurnResult(thread_id, proposals=proposals, run_id=run_id)
         messages = (state.values or {}).get("messages", [])
         last = next((m for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls), None)
         if last is None:
-            return TurnResult(thread_id, answer=None)
+            return TurnResult(thread_id, answer=None, run_id=run_id)
         check = last.response_metadata.get("citation_check", {})
         cited = list(check.get("cited", []))
         return TurnResult(
             thread_id,
+            run_id=run_id,
             answer=message_text(last),
             citations=cited,
             sources=cited_records(current_run(messages), cited),
@@ -730,16 +743,21 @@ async def open_service(
             saver, store = make_saver_and_store(pool)
             fallbacks = [build_model(name) for name in settings.fallback_model_names()]
             model = model or build_model(settings.copilot_model)
-            yield CopilotService(
-                settings,
-                pool,
-                saver,
-                store,
-                model,
-                fallbacks,
-                write_guard_factory=write_guard_factory,
-                lock_pool=locks,
-            )
+            tracing = await open_tracing(settings, models=model_labels([model, *fallbacks]))
+            try:
+                yield CopilotService(
+                    settings,
+                    pool,
+                    saver,
+                    store,
+                    model,
+                    fallbacks,
+                    write_guard_factory=write_guard_factory,
+                    lock_pool=locks,
+                    tracing=tracing,
+                )
+            finally:
+                await tracing.aclose()
     finally:
         await locks.close()
         await pool.close()

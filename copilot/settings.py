@@ -87,6 +87,19 @@ class Settings(BaseSettings):
     phone_region: str = Field(default="US", alias="COPILOT_PHONE_REGION")
     """Default region for national phone formats (ISO 3166 alpha-2), the tenant's home country."""
 
+    # --- LangSmith tracing (copilot/tracing/) ----------------------------------------------
+    langsmith_tracing: bool = Field(default=False, alias="LANGSMITH_TRACING")
+    """Send traces of every turn and decision to LangSmith; off = nothing is sent, nothing is built."""
+    langsmith_endpoint: str = Field(default="https://api.smith.langchain.com", alias="LANGSMITH_ENDPOINT")
+    langsmith_api_key: SecretStr | None = Field(default=None, alias="LANGSMITH_API_KEY")
+    langsmith_project: str = Field(default="crm-copilot", min_length=1, alias="LANGSMITH_PROJECT")
+    langsmith_workspace_id: str | None = Field(default=None, alias="LANGSMITH_WORKSPACE_ID")
+    langsmith_web_url: str | None = Field(default=None, alias="LANGSMITH_WEB_URL")
+    """The LangSmith UI that trace links in audit rows point at; unset = derived from the endpoint."""
+    trace_pseudonym_key: SecretStr | None = Field(default=None, alias="COPILOT_TRACE_PSEUDONYM_KEY")
+    """HMAC key of the reps' pseudonyms in traces (base64, 32+ bytes); unset (local only) = a key
+    generated under ``data_dir``. Required when deployed with tracing on."""
+
     # --- CRM (MCP) ------------------------------------------------------------------------
     crm_mcp_url: str = Field(default="http://127.0.0.1:8765/mcp", alias="CRM_MCP_URL")
     """The CRM's MCP endpoint (streamable HTTP). Default: the local sandbox."""
@@ -131,6 +144,13 @@ class Settings(BaseSettings):
             raise ConfigurationError(
                 f"COPILOT_ENVIRONMENT=deployed needs {', '.join(missing)} set (the local sandbox's "
                 "defaults never apply to a deployment)"
+            )
+        if self.langsmith_tracing and (
+            self.trace_pseudonym_key is None or not self.trace_pseudonym_key.get_secret_value().strip()
+        ):
+            raise ConfigurationError(
+                "LANGSMITH_TRACING is on: a deployment must set COPILOT_TRACE_PSEUDONYM_KEY (the key of "
+                "the reps' pseudonyms in traces, e.g. a Key Vault reference)"
             )
         if self.dev_sign_in_password_setting is not None:
             raise ConfigurationError(

@@ -9,10 +9,17 @@ from langchain.agents.middleware.types import hook_config
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
+from copilot.tracing import trace_event
+
 LIMIT_MESSAGE = (
     "I stopped here because this request needed more steps than I'm allowed to take in one go. "
     "Nothing was changed in the CRM. Try asking for one thing at a time, or start a new conversation."
 )
+
+
+def _softened(update: dict[str, Any]) -> bool:
+    messages = update.get("messages") or []
+    return any(isinstance(m, AIMessage) and m.response_metadata.get("limit_reached") for m in messages)
 
 
 class FriendlyModelCallLimit(ModelCallLimitMiddleware):
@@ -20,6 +27,8 @@ class FriendlyModelCallLimit(ModelCallLimitMiddleware):
 
     def _soften(self, update: dict[str, Any] | None) -> dict[str, Any] | None:
         if update and update.get("jump_to") == "end":
+            if not _softened(update):  # the async hook may hand over the sync hook's update
+                trace_event("model_call_limit", run_limit=self.run_limit, thread_limit=self.thread_limit)
             update = {
                 **update,
                 "messages": [AIMessage(content=LIMIT_MESSAGE, response_metadata={"limit_reached": True})],

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import phonenumbers
 from langchain.agents.middleware import PIIMiddleware
-from langchain.agents.middleware._redaction import PIIMatch
+from langchain.agents.middleware._redaction import PIIMatch, apply_strategy, detect_email
 from phonenumbers import Leniency, PhoneMetadata, PhoneNumberMatcher
 
 DEFAULT_REGION = "US"
@@ -218,6 +218,17 @@ def detect_phone_numbers(text: str, region: str = DEFAULT_REGION) -> list[PIIMat
     return [PIIMatch(type="phone_number", value=text[s:e], start=s, end=e) for s, e in merged]
 
 
+STRATEGY: Literal["redact"] = "redact"
+"""What the model (and a trace) sees instead of a match: ``[REDACTED_EMAIL]``, ``[REDACTED_PHONE_NUMBER]``."""
+
+
+def _home_region(phone_region: str) -> str:
+    home = phone_region.upper()
+    if home not in phonenumbers.SUPPORTED_REGIONS:
+        raise ValueError(f"unknown phone region {phone_region!r} (an ISO 3166 alpha-2 code, e.g. 'US')")
+    return home
+
+
 def pii_middleware(phone_region: str = DEFAULT_REGION) -> list[PIIMiddleware[Any, Any]]:
     """Email and phone redaction on input and tool results.
 
@@ -225,20 +236,26 @@ def pii_middleware(phone_region: str = DEFAULT_REGION) -> list[PIIMiddleware[Any
     ``detect_phone_numbers``); an unknown region is refused here rather than silently
     finding no national numbers.
     """
-    home = phone_region.upper()
-    if home not in phonenumbers.SUPPORTED_REGIONS:
-        raise ValueError(f"unknown phone region {phone_region!r} (an ISO 3166 alpha-2 code, e.g. 'US')")
+    home = _home_region(phone_region)
 
     def detect(text: str) -> list[PIIMatch]:
         return detect_phone_numbers(text, home)
 
     return [
-        PIIMiddleware("email", strategy="redact", apply_to_input=True, apply_to_tool_results=True),
+        PIIMiddleware("email", strategy=STRATEGY, apply_to_input=True, apply_to_tool_results=True),
         PIIMiddleware(
             "phone_number",
             detector=detect,
-            strategy="redact",
+            strategy=STRATEGY,
             apply_to_input=True,
             apply_to_tool_results=True,
         ),
     ]
+
+
+def redact_pii(text: str, phone_region: str = DEFAULT_REGION) -> str:
+    """``text`` as the model would see it: the middleware's detectors and strategy, applied
+    outside the agent (traces, feedback comments). Emails first, as the middleware does."""
+    home = _home_region(phone_region)
+    text = apply_strategy(text, detect_email(text), STRATEGY)
+    return apply_strategy(text, detect_phone_numbers(text, home), STRATEGY)

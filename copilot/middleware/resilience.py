@@ -23,6 +23,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from copilot.tools.mcp_http import CANDIDATE_ERRORS, is_transient, retry_after
+from copilot.tracing import trace_event
 
 Handler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 
@@ -109,9 +110,13 @@ class CircuitBreaker:
         self.probing = False
 
     def record_failure(self) -> None:
+        before = self.state
         self.failures += 1
-        if self.failures >= self.failure_threshold or self.state == "half_open":
+        if self.failures >= self.failure_threshold or before == "half_open":
             self.opened_at = self.clock()
+            if before != "open":
+                # Recorded in the run whose failure opened it (each later run fails fast).
+                trace_event("breaker_open", failures=self.failures, reset_seconds=self.reset_seconds)
         self.probing = False
 
 

@@ -42,6 +42,7 @@ from copilot.context import AgentContext
 from copilot.decisions import validation_problems
 from copilot.errors import CrmUnavailable, IdempotencyMismatch, MailboxUnavailable
 from copilot.persistence import audit, idempotency
+from copilot.tracing import current_trace, trace_event
 from copilot.writes import ProposalRecord, WriteOutcome, WritePlan, WriteTool, write_tool
 
 Handler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
@@ -78,6 +79,23 @@ def _message(request: ToolCallRequest, outcome: WriteOutcome) -> ToolMessage:
 def _journal(plan: WritePlan) -> dict[str, Any]:
     """What an interrupted attempt needs to be finished: the version it was approved over."""
     return {"tool": plan.tool, "expected_version": plan.expected_version, "target_id": plan.target.get("id")}
+
+
+def field_diff(before: dict[str, Any] | None, after: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The fields an edit changed: ``{field: {"from": proposed, "to": approved}}``."""
+    before = before or {}
+    return {
+        name: {"from": before.get(name), "to": after.get(name)}
+        for name in sorted(set(before) | set(after))
+        if before.get(name) != after.get(name)
+    }
+
+
+def _traced(call_id: str, name: str, outcome: WriteOutcome) -> WriteOutcome:
+    """Record a conflict in the trace (the rep's approval met a changed record)."""
+    if outcome.status == "conflict":
+        trace_event("conflict", tool=name, tool_call_id=call_id, outcome=outcome.to_json())
+    return outcome
 
 
 def _unavailable(entry: WriteTool) -> Exception:
@@ -145,6 +163,10 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                 if claim.stored_result is not None:
                     stored = WriteOutcome.from_stored(claim.stored_result)
                     return _message(request, stored.model_copy(update={"replayed": True}))
+                if edited:
+                    trace_event(
+                        "edit", tool=name, tool_call_id=call_id, diff=field_diff(proposed, final_args)
+                    )
                 draft = WritePlan(tool=name, key=key, args=args)
                 planned: WritePlan | WriteOutcome | None = None
                 if claim.in_flight_plan is not None and entry.recover is not None:
@@ -156,7 +178,7 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                 if planned is None:
                     planned = await entry.check(ctx, draft, snapshot)
                 if isinstance(planned, WriteOutcome):
-                    await claim.complete(planned.model_dump(mode="json"))
+                    await claim.complete(_traced(call_id, name, planned).model_dump(mode="json"))
                     return _message(request, planned)
                 await claim.begin(_journal(planned))
                 result = await handler(
@@ -169,7 +191,7 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                     # of answering the tool call: the key stays in flight and the approval
                     # pending, to be finished (asking the backend by key) on the next approval.
                     raise _unavailable(entry)
-                outcome = WriteOutcome.model_validate(result.artifact)
+                outcome = _traced(call_id, name, WriteOutcome.model_validate(result.artifact))
                 if self._after_commit_hook is not None:
                     self._after_commit_hook(key)
                 audit_entry: audit.AuditEntry | None = None
@@ -178,6 +200,8 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                     # was written, fields only the edit set included.
                     outcome = outcome.model_copy(update={"applied": final_args})
                     now = dt.datetime.now(dt.UTC)
+                    # The tool run that just executed this call, as LangSmith received it.
+                    trace = current_trace()
                     proposed_at = dt.datetime.fromisoformat(snapshot["taken_at"]) if snapshot else None
                     audit_entry = audit.AuditEntry(
                         tenant_id=ctx.identity.tenant_id,
@@ -196,6 +220,7 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                         proposed_at=proposed_at,
                         decided_at=now,
                         executed_at=now,
+                        trace_url=trace.url_for_tool_call(call_id) if trace is not None else None,
                     )
                 stored_json = await claim.complete(outcome.model_dump(mode="json"), audit_entry)
                 return _message(request, WriteOutcome.model_validate(stored_json))

@@ -10,6 +10,7 @@ sandbox's request log proves no CRM tool was called.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,7 +22,9 @@ from bot.handler import PRIVATE_ONLY
 from bot.settings import BotSettings
 from copilot.settings import Settings
 from sandbox.directory import PLAYGROUND_AAD_OBJECT_ID
+from tests.support.copilot_env import copilot_settings as make_settings
 from tests.support.fake_connector import Recorded, card_of, find_actions
+from tests.support.fake_langsmith import running_fake_langsmith
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.teams_ai_schema import assert_valid_ai_message
 from tests.support.teams_client import TENANT, Teams, running_bot
@@ -149,7 +152,7 @@ async def test_a_thumbs_down_with_a_comment_is_stored_with_its_answer_and_readab
     assert [(f.rating, f.comment) for f in stored] == [("dislike", "The pipeline total is wrong")]
     assert stored[0].thread_id == await _thread_of(teams_desktop)
     assert (stored[0].tenant_id, stored[0].aad_object_id) == (TENANT, PLAYGROUND_AAD_OBJECT_ID)
-    assert stored[0].run_id is None  # TurnResult exposes no run id yet
+    assert stored[0].run_id is None, "tracing is off: no run to attach it to"
 
 
 async def test_feedback_that_names_no_message_is_about_the_latest_answer(teams: Teams):
@@ -254,3 +257,38 @@ async def test_with_group_answers_allowed_a_group_question_is_answered(
         await teams.send(_in("groupChat", teams, text="summarise Acme"))
         assert "Acme Corporation" in teams.last_text()
         assert PRIVATE_ONLY not in teams.last_text()
+
+
+async def test_a_thumbs_down_in_teams_becomes_langsmith_feedback_on_the_answers_run(
+    copilot_settings: Settings, sandbox: SandboxProcess
+):
+    with running_fake_langsmith() as fake:
+        assert copilot_settings.database_url is not None
+        traced = make_settings(
+            copilot_settings.database_url.get_secret_value(),
+            sandbox,
+            LANGSMITH_TRACING=True,
+            LANGSMITH_ENDPOINT=fake.url,
+            LANGSMITH_PROJECT="bot-feedback",
+            COPILOT_TRACE_PSEUDONYM_KEY=base64.b64encode(b"k" * 32).decode(),
+        )
+        bot = BotSettings(MicrosoftAppId="", COPILOT_ANSWER_SOURCES="entities")
+        async with running_bot(traced, bot) as teams:
+            await teams.say("summarise Acme")
+            answer = _answers(teams)[-1]
+            response = await teams.invoke(
+                "message/submitAction",
+                _thumbs_down("Wrong total, mail me at ann@example.com"),
+                reply_to_id=answer.activity_id,
+            )
+            assert response.status_code == 200
+            assert teams.runtime is not None
+            (stored,) = await feedback_for(teams.runtime.service.pool, teams.conversation, answer.activity_id)
+            teams.runtime.service.tracing.flush()
+
+        assert stored.run_id is not None
+        (sent,) = [f for f in fake.feedback if f["key"] == "rep_rating"]
+        assert sent["run_id"] == stored.run_id
+        assert any(run["id"] == stored.run_id for run in fake.roots()), "the run it rates was traced"
+        assert sent["score"] == 0
+        assert sent["comment"] == "Wrong total, mail me at [REDACTED_EMAIL]"

@@ -1,0 +1,69 @@
+"""The LangChain tracer of one copilot run: LangChain's own, plus what the copilot needs to know.
+
+It remembers, for each tool call id, the tool run that executed it (so an audit row can
+link to exactly that run) and names the tool call id in the run's metadata; and it keeps
+the outputs of the root's last graph run, which become the root run's outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from langchain_core.tracers.langchain import LangChainTracer
+from langchain_core.tracers.schemas import Run
+
+
+@dataclass(frozen=True)
+class TracedRun:
+    """Where a run is: its id and its trace's (root run's) id."""
+
+    run_id: UUID
+    trace_id: UUID
+
+
+@dataclass
+class _Shared:
+    """State every copy of one run's tracer shares (LangChain copies tracers for nested runs)."""
+
+    root_id: UUID | None = None
+    tool_runs: dict[str, TracedRun] = field(default_factory=dict)
+    root_outputs: dict[str, Any] | None = None
+
+
+class CopilotTracer(LangChainTracer):
+    """``LangChainTracer`` that records tool runs by tool call id (one instance per copilot run)."""
+
+    def __init__(self, *args: Any, shared: _Shared | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.shared = shared or _Shared()
+
+    def copy_with_metadata_defaults(
+        self, *, metadata: Mapping[str, str] | None = None, tags: list[str] | None = None
+    ) -> LangChainTracer:
+        copy = super().copy_with_metadata_defaults(metadata=metadata, tags=tags)
+        if isinstance(copy, CopilotTracer):
+            copy.shared = self.shared
+        return copy
+
+    def _start_trace(self, run: Run) -> None:
+        super()._start_trace(run)
+        call_id = run.extra.get("tool_call_id") if run.run_type == "tool" else None
+        if isinstance(call_id, str):
+            run.extra.setdefault("metadata", {})["tool_call_id"] = call_id
+            self.shared.tool_runs[call_id] = TracedRun(run.id, run.trace_id)
+
+    def _on_chain_end(self, run: Run) -> None:
+        if self.shared.root_id is not None and run.parent_run_id == self.shared.root_id:
+            self.shared.root_outputs = run.outputs
+        super()._on_chain_end(run)
+
+    def tool_run(self, tool_call_id: str) -> TracedRun | None:
+        """The run that executed ``tool_call_id`` in this copilot run, if it was traced."""
+        return self.shared.tool_runs.get(tool_call_id)
+
+    def live_run(self, run_id: UUID) -> Run | None:
+        """A run of this trace that has not ended yet."""
+        return self.run_map.get(str(run_id))
