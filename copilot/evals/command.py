@@ -106,5 +106,6 @@ def main(
             print()
         print(f"report: {out}")
     if langsmith:
-        _progress(langsmith_step(path.stem, items, doc))
+        for line in langsmith_step(settings, path.stem, items, doc):
+            _progress(line)
     return 0 if doc["passed"] else 1

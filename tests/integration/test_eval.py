@@ -2,7 +2,7 @@
 the real ``CopilotService``, the sandbox over HTTP and real PostgreSQL, in-process through
 the CLI's ``main``. What is asserted is what the command promises (every item scored, a
 report file, the threshold decides the exit code, ``--langsmith`` without a key is a
-no-op that says so), never the offline model's quality (``make eval`` measures that)."""
+no-op that says so, with one it uploads to a fake LangSmith), never the offline model's quality (``make eval`` measures that)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ import pytest
 
 from copilot.cli import main
 from copilot.evals.dataset import dataset_path, load_items, write_items
+from copilot.evals.langsmith import langsmith_step
 from copilot.evals.run import slice_items
+from copilot.settings import Settings
+from tests.support.fake_langsmith import running_fake_langsmith
 
 pytestmark = pytest.mark.integration
 
@@ -88,3 +91,26 @@ def test_progress_is_shown_and_langsmith_without_a_key_sends_nothing(run: dict[s
 def test_a_missing_dataset_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "--dataset", str(tmp_path / "none.jsonl")]) == 2
     assert "no dataset at" in capsys.readouterr().err
+
+
+def test_eval_langsmith_with_a_key_uploads_the_items_once_and_records_an_experiment_per_model(
+    run: dict[str, Any], postgres_server_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items = run["items"]
+    with running_fake_langsmith() as fake:
+        monkeypatch.setenv("DATABASE_URL", postgres_server_url)
+        monkeypatch.setenv("LANGSMITH_API_KEY", "ls-test-key")
+        monkeypatch.setenv("LANGSMITH_ENDPOINT", fake.url)
+        settings = Settings()
+        first = langsmith_step(settings, "slice", items, run["doc"])
+        again = langsmith_step(settings, "slice", items, run["doc"])
+
+    assert len(first) == len(again) == 1
+    assert first[0].startswith("langsmith: offline: experiment slice-offline-")
+    assert len(fake.examples) == len(items), "each item uploaded once, however often the eval runs"
+    experiments = [s for s in fake.sessions.values() if str(s.get("name", "")).startswith("slice-offline-")]
+    assert len(experiments) == 2
+    scored = [r for r in fake.runs.values() if r.get("reference_example_id")]
+    assert len(scored) == 2 * len(items)
+    keys = {f["key"] for f in fake.feedback}
+    assert {"correctness", "tool_choice", "leaks"} <= keys
