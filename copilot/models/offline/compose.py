@@ -77,6 +77,11 @@ def _short(text: object, limit: int = 140) -> str:
     return value if len(value) <= limit else value[: limit - 1].rstrip() + "…"
 
 
+def clean(text: object, limit: int = 140) -> str:
+    """Record text as it may appear in an answer: one line, bounded, no fake citations."""
+    return _short(text, limit)
+
+
 def opportunity_line(opp: dict[str, Any], *, with_account: bool) -> str:
     """``- Name [id]: Stage, USD 1,000, closes 2026-12-15 — next step: …``."""
     parts = [f"- {opp.get('name', 'Opportunity')} {cite(opp.get('id'))}:"]

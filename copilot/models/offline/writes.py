@@ -6,6 +6,7 @@ A write tool is any bound tool not annotated read-only whose arguments fit the i
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any
 
@@ -16,10 +17,12 @@ from copilot.models.offline.lookup import (
     account_name,
     choose_opportunity,
     context_account,
+    context_opportunity,
+    continues_previous,
     has_account_reference,
     resolve_account,
 )
-from copilot.models.offline.outcomes import after_write
+from copilot.models.offline.outcomes import after_write, same
 from copilot.models.offline.roles import WriteRole
 from copilot.models.offline.steps import PlannedCall, Step, answer
 
@@ -97,6 +100,32 @@ def propose_log(ctx: PlanContext) -> Step:
     return propose(ctx, "activity_log", args)
 
 
+UNCLEAR_DATE = (
+    "What date should the close date move to? I couldn't read a date in \"{said}\". "
+    "You can say, for example, \"Dec 15\", \"next Friday\", \"end of next month\", "
+    "\"in 10 days\" or \"two weeks later\"."
+)
+
+
+def _changes_for(ctx: PlanContext, opp: dict[str, Any]) -> dict[str, Any] | Step:
+    """The fields to propose for this deal: a relative move made concrete from its own close
+    date, and only fields it does not already have (all of them when it has every one, so
+    the approval step can say it already has them)."""
+    spec = ctx.req.update
+    assert spec is not None
+    changes = dict(spec.changes)
+    if spec.shift is not None:
+        current = str(opp.get("close_date") or "")
+        try:
+            base = dt.date.fromisoformat(current[:10])
+        except ValueError:
+            name = f"{opp.get('name', 'The opportunity')} {c.cite(opp.get('id'))}"
+            return answer(f"{name} has no close date yet, so I can't move it {spec.shift.describe()}. What date should it close?")
+        changes["close_date"] = spec.shift.apply(base).isoformat()
+    differing = {k: v for k, v in changes.items() if k not in opp or not same(opp.get(k), v)}
+    return differing or changes
+
+
 def propose_update(ctx: PlanContext) -> Step:
     """Propose exactly the changes the rep asked for, on the opportunity they named."""
     stop = _start(ctx, "opportunity_update", "update opportunities")
@@ -104,9 +133,23 @@ def propose_update(ctx: PlanContext) -> Step:
         return stop
     spec = ctx.req.update
     assert spec is not None
+    if spec.unclear is not None:
+        return answer(UNCLEAR_DATE.format(said=c.clean(spec.unclear, 120)))
     opp_ids = ctx.req.ids_of("opportunity")
+    if not opp_ids and continues_previous(ctx) and context_opportunity(ctx):
+        opp_ids = [str(context_opportunity(ctx))]  # "push it two weeks" after an answer about one deal
     if opp_ids:
-        return propose(ctx, "opportunity_update", {"opportunity_id": opp_ids[0], **spec.changes})
+        if spec.shift is None or not ctx.tools.has("opportunity_detail"):
+            return propose(ctx, "opportunity_update", {"opportunity_id": opp_ids[0], **spec.changes})
+        read = ctx.read("opportunity_detail", {"opportunity_id": opp_ids[0]})
+        if isinstance(read, Step):
+            return read
+        if not read.ok:
+            return answer(c.error_sentence(read, f"opportunity {opp_ids[0]}"))
+        changes = _changes_for(ctx, read.obj)
+        if isinstance(changes, Step):
+            return changes
+        return propose(ctx, "opportunity_update", {"opportunity_id": opp_ids[0], **changes})
     account: dict[str, Any] | None = None
     if has_account_reference(ctx) or context_account(ctx):
         resolved = resolve_account(ctx, needs_account=True)
@@ -128,7 +171,10 @@ def propose_update(ctx: PlanContext) -> Step:
     if isinstance(chosen, Step):
         return chosen
     assert chosen is not None, "must_choose asks rather than returning nothing"
-    return propose(ctx, "opportunity_update", {"opportunity_id": str(chosen.get("id")), **spec.changes})
+    changes = _changes_for(ctx, chosen)
+    if isinstance(changes, Step):
+        return changes
+    return propose(ctx, "opportunity_update", {"opportunity_id": str(chosen.get("id")), **changes})
 
 
 def propose_draft(ctx: PlanContext) -> Step:
