@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, assert_never
 
 from copilot.models.offline import compose as c
-from copilot.models.offline.questions import Focus, title_score
+from copilot.models.offline.questions import Focus, title_exact, title_score
 from copilot.models.offline.state import ToolResult
 from copilot.models.offline.text import Period
 
@@ -88,17 +88,24 @@ def fitting_contacts(items: list[dict[str, Any]], title_words: list[str]) -> lis
     return [x for s, x in scored if s == best and s > 0]
 
 
-def title_answer(account: str, contacts: list[dict[str, Any]], asked: str, listed: list[dict[str, Any]]) -> str:
-    """Who holds the job asked for at an account, or that no contact's title fits (with who is there)."""
+def title_answer(account: str, contacts: list[dict[str, Any]], asked: list[str], listed: list[dict[str, Any]]) -> str:
+    """Who holds the job asked for at an account, the closest title when nobody holds it
+    exactly, or that no contact's title fits (with who is there)."""
+    words = " ".join(asked)
+    if contacts and not all(title_exact(asked, str(x.get("title") or "")) for x in contacts):
+        closest = ", ".join(f"{x.get('name')} {c.cite(x.get('id'))}, {x.get('title')}" for x in contacts)
+        return f"No contact at {account} has the title '{words}'; the closest is {closest}."
+    asked_text = words
     if len(contacts) == 1:
         x = contacts[0]
         return f"{x.get('name')} {c.cite(x.get('id'))} is the {x.get('title')} at {account}."
     if contacts:
         lines = [c.contact_line(x) for x in contacts]
-        return f"{len(contacts)} contacts at {account} fit '{asked}':\n" + "\n".join(lines)
+        return f"{len(contacts)} contacts at {account} fit '{asked_text}':\n" + "\n".join(lines)
     if not listed:
         return f"No contacts recorded for {account}."
     lines = [c.contact_line(x) for x in listed[:10]]
     return (
-        f"None of the contacts at {account} has a title like '{asked}'. Its contacts are:\n" + "\n".join(lines)
+        f"None of the contacts at {account} has a title like '{asked_text}'. Its contacts are:\n"
+        + "\n".join(lines)
     )

@@ -114,7 +114,7 @@ _TITLE_WORD_RE = re.compile(
     r"\b(?:c[efotimrp]o|ciso|s?vp|evp|chief|head|heads|director|directors|manager|managers|lead|leader|officer"
     r"|vice\s+president|president|finance|financial|procurement|purchasing|buyer|sourcing|operations|ops"
     r"|technology|technical|information|engineering|security|supply\s+chain|supply|logistics|facilities"
-    r"|marketing|sales|revenue|legal|counsel|hr|human\s+resources)\b",
+    r"|marketing|sales|revenue|legal|counsel|hr|human\s+resources|budgets?)\b",
     re.I,
 )
 # "IT" as typed, or "it" right before a job word ("the it director"); never the pronoun.
@@ -151,6 +151,13 @@ def _concepts(words: list[str]) -> tuple[set[str], set[str]]:
     if "president" in expanded and "vice" not in expanded:
         functions.add("executive")
     return functions, ranks
+
+
+def title_exact(asked: list[str], title: str) -> bool:
+    """Whether ``title`` has every rank asked for ("CFO" is a chief; an IT director is not a CTO)."""
+    _, want_ranks = _concepts(asked)
+    _, have_ranks = _concepts(re.findall(r"[A-Za-z]+", title))
+    return want_ranks <= have_ranks
 
 
 def title_score(asked: list[str], title: str) -> int:

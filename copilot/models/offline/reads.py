@@ -148,7 +148,7 @@ def compose_focused(ctx: PlanContext, account: dict[str, Any], results: dict[Rea
             blocks.append([c.error_sentence(contacts, "the contacts")])
         elif req.title_words:
             fitting = f.fitting_contacts(contacts.items, req.title_words)
-            blocks.append([f.title_answer(name, fitting, " ".join(req.title_words), contacts.items)])
+            blocks.append([f.title_answer(name, fitting, req.title_words, contacts.items)])
         elif not contacts.items:
             blocks.append([f"No contacts recorded for {name}."])
         else:
@@ -182,6 +182,10 @@ def _deals_block(ctx: PlanContext, account: dict[str, Any], name: str, opps: Too
             return [f.deal_facts(chosen, fields)]
     count = c.plural(f.total(opps), kind, kind.replace("opportunity", "opportunities"))
     head = f"{name} has {count}{stage}{scope}"
+    currency = c.common_currency(opps.items)
+    amounts = [o["amount"] for o in opps.items if isinstance(o.get("amount"), int | float)]
+    if "amount" in fields and currency and amounts and not c.more_note(opps):
+        head += f" worth {c.money(sum(amounts), currency)} in total"
     head += f"; the {f.field_words(fields)} of each:" if fields else ":"
     return [head, *(c.opportunity_line(o, with_account=False) for o in opps.items), *_more(opps)]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -719,7 +720,10 @@ def account_candidates(text: str, *, masked: list[Span] | None = None) -> list[s
     ordered: list[str] = []
     for run in sorted(runs, key=rank):
         words = run.text.split()[:5]
-        for candidate in (" ".join(words), words[0] if len(words) > 1 else ""):
+        # "Brightwater cold chain": the capitalised words are the name, the rest the deal's.
+        proper = list(itertools.takewhile(lambda w: w[:1].isupper(), words))
+        lead = " ".join(proper) if run.capitalised and 0 < len(proper) < len(words) else ""
+        for candidate in (lead, " ".join(words), words[0] if len(words) > 1 else ""):
             if candidate and len(candidate) > 1 and candidate.lower() not in (c.lower() for c in ordered):
                 ordered.append(candidate)
     return ordered

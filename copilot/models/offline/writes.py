@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from difflib import SequenceMatcher
 from typing import Any
 
 from copilot.models.offline import compose as c
@@ -22,7 +23,9 @@ from copilot.models.offline.lookup import (
     has_account_reference,
     resolve_account,
 )
+from copilot.models.offline.focus import fitting_contacts
 from copilot.models.offline.outcomes import after_write, same
+from copilot.models.offline.questions import title_spans
 from copilot.models.offline.roles import WriteRole
 from copilot.models.offline.steps import PlannedCall, Step, answer
 
@@ -202,11 +205,21 @@ def propose_draft(ctx: PlanContext) -> Step:
         return answer(c.error_sentence(contacts, "the contacts"))
     if not contacts.items:
         return answer(f"I found no contacts at {account.get('name')} {c.cite(acc_id)} to write to.")
-    contact = match_contact(contacts.items, spec.contact_name, ctx.req.text)
-    if contact is None:
+    contact = pick_contact(contacts.items, spec.contact_name, ctx.req.text)
+    if not isinstance(contact, dict):
+        where = f"{account.get('name')} {c.cite(acc_id)}"
+        if contact:  # several fit the name: ask which
+            lines = [c.contact_line(x) for x in contact[:10]]
+            return answer(
+                f"Several contacts at {where} match '{spec.contact_name}':\n" + "\n".join(lines) + "\nWhich one should I write to?"
+            )
+        near = near_contacts(contacts.items, spec.contact_name or "")
+        if near:
+            options = " or ".join(f"{x.get('name')} {c.cite(x.get('id'))}" for x in near)
+            return answer(f"I found no contact named '{spec.contact_name}' at {where}. Did you mean {options}?")
         lines = [c.contact_line(x) for x in contacts.items[:10]]
         return answer(
-            f"I found no contact named '{spec.contact_name}' at {account.get('name')} {c.cite(acc_id)}. "
+            f"I found no contact named '{spec.contact_name}' at {where}. "
             "Its contacts are:\n" + "\n".join(lines) + "\nWho should I write to?"
         )
     latest = ""
@@ -236,15 +249,48 @@ def _with_article(topic: str) -> str:
     return f"our {topic}"
 
 
-def match_contact(items: list[dict[str, Any]], name: str | None, text: str) -> dict[str, Any] | None:
-    """The named contact (full, first or last name); the first one when no name was given."""
-    words = {w.lower() for w in re.findall(r"[A-Za-z][\w'’-]*", name or text)}
-    for item in items:
-        parts = [p.lower() for p in str(item.get("name", "")).split()]
-        if name and " ".join(parts) == name.lower():
-            return item
-    for item in items:
-        name_words = {p.lower() for p in str(item.get("name", "")).split()}
-        if name_words & words:
-            return item
-    return None if name else items[0]
+NAME_NEAR_MISS = 0.75
+"""How alike a typed name and a contact's first or last name must be to suggest the contact."""
+
+
+def pick_contact(
+    items: list[dict[str, Any]], name: str | None, text: str
+) -> dict[str, Any] | list[dict[str, Any]]:
+    """The contact named (full, first or last name), or by job title ("the procurement
+    manager"); the first one when nothing names anyone. A list when it is not one contact:
+    those that fit the name equally (ask which), or none."""
+    if name:
+        full = [x for x in items if str(x.get("name", "")).lower() == name.lower()]
+        if len(full) == 1:
+            return full[0]
+        words = {w.lower() for w in re.findall(r"[A-Za-z][\w'’-]*", name)}
+        by_word = [x for x in items if {p.lower() for p in str(x.get("name", "")).split()} & words]
+        if len(by_word) == 1:
+            return by_word[0]
+        if by_word:
+            return by_word
+    titles = [str(s.value) for s in title_spans(text)]
+    if titles:
+        fitting = fitting_contacts(items, titles)
+        if len(fitting) == 1:
+            return fitting[0]
+        if fitting:
+            return fitting
+    if name:
+        return []
+    return items[0]
+
+
+def near_contacts(items: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Contacts whose first or last name is close to the one typed ("Mria" → Maria), at most three."""
+    typed = [w.lower() for w in re.findall(r"[A-Za-z]{3,}", name)]
+    near = [
+        x
+        for x in items
+        if any(
+            SequenceMatcher(None, w, part.lower()).ratio() >= NAME_NEAR_MISS
+            for w in typed
+            for part in str(x.get("name", "")).split()
+        )
+    ]
+    return near if len(near) <= 3 else []
