@@ -36,7 +36,9 @@ async def _answers(copilot_settings: Any, *questions: str) -> list[Any]:
     return results
 
 
-async def test_counts_titles_fields_and_the_latest_activity_are_answered_from_the_crm(copilot_settings, sandbox):
+async def test_counts_titles_fields_and_the_latest_activity_are_answered_from_the_crm(
+    copilot_settings, sandbox
+):
     acme_deals = _read(sandbox, "list_opportunities", account_id="acc-acme")["items"]
     contacts = _read(sandbox, "list_contacts", account_id="acc-acme")["items"]
     cfo = next(c for c in contacts if c["title"] == "Chief Financial Officer")
@@ -54,7 +56,10 @@ async def test_counts_titles_fields_and_the_latest_activity_are_answered_from_th
     )
     assert f"Acme Corporation [acc-acme] has {len(acme_deals)} open opportunities" in count.answer
     assert {d["id"] for d in acme_deals} <= set(count.citations)
-    assert who.answer == f"{cfo['name']} [{cfo['id']}] is the Chief Financial Officer at Acme Corporation [acc-acme]."
+    assert (
+        who.answer
+        == f"{cfo['name']} [{cfo['id']}] is the Chief Financial Officer at Acme Corporation [acc-acme]."
+    )
     assert procurement.answer.startswith(f"{buyer['name']} [{buyer['id']}] is the {buyer['title']}")
     assert step.answer == f"The next step on {renewal['name']} [opp-acme-renewal] is: {renewal['next_step']}."
     assert f"[{newest['id']}]" in last.answer
@@ -63,7 +68,9 @@ async def test_counts_titles_fields_and_the_latest_activity_are_answered_from_th
         assert result.unverified_citations == []
 
 
-async def test_another_accounts_deals_are_counted_and_a_follow_up_stays_on_the_deal(copilot_settings, sandbox):
+async def test_another_accounts_deals_are_counted_and_a_follow_up_stays_on_the_deal(
+    copilot_settings, sandbox
+):
     globex = _read(sandbox, "list_opportunities", account_id="acc-globex")["items"]
     first = globex[0]
     words = first["name"].split("—")[-1].strip().lower()
@@ -85,7 +92,9 @@ async def test_activity_in_a_relative_period_counts_only_what_happened_in_it(cop
     recent = _read(sandbox, "list_activities", account_id="acc-acme", since=since, limit=100)["items"]
     [result] = await _answers(copilot_settings, "acme activity in the last 7 days")
     noun = "activity" if len(recent) == 1 else "activities"
-    assert result.answer.startswith(f"{len(recent)} {noun} for Acme Corporation [acc-acme] in the last 7 days")
+    assert result.answer.startswith(
+        f"{len(recent)} {noun} for Acme Corporation [acc-acme] in the last 7 days"
+    )
 
 
 async def test_a_relative_slip_is_proposed_as_the_deals_own_date_moved(copilot_settings, sandbox):

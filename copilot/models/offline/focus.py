@@ -21,13 +21,19 @@ def total(result: ToolResult) -> int:
     return value if isinstance(value, int) and value >= len(result.items) else len(result.items)
 
 
-def deal_fact(opp: dict[str, Any], field: Focus) -> str:
-    """One field of one deal, as a cited sentence."""
-    name = f"{opp.get('name', 'The opportunity')} {c.cite(opp.get('id'))}"
+def deal_fact(opp: dict[str, Any], field: Focus, *, again: bool = False) -> str:
+    """One field of one deal, as a sentence citing it (``again``: the deal was just named: "It …")."""
+    name = "It" if again else f"{opp.get('name', 'The opportunity')} {c.cite(opp.get('id'))}"
     match field:
         case "next_step":
             step = opp.get("next_step")
-            return f"The next step on {name} is: {c.clean(step)}." if step else f"{name} has no next step recorded."
+            if not step:
+                return f"{name} has no next step recorded."
+            return (
+                f"Its next step is: {c.clean(step)}."
+                if again
+                else f"The next step on {name} is: {c.clean(step)}."
+            )
         case "amount":
             if not isinstance(opp.get("amount"), int | float):
                 return f"{name} has no amount recorded."
@@ -44,8 +50,9 @@ def deal_fact(opp: dict[str, Any], field: Focus) -> str:
 
 
 def deal_facts(opp: dict[str, Any], fields: list[Focus]) -> str:
-    """The asked fields of one deal, one sentence each."""
-    return " ".join(s for s in (deal_fact(opp, f) for f in fields) if s)
+    """The asked fields of one deal, one sentence each, the deal named (and cited) first."""
+    sentences = [deal_fact(opp, field, again=i > 0) for i, field in enumerate(fields)]
+    return " ".join(s for s in sentences if s)
 
 
 def field_words(fields: list[Focus]) -> str:
@@ -55,19 +62,24 @@ def field_words(fields: list[Focus]) -> str:
     return " and ".join(words) if len(words) <= 2 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
+def of_kind(items: list[dict[str, Any]], kind: str | None) -> list[dict[str, Any]]:
+    """The activities of one kind (call, meeting, email, task); all of them without one."""
+    return items if kind is None else [a for a in items if str(a.get("type") or "").lower() == kind]
+
+
 def latest_activity(items: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The newest activity of a list (by when it happened; voided ones skipped)."""
     live = [a for a in items if not a.get("voided")]
     return max(live, key=lambda a: str(a.get("occurred_at") or ""), default=None)
 
 
-def latest_sentence(act: dict[str, Any], where: str) -> str:
+def latest_sentence(act: dict[str, Any], where: str, what: str = "activity") -> str:
     """``The most recent activity on X [id] was a call on 2026-05-04: "Subject" [act].``"""
     when = str(act.get("occurred_at") or "")[:10]
     kind = str(act.get("type") or "activity")
     article = "an" if kind[:1].lower() in "aeiou" else "a"
     return (
-        f"The most recent activity{where} was {article} {kind} on {when}: "
+        f"The most recent {what}{where} was {article} {kind} on {when}: "
         f'"{c.clean(act.get("subject"), 100)}" {c.cite(act.get("id"))}.'
     )
 
@@ -88,7 +100,9 @@ def fitting_contacts(items: list[dict[str, Any]], title_words: list[str]) -> lis
     return [x for s, x in scored if s == best and s > 0]
 
 
-def title_answer(account: str, contacts: list[dict[str, Any]], asked: list[str], listed: list[dict[str, Any]]) -> str:
+def title_answer(
+    account: str, contacts: list[dict[str, Any]], asked: list[str], listed: list[dict[str, Any]]
+) -> str:
     """Who holds the job asked for at an account, the closest title when nobody holds it
     exactly, or that no contact's title fits (with who is there)."""
     words = " ".join(asked)

@@ -134,6 +134,8 @@ class Request:
     """Job-title words of a contacts question ("CFO", "head of procurement")."""
     follow_up: bool = False
     """Continues the previous answer ("and its next step?", "what about the amount?")."""
+    activity_type: str | None = None
+    """The kind of activity a read asks about ("any meetings with …", "last call")."""
 
     @property
     def deal_fields(self) -> list[Focus]:
@@ -262,12 +264,18 @@ def _next_step(text: str) -> Span | None:
     return Span(_sentence_case(value), m.start("value"), m.start("value") + len(value))
 
 
+_DATE_VERBS = (
+    r"\b(push(?:ed)?|slip(?:ped)?|postpone|delay|reschedule|bump(?:ed)?|move|moved|change|set|update|shift|extend"
+    r"|pull|bring|advance)\b"
+)
 _DATE_CHANGE = re.compile(
     r"\b(?:clos(?:e|ing)[\s-]+date|push(?:ed)?|slip(?:ped)?|postpone|delay|reschedule|bump(?:ed)?)\b", re.I
 )
 
 
-def parse_update(text: str, today: dt.date, *, typed: str | None = None) -> tuple[UpdateSpec, list[Span]] | None:
+def parse_update(
+    text: str, today: dt.date, *, typed: str | None = None
+) -> tuple[UpdateSpec, list[Span]] | None:
     """The requested opportunity changes, or ``None`` if the text asks for no change.
 
     ``typed`` is the message as the rep typed it (``text`` may have typos corrected): a
@@ -275,10 +283,12 @@ def parse_update(text: str, today: dt.date, *, typed: str | None = None) -> tupl
     """
     lower = text.lower()
     # A change needs a change verb ("push", "set", "mark"...) or an explicit setter
-    # ("next step: …"); "what's the next step on the renewal?" is a question, not a change.
-    if not _has(_CHANGE_VERBS + r"|\b(slide|delay|postpone|extend|shift|reschedule|bring|advance)\b", lower) and not _has(
-        r"\b(close date|next steps?)\s*(:|=|->)", lower
-    ):
+    # ("next step: …"); "what's the next step on the renewal?" is a question, not a change,
+    # and the "close" of "close date" is a field, not a verb.
+    verbs = re.sub(r"\bclos(?:e|ing)[\s-]+dates?\b", " ", lower)
+    if not _has(
+        _CHANGE_VERBS + r"|\b(slide|delay|postpone|extend|shift|reschedule|bring|advance)\b", verbs
+    ) and not _has(r"\b(close date|next steps?)\s*(:|=|->)", lower):
         return None
     if is_question(lower) and not _has(r"\b(can|could|would|will)\s+you\b", lower):
         return None
@@ -319,7 +329,7 @@ def parse_update(text: str, today: dt.date, *, typed: str | None = None) -> tupl
     moved = shift.value if shift is not None and isinstance(shift.value, Shift) and not dates else None
     if not changes and moved is None:
         said = _DATE_CHANGE.search(text)
-        if said is None:
+        if said is None or not _has(_DATE_VERBS, verbs + " " + lower[said.start() : said.end()]):
             return None
         # A date change without a date we can read: ask, never guess and never do nothing.
         return UpdateSpec({}, unclear=text[said.start() :].strip(" ?.!")), used
@@ -376,7 +386,9 @@ _REFERS_BACK = (
     r"|\b(its|that deal|this deal|that one|this one|that opportunity|this opportunity|the same deal)\b"
     r"|\b(?:is|was|does|did|has|push|move|slip|pull|set|mark|change|update|bump)\s+it\b"
 )
-_FOLLOW_UP = r"^\s*(?:and|also|plus|ok(?:ay)?|so|then)\b|^\s*(?:what|how)\s+about\b|^\s*(?:and\s+)?(?:its|their)\b"
+_FOLLOW_UP = (
+    r"^\s*(?:and|also|plus|ok(?:ay)?|so|then)\b|^\s*(?:what|how)\s+about\b|^\s*(?:and\s+)?(?:its|their)\b"
+)
 
 
 def parse_request(
@@ -504,6 +516,9 @@ def parse_request(
     if "count" in req.focus and not (wants_opps or wants_activity or wants_contacts):
         wants_opps = True
     wants_overview = _has(_OVERVIEW, lower) and not (req.deal_fields or req.title_words)
+    if wants_activity:
+        kind = re.search(r"\b(meeting|call|e-?mail|task)s?\b", lower)
+        req.activity_type = kind.group(1).replace("-", "") if kind else None
     if has_account:
         if wants_contacts:
             req.intents.append("contacts")

@@ -21,7 +21,12 @@ Focus = Literal["count", "amount", "next_step", "close_date", "stage", "last_act
 DEAL_FIELDS: tuple[Focus, ...] = ("amount", "next_step", "close_date", "stage")
 
 _FOCUS_RULES: tuple[tuple[Focus, re.Pattern[str]], ...] = (
-    ("count", re.compile(r"\bhow\s+many\b|\bnumber\s+of\b|\bcount\s+(?:of\s+)?(?:my|the|our)?\b|\bhow\s+much\s+activity\b")),
+    (
+        "count",
+        re.compile(
+            r"\bhow\s+many\b|\bnumber\s+of\b|\bcount\s+(?:of\s+)?(?:my|the|our)?\b|\bhow\s+much\s+activity\b"
+        ),
+    ),
     (
         "next_step",
         re.compile(
@@ -43,7 +48,13 @@ _FOCUS_RULES: tuple[tuple[Focus, re.Pattern[str]], ...] = (
             r"|\bwhat(?:'s|\s+is)\s+(?:the\s+)?value\b|\bvalued\b"
         ),
     ),
-    ("stage", re.compile(r"\b(?:what|which)\s+stage\b|\bstage\s+(?:is|of|for)\b|\bwhat\s+stage\b|\b(?:is|are)\s+\w+(?:\s+\w+){0,4}\s+in\s+(?:stage\b|which\s+stage)")),
+    (
+        "stage",
+        re.compile(
+            r"\b(?:what|which)\s+stage\b|\bstage\s+(?:is|of|for)\b|\bstages?\s*\?"
+            r"|\b(?:is|are)\s+\w+(?:\s+\w+){0,4}\s+in\s+(?:stage\b|which\s+stage)"
+        ),
+    ),
     (
         "last_activity",
         re.compile(
@@ -57,18 +68,23 @@ _FOCUS_RULES: tuple[tuple[Focus, re.Pattern[str]], ...] = (
 
 
 def find_focus(lower: str) -> list[Focus]:
-    """What the question asks about its records, in a stable order."""
-    return [focus for focus, pattern in _FOCUS_RULES if pattern.search(lower)]
+    """What the question asks about its records, in the order it asks ("amount and close date")."""
+    found = [(m.start(), focus) for focus, pattern in _FOCUS_RULES if (m := pattern.search(lower))]
+    return [focus for _, focus in sorted(found)]
 
 
 def is_question(lower: str) -> bool:
     """A question rather than an instruction ("what's the close date?" vs "set the close date …")."""
     stripped = lower.strip()
-    if re.match(r"(?:please|pls|kindly)\b|(?:can|could|would|will)\s+you\s+(?:please\s+)?(?!tell|show|give|let|remind)", stripped):
+    if re.match(
+        r"(?:please|pls|kindly)\b|(?:can|could|would|will)\s+you\s+(?:please\s+)?(?!tell|show|give|let|remind)",
+        stripped,
+    ):
         return False
     starts = re.match(
         r"(?:and\s+|so\s+|also\s+|ok(?:ay)?\s*,?\s+)?(?:what|what's|whats|when|when's|how|how's|who|who's|whos|which|where"
-        r"|is|are|was|were|does|do|did|has|have|any|tell me|show me|remind me|can you tell|could you tell)\b",
+        r"|is|are|was|were|does|do|did|has|have|any|tell me|show me|give me|get me|remind me|list|find"
+        r"|can you tell|could you tell|i need to know|i'd like to know)\b",
         stripped,
     )
     return starts is not None or stripped.endswith("?")
@@ -190,9 +206,38 @@ VOCABULARY: tuple[str, ...] = (
 )  # fmt: skip
 # Ordinary words that are one letter away from a vocabulary word: never "corrected".
 _REAL_WORDS = frozenset(
-    "contract contracts content context contacted quarterly monthly weekly meetup proposals process "
-    "prospect prospects activate active renewed renewing expanding expansive forecasts statuses "
-    "summaries summit director's managers officers meeting's update's dealer dealers".split()
+    [
+        "contract",
+        "contracts",
+        "content",
+        "context",
+        "contacted",
+        "quarterly",
+        "monthly",
+        "weekly",
+        "meetup",
+        "proposals",
+        "process",
+        "prospect",
+        "prospects",
+        "activate",
+        "active",
+        "renewed",
+        "renewing",
+        "expanding",
+        "expansive",
+        "forecasts",
+        "statuses",
+        "summaries",
+        "summit",
+        "director's",
+        "managers",
+        "officers",
+        "meeting's",
+        "update's",
+        "dealer",
+        "dealers",
+    ]
 )
 _WORD_RE = re.compile(r"[A-Za-z][A-Za-z'’]*")
 
@@ -212,7 +257,12 @@ def correct_typos(text: str) -> str:
         out.append(text[position : m.start()])
         position = m.end()
         replacement = word
-        if len(lower) >= 5 and lower not in STOPWORDS and lower not in VOCABULARY and lower not in _REAL_WORDS:
+        if (
+            len(lower) >= 5
+            and lower not in STOPWORDS
+            and lower not in VOCABULARY
+            and lower not in _REAL_WORDS
+        ):
             capitalised_name = index > 0 and word[:1].isupper()
             close = get_close_matches(lower, VOCABULARY, n=2, cutoff=0.84)
             if close and not capitalised_name and (len(close) == 1 or close[0][:4] == close[1][:4]):

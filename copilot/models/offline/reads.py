@@ -157,7 +157,9 @@ def compose_focused(ctx: PlanContext, account: dict[str, Any], results: dict[Rea
             blocks.append([f"{name} has {count}:", *lines, *_more(contacts)])
     acts = results.get("activity_list")
     if acts is not None:
-        blocks.append(_activities_block(req.period, "last_activity" in req.focus, name, acts))
+        blocks.append(
+            _activities_block(req.period, "last_activity" in req.focus, name, acts, req.activity_type)
+        )
     return "\n\n".join("\n".join(b) for b in blocks if b).strip()
 
 
@@ -190,21 +192,25 @@ def _deals_block(ctx: PlanContext, account: dict[str, Any], name: str, opps: Too
     return [head, *(c.opportunity_line(o, with_account=False) for o in opps.items), *_more(opps)]
 
 
-def _activities_block(period: Period | None, latest_only: bool, name: str, acts: ToolResult) -> list[str]:
+def _activities_block(
+    period: Period | None, latest_only: bool, name: str, acts: ToolResult, kind: str | None = None
+) -> list[str]:
     if not acts.ok:
         return [c.error_sentence(acts, "the activities")]
-    items = f.within(acts.items, period)
+    items = f.of_kind(f.within(acts.items, period), kind)
     scope = activity_scope(period)
     where = f" for {name}" if name else ""
+    word, words = (kind, f"{kind}s") if kind else ("activity", "activities")
     if not items:
-        return [f"No recorded activities{where}{scope}."]
+        return [f"No recorded {words}{where}{scope}."]
     if latest_only:
         latest = f.latest_activity(items)
         if latest is not None:
-            return [f.latest_sentence(latest, f" with {name}" if name else "")]
-    count = c.plural(len(items) if period else f.total(acts), "activity", "activities")
+            return [f.latest_sentence(latest, f" with {name}" if name else "", word)]
+    filtered = period is not None or kind is not None
+    count = c.plural(len(items) if filtered else f.total(acts), word, words)
     lines = [c.activity_line(a, with_notes=True) for a in items]
-    return [f"{count}{where}{scope}:", *lines, *([] if period else _more(acts))]
+    return [f"{count}{where}{scope}:", *lines, *([] if filtered else _more(acts))]
 
 
 def compose_account(ctx: PlanContext, account: dict[str, Any], results: dict[ReadRole, ToolResult]) -> str:
@@ -323,7 +329,7 @@ def compose_book(ctx: PlanContext, results: dict[ReadRole, ToolResult]) -> str:
     acts = results.get("activity_list")
     if acts is not None:
         lines.append("")
-        block = _activities_block(req.period, "last_activity" in req.focus, "", acts)
+        block = _activities_block(req.period, "last_activity" in req.focus, "", acts, req.activity_type)
         lines += [block[0][:1].upper() + block[0][1:], *block[1:]]
     return "\n".join(lines).strip()
 

@@ -188,7 +188,7 @@ def _end_of(today: dt.date, unit: str, which: str) -> dt.date:
 
 def _day_of_month(today: dt.date, day: int, past: bool) -> dt.date | None:
     """ "the 15th": this month's if it is still ahead (behind, for the past), else the next (previous) month's."""
-    for months in ((0, -1, -2) if past else (0, 1, 2)):
+    for months in (0, -1, -2) if past else (0, 1, 2):
         month = add_months(today.replace(day=1), months)
         if day > calendar.monthrange(month.year, month.month)[1]:
             continue

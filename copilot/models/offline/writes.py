@@ -13,6 +13,7 @@ from typing import Any
 
 from copilot.models.offline import compose as c
 from copilot.models.offline.context import PlanContext, ReadCall
+from copilot.models.offline.focus import fitting_contacts
 from copilot.models.offline.intents import log_occurred_at
 from copilot.models.offline.lookup import (
     account_name,
@@ -23,7 +24,6 @@ from copilot.models.offline.lookup import (
     has_account_reference,
     resolve_account,
 )
-from copilot.models.offline.focus import fitting_contacts
 from copilot.models.offline.outcomes import after_write, same
 from copilot.models.offline.questions import title_spans
 from copilot.models.offline.roles import WriteRole
@@ -104,9 +104,9 @@ def propose_log(ctx: PlanContext) -> Step:
 
 
 UNCLEAR_DATE = (
-    "What date should the close date move to? I couldn't read a date in \"{said}\". "
-    "You can say, for example, \"Dec 15\", \"next Friday\", \"end of next month\", "
-    "\"in 10 days\" or \"two weeks later\"."
+    'What date should the close date move to? I couldn\'t read a date in "{said}". '
+    'You can say, for example, "Dec 15", "next Friday", "end of next month", '
+    '"in 10 days" or "two weeks later".'
 )
 
 
@@ -123,7 +123,9 @@ def _changes_for(ctx: PlanContext, opp: dict[str, Any]) -> dict[str, Any] | Step
             base = dt.date.fromisoformat(current[:10])
         except ValueError:
             name = f"{opp.get('name', 'The opportunity')} {c.cite(opp.get('id'))}"
-            return answer(f"{name} has no close date yet, so I can't move it {spec.shift.describe()}. What date should it close?")
+            return answer(
+                f"{name} has no close date yet, so I can't move it {spec.shift.describe()}. What date should it close?"
+            )
         changes["close_date"] = spec.shift.apply(base).isoformat()
     differing = {k: v for k, v in changes.items() if k not in opp or not same(opp.get(k), v)}
     return differing or changes
@@ -211,12 +213,16 @@ def propose_draft(ctx: PlanContext) -> Step:
         if contact:  # several fit the name: ask which
             lines = [c.contact_line(x) for x in contact[:10]]
             return answer(
-                f"Several contacts at {where} match '{spec.contact_name}':\n" + "\n".join(lines) + "\nWhich one should I write to?"
+                f"Several contacts at {where} match '{spec.contact_name}':\n"
+                + "\n".join(lines)
+                + "\nWhich one should I write to?"
             )
         near = near_contacts(contacts.items, spec.contact_name or "")
         if near:
             options = " or ".join(f"{x.get('name')} {c.cite(x.get('id'))}" for x in near)
-            return answer(f"I found no contact named '{spec.contact_name}' at {where}. Did you mean {options}?")
+            return answer(
+                f"I found no contact named '{spec.contact_name}' at {where}. Did you mean {options}?"
+            )
         lines = [c.contact_line(x) for x in contacts.items[:10]]
         return answer(
             f"I found no contact named '{spec.contact_name}' at {where}. "
