@@ -499,6 +499,8 @@ def test_deals_closing_by_the_end_of_next_month_end_on_its_last_day() -> None:
         ("Kestrel renewal close date: in 10 days", "2026-05-16"),
         ("move the brightwater expansion to the start of next quarter", "2026-07-01"),
         ("set the kestrel pilot close date to the 20th", "2026-05-20"),
+        ("can you slip the Kestrel renewal by 2 weeks?", "2026-07-04"),
+        ("push the kestrel renewal a week later?", "2026-06-27"),
     ],
 )
 def test_a_relative_close_date_becomes_a_concrete_iso_date(question: str, close_date: str) -> None:
@@ -724,3 +726,9 @@ def test_a_proposal_is_a_no_op_only_when_every_proposed_field_already_has_that_v
     )
     assert same_value(dt.date(2026, 6, 20), "2026-06-20")
     assert not same_value(None, "x")
+
+
+def test_a_question_about_the_reps_own_book_after_an_account_answer_is_about_the_book() -> None:
+    turns = _conversation("summarise kestrel", "is it possible to see my pipeline?")
+    assert [c["name"] for c in turns[1][1][0].tool_calls] == ["list_opportunities", "pipeline_summary"]
+    assert "[opp-brw-exp]" in turns[1][0]

@@ -22,6 +22,8 @@ _CAPABILITIES: tuple[tuple[Role, str], ...] = (
     ("pipeline", "summarise your or your team's pipeline (\"what's in my pipeline\")"),
     ("activity_list", 'show recent activity ("recent activity on" and the account\'s name)'),
     ("contact_list", "list an account's contacts (\"who are my contacts at\" and the account's name)"),
+    ("contact_list", 'find who holds a role ("who is the CFO at" and the account\'s name)'),
+    ("opportunity_list", "answer one thing about a deal (\"what's the next step on\" and the deal's name)"),
     ("activity_log", "log a call, meeting, email or task for your approval"),
     (
         "opportunity_update",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -54,7 +55,11 @@ def continues_previous(ctx: PlanContext) -> bool:
     """The request names no record of its own and points back at the previous answer's."""
     req = ctx.req
     named = req.account_queries or req.records or req.unverified
-    return not named and (req.refers_back or req.follow_up) and bool(ctx.turn.previous_answer)
+    # "my deals", "the team's pipeline" are the rep's own book, whatever came before.
+    own_book = req.team or "pipeline" in req.intents or re.search(r"\b(my|mine|i|i'm|me)\b", req.text.lower())
+    return (
+        not named and not own_book and (req.refers_back or req.follow_up) and bool(ctx.turn.previous_answer)
+    )
 
 
 def has_account_reference(ctx: PlanContext) -> bool:

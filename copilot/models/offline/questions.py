@@ -76,6 +76,13 @@ def find_focus(lower: str) -> list[Focus]:
 def is_question(lower: str) -> bool:
     """A question rather than an instruction ("what's the close date?" vs "set the close date …")."""
     stripped = lower.strip()
+    # An instruction that ends with "?" is still an instruction ("push it two weeks?").
+    if re.match(
+        r"(?:and\s+|so\s+|ok(?:ay)?\s*,?\s+)?(?:push|move|set|change|update|mark|slip|bump|pull|make|put|delay"
+        r"|postpone|reschedule|log|draft|write|record|add|create)\b",
+        stripped,
+    ):
+        return False
     if re.match(
         r"(?:please|pls|kindly)\b|(?:can|could|would|will)\s+you\s+(?:please\s+)?(?!tell|show|give|let|remind)",
         stripped,

@@ -617,6 +617,7 @@ _STOPWORD_LINES = (
     "one two three four five six seven eight nine ten eleven twelve couple few several",
     "later earlier sooner back forward ahead delay delayed postpone postponed extend extended shift",
     "who's whos what're where's there's isn't aren't don't doesn't didn't haven't after before until since during",
+    "possible able way chance quick quickly real really actually exactly roughly approximately overall",
 )
 STOPWORDS: frozenset[str] = frozenset(word for line in _STOPWORD_LINES for word in line.split())
 _PREPOSITIONS = frozenset({"about", "with", "on", "for", "at", "of", "from", "regarding", "re", "to", "into"})
