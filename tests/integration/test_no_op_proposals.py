@@ -125,3 +125,39 @@ async def test_the_offline_model_says_the_deal_is_already_at_that_stage(copilot_
     assert "already" in result.answer
     assert "[opp-acme-analytics]" in result.answer
     assert stage in result.answer
+
+
+async def test_a_no_op_beside_a_real_write_leaves_only_the_real_one_to_decide_and_stays_answered_on_resume(
+    copilot_settings, sandbox
+):
+    before = _opportunity(sandbox, "opp-acme-renewal")
+    model = ScriptedChatModel(
+        steps=[
+            calls(
+                call("update_opportunity", opportunity_id="opp-acme-renewal", stage=before["stage"]),
+                call(
+                    "log_activity",
+                    type="task",
+                    subject="Check the renewal terms",
+                    notes="",
+                    account_id="acc-acme",
+                ),
+            )
+        ],
+        final="Logged it; the stage was already right.",
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "log a task and keep the stage")
+        assert [p.tool for p in asked.proposals] == ["log_activity"]
+        done = await svc.decide(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [{"tool_call_id": asked.proposals[0].tool_call_id, "type": "approve"}],
+        )
+    assert done.proposals == []
+    assert [o["result"]["status"] for o in done.outcomes] == ["done"]
+    results = [json.loads(message_text(m)) for m in model.received[-1] if isinstance(m, ToolMessage)]
+    assert sorted(r["status"] for r in results) == ["done", "unchanged"]
+    assert _opportunity(sandbox, "opp-acme-renewal")["version"] == before["version"]
