@@ -1,18 +1,26 @@
-"""Human approval for every write, and the start-up check that nothing escapes it."""
+"""Human approval for every write, and the start-up check that nothing escapes it.
+
+A proposal that would change nothing (every proposed field already has that value in the
+record read at proposal time) is not put to the rep: the call is answered with a tool
+result saying what the record already has, whichever model proposed it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnConfig
 from langchain.agents.middleware.human_in_the_loop import DecisionType
-from langchain_core.messages import ToolCall
+from langchain.agents.middleware.types import ToolCallRequest
+from langchain_core.messages import ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from copilot.errors import ConfigurationError
-from copilot.proposals import describe_proposal
+from copilot.proposals import describe_proposal, unchanged_fields, unchanged_result
 from copilot.writes import write_tools
 
 REQUIRED_DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
@@ -23,13 +31,51 @@ def _describe(tool_call: ToolCall, state: Any, runtime: Runtime[Any]) -> str:
     return describe_proposal(tool_call["name"], dict(tool_call["args"]), record)
 
 
+def no_change_answer(request: ToolCallRequest) -> ToolMessage | None:
+    """The tool result for a write call that would change nothing; ``None`` for any other call.
+
+    Decided from the proposal's snapshot in state (taken once, at proposal time), so a
+    resumed run decides the same way and the interrupt order never shifts.
+    """
+    call = request.tool_call
+    state = request.state if isinstance(request.state, dict) else {}
+    record = (state.get("proposals") or {}).get(call["id"])
+    fields = unchanged_fields(call["name"], dict(call["args"]), record)
+    if record is None or fields is None:
+        return None
+    return ToolMessage(
+        json.dumps(unchanged_result(call["name"], record, fields), default=str),
+        tool_call_id=str(call["id"]),
+        name=call["name"],
+    )
+
+
+class ApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
+    """LangChain's HITL, per call, except that a no-op proposal is answered instead of asked."""
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        return no_change_answer(request) or super().wrap_tool_call(request, handler)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        return no_change_answer(request) or await super().awrap_tool_call(request, handler)
+
+
 def approval_middleware() -> HumanInTheLoopMiddleware[Any, Any, Any]:
-    """HITL on every write tool: approve / edit / reject, one interrupt per tool call."""
+    """HITL on every write tool: approve / edit / reject, one interrupt per tool call (no-op
+    proposals answered without one)."""
     interrupt_on: dict[str, bool | InterruptOnConfig] = {
         name: InterruptOnConfig(allowed_decisions=list(REQUIRED_DECISIONS), description=_describe)
         for name in (tool.name for tool in write_tools())
     }
-    return HumanInTheLoopMiddleware(interrupt_on=interrupt_on, interrupt_mode="per_call")
+    return ApprovalMiddleware(interrupt_on=interrupt_on, interrupt_mode="per_call")
 
 
 def assert_every_write_is_interrupted(

@@ -40,6 +40,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 
+from copilot.proposals import unchanged_fields
 from copilot.tools.preferences import apply_update, load_preferences
 from copilot.tools.schemas import UpdatePreferencesArgs
 from tests.adversarial.counts import Tally, count, soak
@@ -567,8 +568,14 @@ def _target(tool: str, args: dict[str, Any]) -> Any:
     return None
 
 
-def check_pause(result: Any, new: list[AIMessage], thread_calls: list[Any]) -> list[str]:
-    """The proposals shown after one turn/resume: every write call waiting, nothing made up."""
+def check_pause(
+    result: Any, new: list[AIMessage], thread_calls: list[Any], unchanged: frozenset[str] = frozenset()
+) -> list[str]:
+    """The proposals shown after one turn/resume: every write call waiting, nothing made up.
+
+    ``unchanged``: write calls (as ``canon([name, args])``) the approval step answered itself
+    because the record already had every proposed value (nothing to decide, nothing written).
+    """
     problems = []
     emitted = Counter(canon([c["name"], c["args"]]) for c in thread_calls)
     shown = Counter(canon([p.tool, p.args]) for p in result.proposals)
@@ -593,7 +600,11 @@ def check_pause(result: Any, new: list[AIMessage], thread_calls: list[Any]) -> l
         ids = [c["id"] for c in last.tool_calls]
         earlier = {c["id"] for c in thread_calls[: len(thread_calls) - len(last.tool_calls)]}
         clean = len(set(ids)) == len(ids) and not (set(ids) & earlier)
-        writes = Counter(canon([c["name"], c["args"]]) for c in last.tool_calls if c["name"] in WRITE_TOOLS)
+        writes = Counter(
+            canon([c["name"], c["args"]])
+            for c in last.tool_calls
+            if c["name"] in WRITE_TOOLS and canon([c["name"], c["args"]]) not in unchanged
+        )
         if clean and writes - shown:
             problems.append(f"write calls not waiting for a decision: {sorted(writes - shown)}")
     return problems
@@ -760,6 +771,25 @@ def explain(
 # --- one run -------------------------------------------------------------------------------------
 
 
+async def answered_unchanged(svc: Any, thread_id: str) -> frozenset[str]:
+    """The thread's write calls (``canon([name, args])``; the copilot re-keys call ids) the
+    approval step answers "already has that value" instead of proposing: judged, as it judges
+    them, from the snapshot taken at proposal time.
+
+    (While other calls of the same message wait, the answer itself is not in state yet: the
+    tool step completes on resume.)
+    """
+    state = await svc._state_graph().aget_state(svc._config(thread_id))
+    values = state.values or {}
+    snapshots = values.get("proposals") or {}
+    ids = set()
+    for message in values.get("messages", []):
+        for call in message.tool_calls if isinstance(message, AIMessage) else []:
+            if unchanged_fields(call["name"], dict(call["args"]), snapshots.get(call["id"])) is not None:
+                ids.add(canon([call["name"], call["args"]]))
+    return frozenset(ids)
+
+
 async def _preferences(svc: Any, rep: Rep) -> dict[str, Any]:
     return (await load_preferences(svc.store, rep.identity)).model_dump()
 
@@ -786,7 +816,8 @@ async def one_run(
 
     async def check(result: Any, since: int) -> None:
         thread_calls = [c for m in model.emitted[start:] for c in m.tool_calls]
-        problems.extend(check_pause(result, model.emitted[since:], thread_calls))
+        unchanged = await answered_unchanged(svc, result.thread_id)
+        problems.extend(check_pause(result, model.emitted[since:], thread_calls, unchanged))
         rows, audited = await audit_state(settings, result.thread_id)
         if audited - audited_before != len(rows):
             problems.append("audit rows appeared outside the run's thread")

@@ -388,7 +388,10 @@ async def concurrent_edits(env: Env, rng: random.Random, run: int) -> tuple[str,
     opportunity = rng.choice(env.opportunities)
     name = f"{rep_handle} approves while {other} edits {opportunity} ({timing})"
     rep = env.reps[rep_handle]
-    mine = _changes(rng, f"{rep_handle}-{make_nonce(6)}")
+    tag = f"{rep_handle}-{make_nonce(6)}"
+    # Always a real change (its own next step): a proposal of values the record already has
+    # is answered "already has that value", not put to the rep.
+    mine = {**_changes(rng, tag), "next_step": f"{tag} next step"}
     theirs = _changes(rng, f"{other}-{make_nonce(6)}")
     asked = await env.services[0].run_turn(
         rep.identity, rep.broker, None, propose("update_opportunity", opportunity_id=opportunity, **mine)

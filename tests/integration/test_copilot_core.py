@@ -254,7 +254,16 @@ async def test_an_opportunity_update_applied_before_a_crash_is_completed_and_aud
 
     before = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
     model = ScriptedChatModel(
-        steps=[calls(call("update_opportunity", opportunity_id="opp-acme-expansion", next_step="Crash test"))]
+        # A next step of its own per parameter: proposing the value the record already has is not a proposal.
+        steps=[
+            calls(
+                call(
+                    "update_opportunity",
+                    opportunity_id="opp-acme-expansion",
+                    next_step=f"Crash test {crashes_before_audit}",
+                )
+            )
+        ]
     )
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, model) as svc:
@@ -271,7 +280,7 @@ async def test_an_opportunity_update_applied_before_a_crash_is_completed_and_aud
     result = retried.outcomes[0]["result"]
     assert result["status"] == "done", result
     assert after["version"] == before["version"] + 1  # written once
-    assert after["next_step"] == "Crash test"
+    assert after["next_step"] == f"Crash test {crashes_before_audit}"
     rows = await _audit_rows(copilot_settings)
     assert [(r.entry.tool_call_id, r.entry.record_version_read) for r in rows] == [
         (call_id, before["version"])
@@ -430,7 +439,15 @@ async def test_a_decision_is_bound_to_the_arguments_shown_by_their_digest(copilo
 async def test_invalid_edits_are_refused_clearly_and_write_nothing(copilot_settings, sandbox, edit, message):
     before = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-expansion")["structuredContent"]
     model = ScriptedChatModel(
-        steps=[calls(call("update_opportunity", opportunity_id="opp-acme-expansion", next_step="Call CFO"))]
+        steps=[
+            calls(
+                call(
+                    "update_opportunity",
+                    opportunity_id="opp-acme-expansion",
+                    next_step="Call CFO about the edit",
+                )
+            )
+        ]
     )
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, model) as svc:
@@ -453,7 +470,15 @@ async def test_an_out_of_range_amount_edit_leaves_the_proposal_open_for_a_correc
     copilot_settings, sandbox
 ):
     model = ScriptedChatModel(
-        steps=[calls(call("update_opportunity", opportunity_id="opp-acme-expansion", next_step="Call CFO"))]
+        steps=[
+            calls(
+                call(
+                    "update_opportunity",
+                    opportunity_id="opp-acme-expansion",
+                    next_step="Call CFO about the amount",
+                )
+            )
+        ]
     )
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, model) as svc:
@@ -506,7 +531,15 @@ async def test_an_edit_pointing_at_a_record_the_rep_cannot_write_is_refused(copi
     megans = next(o for o in state["opportunities"] if o["owner_id"] == "u-megan")
     before = sandbox.call("nestor", "get_opportunity", opportunity_id=megans["id"])["structuredContent"]
     model = ScriptedChatModel(
-        steps=[calls(call("update_opportunity", opportunity_id="opp-acme-expansion", next_step="Call CFO"))],
+        steps=[
+            calls(
+                call(
+                    "update_opportunity",
+                    opportunity_id="opp-acme-expansion",
+                    next_step="Call CFO about access",
+                )
+            )
+        ],
         final="Done.",
     )
     rep = await sign_in(copilot_settings, "alex")
@@ -583,20 +616,19 @@ async def test_a_stale_proposal_becomes_a_conflict_then_a_fresh_approval_without
     def repropose_with_current(messages: list[BaseMessage]) -> AIMessage:
         conflict = json.loads(message_text(next(m for m in reversed(messages) if isinstance(m, ToolMessage))))
         assert conflict["status"] == "conflict"
-        return calls(
-            call("update_opportunity", opportunity_id=conflict["current"]["id"], stage="Negotiation")
-        )
+        return calls(call("update_opportunity", opportunity_id=conflict["current"]["id"], stage="Proposal"))
 
     model = ScriptedChatModel(
         steps=[
-            calls(call("update_opportunity", opportunity_id="opp-acme-analytics", stage="Negotiation")),
+            # The seed has it in Negotiation: a move to another stage is a real change.
+            calls(call("update_opportunity", opportunity_id="opp-acme-analytics", stage="Proposal")),
             repropose_with_current,
         ],
-        final="Moved to Negotiation.",
+        final="Moved to Proposal.",
     )
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, model) as svc:
-        asked = await svc.run_turn(rep.identity, rep.broker, None, "move analytics to negotiation")
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "move analytics to proposal")
         assert asked.proposals[0].record is not None
         read_version = int(asked.proposals[0].record["version"] or 0)
         # Someone else (the manager) changes the record while the proposal waits.
@@ -620,7 +652,7 @@ async def test_a_stale_proposal_becomes_a_conflict_then_a_fresh_approval_without
 
     assert done.outcomes[0]["result"]["status"] == "done"
     final = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-analytics")["structuredContent"]
-    assert final["stage"] == "Negotiation"
+    assert final["stage"] == "Proposal"
     assert final["next_step"] == "Manager: confirm budget"
     assert final["version"] == read_version + 2
 
@@ -881,7 +913,15 @@ async def test_an_edit_that_retargets_another_opportunity_is_a_conflict_not_a_bl
 ):
     before = sandbox.call("alex", "get_opportunity", opportunity_id="opp-acme-renewal")["structuredContent"]
     model = ScriptedChatModel(
-        steps=[calls(call("update_opportunity", opportunity_id="opp-acme-expansion", next_step="Call CFO"))],
+        steps=[
+            calls(
+                call(
+                    "update_opportunity",
+                    opportunity_id="opp-acme-expansion",
+                    next_step="Call CFO about the retarget",
+                )
+            )
+        ],
         final="Done.",
     )
     rep = await sign_in(copilot_settings, "alex")

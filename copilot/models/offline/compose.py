@@ -22,6 +22,8 @@ _CAPABILITIES: tuple[tuple[Role, str], ...] = (
     ("pipeline", "summarise your or your team's pipeline (\"what's in my pipeline\")"),
     ("activity_list", 'show recent activity ("recent activity on" and the account\'s name)'),
     ("contact_list", "list an account's contacts (\"who are my contacts at\" and the account's name)"),
+    ("contact_list", 'find who holds a role ("who is the CFO at" and the account\'s name)'),
+    ("opportunity_list", "answer one thing about a deal (\"what's the next step on\" and the deal's name)"),
     ("activity_log", "log a call, meeting, email or task for your approval"),
     (
         "opportunity_update",
@@ -75,6 +77,11 @@ def _short(text: object, limit: int = 140) -> str:
     # Square brackets are reserved for citations: free text from records must not fake one.
     value = " ".join(str(text or "").split()).replace("[", "(").replace("]", ")")
     return value if len(value) <= limit else value[: limit - 1].rstrip() + "…"
+
+
+def clean(text: object, limit: int = 140) -> str:
+    """Record text as it may appear in an answer: one line, bounded, no fake citations."""
+    return _short(text, limit)
 
 
 def opportunity_line(opp: dict[str, Any], *, with_account: bool) -> str:

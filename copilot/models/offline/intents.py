@@ -13,17 +13,28 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from copilot.models.offline.questions import (
+    DEAL_FIELDS,
+    Focus,
+    asks_for_a_title,
+    correct_typos,
+    find_focus,
+    is_question,
+    title_spans,
+)
 from copilot.models.offline.records import RecordIndex, TypedId, id_candidates, typed_ids
 from copilot.models.offline.roles import Kind
 from copilot.models.offline.text import (
     Amount,
     Period,
+    Shift,
     Span,
     account_candidates,
     find_activity_type,
     find_amount,
     find_dates,
     find_period,
+    find_shift,
     find_stage,
     mask,
     number_value,
@@ -68,9 +79,16 @@ class LogSpec:
 
 @dataclass(frozen=True)
 class UpdateSpec:
-    """The opportunity fields the rep asked to change (only those)."""
+    """The opportunity fields the rep asked to change (only those).
+
+    ``shift`` moves the close date relative to the deal's own ("slip it two weeks"): the
+    date is computed once the deal is read. ``unclear`` is what the rep said about a date
+    that could not be read as one: the model asks instead of guessing or doing nothing.
+    """
 
     changes: dict[str, object]
+    shift: Shift | None = None
+    unclear: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +128,19 @@ class Request:
     draft: DraftSpec | None = None
     prefs: PrefsSpec | None = None
     match_text: str = ""  # the text with dates, amounts and new values blanked: for matching deal names
+    focus: list[Focus] = field(default_factory=list)
+    """What a read question asks about its records: a count, one field, the latest activity."""
+    title_words: list[str] = field(default_factory=list)
+    """Job-title words of a contacts question ("CFO", "head of procurement")."""
+    follow_up: bool = False
+    """Continues the previous answer ("and its next step?", "what about the amount?")."""
+    activity_type: str | None = None
+    """The kind of activity a read asks about ("any meetings with …", "last call")."""
+
+    @property
+    def deal_fields(self) -> list[Focus]:
+        """The fields of a deal the question asks for (amount, next step, close date, stage)."""
+        return [f for f in self.focus if f in DEAL_FIELDS]
 
     @property
     def is_write(self) -> bool:
@@ -233,24 +264,52 @@ def _next_step(text: str) -> Span | None:
     return Span(_sentence_case(value), m.start("value"), m.start("value") + len(value))
 
 
-def parse_update(text: str, today: dt.date) -> tuple[UpdateSpec, list[Span]] | None:
-    """The requested opportunity changes, or ``None`` if the text asks for no change."""
+_DATE_VERBS = (
+    r"\b(push(?:ed)?|slip(?:ped)?|postpone|delay|reschedule|bump(?:ed)?|move|moved|change|set|update|shift|extend"
+    r"|pull|bring|advance)\b"
+)
+_DATE_CHANGE = re.compile(
+    r"\b(?:clos(?:e|ing)[\s-]+date|push(?:ed)?|slip(?:ped)?|postpone|delay|reschedule|bump(?:ed)?)\b", re.I
+)
+
+
+def parse_update(
+    text: str, today: dt.date, *, typed: str | None = None
+) -> tuple[UpdateSpec, list[Span]] | None:
+    """The requested opportunity changes, or ``None`` if the text asks for no change.
+
+    ``typed`` is the message as the rep typed it (``text`` may have typos corrected): a
+    new next step is their own words, taken from it.
+    """
     lower = text.lower()
     # A change needs a change verb ("push", "set", "mark"...) or an explicit setter
-    # ("next step: …"); "what's the next step on the renewal?" is a question, not a change.
-    if not _has(_CHANGE_VERBS, lower) and not _has(r"\b(close date|next steps?)\s*(:|=|->)", lower):
+    # ("next step: …"); "what's the next step on the renewal?" is a question, not a change,
+    # and the "close" of "close date" is a field, not a verb.
+    verbs = re.sub(r"\bclos(?:e|ing)[\s-]+dates?\b", " ", lower)
+    if not _has(
+        _CHANGE_VERBS + r"|\b(slide|delay|postpone|extend|shift|reschedule|bring|advance)\b", verbs
+    ) and not _has(r"\b(close date|next steps?)\s*(:|=|->)", lower):
+        return None
+    if is_question(lower) and not _has(r"\b(can|could|would|will)\s+you\b", lower):
         return None
     changes: dict[str, object] = {}
     used: list[Span] = []
     step = _next_step(text)
     rest = text
     if step is not None:
+        own = _next_step(typed) if typed is not None else None
+        value = own.value if own is not None else step.value
         used.append(step)
+        step = Span(value, step.start, step.end)
         rest = text[: step.start] + " " * (step.end - step.start) + text[step.end :]
     stage = find_stage(rest, mark_verb=_has(r"\b(mark(ed)?|close[ds]?|closing)\b", lower))
     if stage is not None:
         changes["stage"] = stage.value
         used.append(stage)
+    shift = find_shift(rest)
+    if shift is not None:
+        used.append(shift)
+        rest = mask(rest, [shift])
     dates = find_dates(rest, today)
     if dates:
         value = dates[0].value
@@ -267,9 +326,14 @@ def parse_update(text: str, today: dt.date) -> tuple[UpdateSpec, list[Span]] | N
         used.append(amount)
     if step is not None:
         changes["next_step"] = step.value
-    if not changes:
-        return None
-    return UpdateSpec(changes), used
+    moved = shift.value if shift is not None and isinstance(shift.value, Shift) and not dates else None
+    if not changes and moved is None:
+        said = _DATE_CHANGE.search(text)
+        if said is None or not _has(_DATE_VERBS, verbs + " " + lower[said.start() : said.end()]):
+            return None
+        # A date change without a date we can read: ask, never guess and never do nothing.
+        return UpdateSpec({}, unclear=text[said.start() :].strip(" ?.!")), used
+    return UpdateSpec(changes, shift=moved), used
 
 
 def _is_draft(lower: str) -> bool:
@@ -311,11 +375,19 @@ _ACTIVITY = (
     r"\b(activit(?:y|ies)|last discuss|discussed|interactions?|touch ?points?|history|last (?:call|meeting|spoke|talked|contact)"
     r"|recent(?:ly)?|what happened|what did (?:we|i)|timeline|calls|meetings)\b"
 )
-_CONTACTS = r"\b(contacts?|who (?:are|is|do|should|can)|people|stakeholders?|decision[\s-]?makers?|champions?|buyers?)\b"
+_CONTACTS = (
+    r"\b(contacts?|who (?:are|is|do|should|can|to)|who's|whos|whom|people|stakeholders?|decision[\s-]?makers?"
+    r"|champions?|buyers?|who\s+(?:handles|runs|owns|leads|heads|signs|approves|makes|works))\b"
+)
 # Pronouns that point at the account of the previous answer ("who are their contacts?").
 _REFERS_BACK = (
     r"\b(them|they|their|that account|this account|that company|this company|that customer|same account)\b"
     r"|\b(?:at|with|from|for|on|about)\s+(?:it|there)\b"
+    r"|\b(its|that deal|this deal|that one|this one|that opportunity|this opportunity|the same deal)\b"
+    r"|\b(?:is|was|does|did|has|push|move|slip|pull|set|mark|change|update|bump)\s+it\b"
+)
+_FOLLOW_UP = (
+    r"^\s*(?:and|also|plus|ok(?:ay)?|so|then)\b|^\s*(?:what|how)\s+about\b|^\s*(?:and\s+)?(?:its|their)\b"
 )
 
 
@@ -336,10 +408,13 @@ def parse_request(
     """
     index = records or RecordIndex()
     excluded = tuple(ruled_out)
+    original = text
+    text = correct_typos(text)
     lower = text.lower()
     typed = typed_ids(text, index)
     req = Request(text=text, intents=[], records=typed)
     req.refers_back = _has(_REFERS_BACK, lower)
+    req.follow_up = _has(_FOLLOW_UP, lower)
     req.team = _has(r"\b(team|team's|my reps|everyone|all reps|territory)\b", lower)
     req.owner = (
         "any" if req.team or _has(r"\b(all|everyone's)\s+(deals|opportunities|opps)\b", lower) else "me"
@@ -370,6 +445,9 @@ def parse_request(
         return found
 
     if _is_log(lower):
+        # Notes are the rep's own words: parsed from what they typed, uncorrected.
+        text = original
+        req.text = text
         req.intents.append("log")
         # The account is named in the header, never in the details ("… next step send proposal").
         sep = _DETAIL_SEPARATOR.search(text)
@@ -384,6 +462,8 @@ def parse_request(
         return req
 
     if _is_draft(lower):
+        text = original
+        req.text = text
         req.intents.append("draft")
         req.draft = parse_draft(text)
         topic_start = lower.find(req.draft.topic.lower()) if req.draft.topic else -1
@@ -397,7 +477,7 @@ def parse_request(
         ]
         return req
 
-    update = parse_update(text, today)
+    update = parse_update(text, today, typed=original)
     if update is not None:
         req.intents.append("update")
         req.update = update[0]
@@ -410,19 +490,35 @@ def parse_request(
     # Reads.
     if period is not None:
         req.period = period[0]
+    req.focus = find_focus(lower)
     stage = find_stage(text)
     req.stage = stage.value if stage is not None and isinstance(stage.value, str) else None
     if stage is not None:
         masked.append(stage)
+    wants_contacts = _has(_CONTACTS, lower)
+    if asks_for_a_title(text) or (wants_contacts and title_spans(text)):
+        titles = title_spans(mask(text, masked))
+        req.title_words = [str(t.value) for t in titles]
+        masked += titles
+        wants_contacts = wants_contacts or bool(titles)
     masked += candidates(text, masked)
     req.account_queries = account_candidates(text, masked=masked)
     # A word that may be an id is read as an account first (an overview is an account's).
     has_account = bool(req.account_queries or req.ids_of("account") or req.unverified)
     wants_pipeline = _has(_PIPELINE, lower)
-    wants_opps = _has(_OPPS, lower) or req.stage is not None or (req.period is not None and not has_account)
-    wants_activity = _has(_ACTIVITY, lower)
-    wants_contacts = _has(_CONTACTS, lower)
-    wants_overview = _has(_OVERVIEW, lower)
+    wants_activity = _has(_ACTIVITY, lower) or "last_activity" in req.focus
+    wants_opps = (
+        _has(_OPPS, lower)
+        or req.stage is not None
+        or bool(req.deal_fields)
+        or (req.period is not None and not has_account and not wants_activity and not wants_contacts)
+    )
+    if "count" in req.focus and not (wants_opps or wants_activity or wants_contacts):
+        wants_opps = True
+    wants_overview = _has(_OVERVIEW, lower) and not (req.deal_fields or req.title_words)
+    if wants_activity:
+        kind = re.search(r"\b(meeting|call|e-?mail|task)s?\b", lower)
+        req.activity_type = kind.group(1).replace("-", "") if kind else None
     if has_account:
         if wants_contacts:
             req.intents.append("contacts")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -32,11 +33,33 @@ def check_typed_ids(ctx: PlanContext, kinds: tuple[Kind, ...]) -> Step | None:
 
 
 def context_account(ctx: PlanContext) -> str | None:
-    """The account the previous answer was about (for "their contacts", "log a call there")."""
+    """The account the previous answer was about (for "their contacts", "log a call there").
+
+    The first account it cited, else the account of the one deal it was about.
+    """
     for record_id in cited(ctx.turn.previous_answer):
         if ctx.records.kind(record_id) == "account":
             return record_id
-    return None
+    deal = context_opportunity(ctx)
+    return ctx.records.account_of(deal) if deal else None
+
+
+def context_opportunity(ctx: PlanContext) -> str | None:
+    """The one deal the previous answer was about ("and its next step?"); ``None`` if it
+    cited none or several (then "its" is the account's)."""
+    deals = [i for i in cited(ctx.turn.previous_answer) if ctx.records.kind(i) == "opportunity"]
+    return deals[0] if len(deals) == 1 else None
+
+
+def continues_previous(ctx: PlanContext) -> bool:
+    """The request names no record of its own and points back at the previous answer's."""
+    req = ctx.req
+    named = req.account_queries or req.records or req.unverified
+    # "my deals", "the team's pipeline" are the rep's own book, whatever came before.
+    own_book = req.team or "pipeline" in req.intents or re.search(r"\b(my|mine|i|i'm|me)\b", req.text.lower())
+    return (
+        not named and not own_book and (req.refers_back or req.follow_up) and bool(ctx.turn.previous_answer)
+    )
 
 
 def has_account_reference(ctx: PlanContext) -> bool:
@@ -131,6 +154,21 @@ def account_name(opp: dict[str, Any]) -> str:
     return str(account.get("name", "")) if isinstance(account, dict) else ""
 
 
+DEAL_NEAR_MISS = 0.8
+"""How alike a typed word and a word of a deal's name must be to count as naming it ("renwal")."""
+
+
+def _matches(wanted: set[str], words: set[str]) -> int:
+    exact = wanted & words
+    near = {
+        w
+        for w in wanted - exact
+        if len(w) >= 4
+        and any(SequenceMatcher(None, w, n).ratio() >= DEAL_NEAR_MISS for n in words - exact if len(n) >= 4)
+    }
+    return len(exact) + len(near)
+
+
 def choose_opportunity(
     ctx: PlanContext, account: dict[str, Any] | None, items: list[dict[str, Any]], *, must_choose: bool
 ) -> dict[str, Any] | Step | None:
@@ -142,7 +180,7 @@ def choose_opportunity(
     scored = []
     for opp in items:
         words = content_words(str(opp.get("name", ""))) - account_words - content_words(account_name(opp))
-        scored.append((len(wanted & words), opp))
+        scored.append((_matches(wanted, words), opp))
     best = max((s for s, _ in scored), default=0)
     top = [o for s, o in scored if s == best and best > 0]
     if len(top) == 1:

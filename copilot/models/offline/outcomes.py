@@ -29,7 +29,27 @@ def after_write(ctx: PlanContext, role: WriteRole) -> Step | None:
         return reproposal(ctx, prior)
     if not result.ok:
         return answer(c.error_sentence(result, "that record"))
+    if str(result.obj.get("status", "")).lower() == "unchanged":
+        return answer(unchanged(ctx, role, result.obj))
     return answer(confirmation(ctx, role, prior, result))
+
+
+def unchanged(ctx: PlanContext, role: WriteRole, data: dict[str, Any]) -> str:
+    """The record already had every value asked for: say so (nothing was proposed or written)."""
+    record = as_dict(data.get("record"))
+    fields = as_dict(data.get("unchanged"))
+    values = ", ".join(
+        f"{ctx.tools.label(k)[:1].lower()}{ctx.tools.label(k)[1:]} {c.money(v) if k == 'amount' else v}"
+        for k, v in fields.items()
+    )
+    if role == "preferences_update" or not record.get("id"):
+        who = str(record.get("name") or "Your preferences")
+        return f"{who} already have {values}; there is nothing to change."
+    name = record.get("name") or "The record"
+    return (
+        f"{name} {c.cite(record.get('id'))} already has {values}, so there is nothing to change; "
+        "I did not propose an update."
+    )
 
 
 def reproposal(ctx: PlanContext, prior: list[Call]) -> Step:

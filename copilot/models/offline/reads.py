@@ -9,8 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from copilot.models.offline import compose as c
+from copilot.models.offline import focus as f
 from copilot.models.offline.context import PlanContext, ReadCall
-from copilot.models.offline.lookup import context_account, has_account_reference, resolve_account
+from copilot.models.offline.lookup import (
+    choose_opportunity,
+    context_account,
+    context_opportunity,
+    continues_previous,
+    has_account_reference,
+    resolve_account,
+)
 from copilot.models.offline.roles import ReadRole
 from copilot.models.offline.state import ToolResult, as_dict
 from copilot.models.offline.steps import Step, answer
@@ -20,11 +28,16 @@ from copilot.models.offline.text import Period, quarter_bounds
 def plan_reads(ctx: PlanContext) -> Step:
     """The reads the request's intents need, then the answer."""
     intents = ctx.req.intents
+    continues = continues_previous(ctx)
+    deal = context_opportunity(ctx) if continues else None
+    if deal and set(intents) <= {"opportunities", "overview"} and ctx.tools.has("opportunity_detail"):
+        # "and its next step?" after an answer about one deal: that deal.
+        return deal_reads(ctx, deal)
     # "what did we discuss with them?" continues the previous answer's account.
     follows_up = (
-        ctx.req.refers_back
+        (ctx.req.refers_back or continues)
         and context_account(ctx) is not None
-        and set(intents) <= {"overview", "contacts", "activities"}
+        and (set(intents) <= {"overview", "contacts", "activities"} or continues)
     )
     if (
         has_account_reference(ctx)
@@ -63,6 +76,19 @@ def opportunity_filters(ctx: PlanContext) -> dict[str, Any]:
     return args
 
 
+def deal_reads(ctx: PlanContext, opportunity_id: str) -> Step:
+    """One deal read by id, and the fields asked of it (all of them when none was named)."""
+    result = ctx.read("opportunity_detail", {"opportunity_id": opportunity_id})
+    if isinstance(result, Step):
+        return result
+    if not result.ok:
+        return answer(c.error_sentence(result, f"opportunity {opportunity_id}"))
+    fields = ctx.req.deal_fields
+    if not fields:
+        return answer(c.opportunity_line(result.obj, with_account=True).removeprefix("- "))
+    return answer(f.deal_facts(result.obj, fields))
+
+
 def account_reads(ctx: PlanContext) -> Step:
     """One account: the reads its intents need (in one message), then the composed answer."""
     intents = ctx.req.intents
@@ -88,7 +114,103 @@ def account_reads(ctx: PlanContext) -> Step:
     results = ctx.read_all(calls)
     if isinstance(results, Step):
         return results
-    return answer(compose_account(ctx, account, results))
+    if "overview" in intents:
+        return answer(compose_account(ctx, account, results))
+    return answer(compose_focused(ctx, account, results))
+
+
+def activity_scope(period: Period | None) -> str:
+    """`` last week (2026-04-27 to 2026-05-03)`` ("" without a period)."""
+    if period is None:
+        return ""
+    if period.start is None:
+        return f" until {period.end.isoformat()}"
+    if period.start == period.end:
+        return f" {period.label} ({period.start.isoformat()})"
+    return f" {period.label} ({period.start.isoformat()} to {period.end.isoformat()})"
+
+
+def compose_focused(ctx: PlanContext, account: dict[str, Any], results: dict[ReadRole, ToolResult]) -> str:
+    """An answer to what was asked of one account: counts, one deal's fields, a job title, the
+    latest activity; each list with how many it holds."""
+    req = ctx.req
+    failures = [r for r in results.values() if not r.ok]
+    if results and len(failures) == len(results):
+        return c.error_sentence(failures[0], f"account {account.get('name', '')}".strip())
+    name = f"{account.get('name') or 'The account'} {c.cite(account.get('id'))}"
+    blocks: list[list[str]] = []
+    opps = results.get("opportunity_list")
+    if opps is not None:
+        blocks.append(_deals_block(ctx, account, name, opps))
+    contacts = results.get("contact_list")
+    if contacts is not None:
+        if not contacts.ok:
+            blocks.append([c.error_sentence(contacts, "the contacts")])
+        elif req.title_words:
+            fitting = f.fitting_contacts(contacts.items, req.title_words)
+            blocks.append([f.title_answer(name, fitting, req.title_words, contacts.items)])
+        elif not contacts.items:
+            blocks.append([f"No contacts recorded for {name}."])
+        else:
+            count = c.plural(f.total(contacts), "contact")
+            lines = [c.contact_line(x) for x in contacts.items]
+            blocks.append([f"{name} has {count}:", *lines, *_more(contacts)])
+    acts = results.get("activity_list")
+    if acts is not None:
+        blocks.append(
+            _activities_block(req.period, "last_activity" in req.focus, name, acts, req.activity_type)
+        )
+    return "\n\n".join("\n".join(b) for b in blocks if b).strip()
+
+
+def _more(result: ToolResult) -> list[str]:
+    note = c.more_note(result)
+    return [note] if note else []
+
+
+def _deals_block(ctx: PlanContext, account: dict[str, Any], name: str, opps: ToolResult) -> list[str]:
+    req = ctx.req
+    if not opps.ok:
+        return [c.error_sentence(opps, "the opportunities")]
+    scope = period_phrase(req.period)
+    stage = f" in {req.stage}" if req.stage else ""
+    kind = "opportunity" if req.stage and req.stage.startswith("Closed") else "open opportunity"
+    if not opps.items:
+        return [f"{name} has no {kind.replace('opportunity', 'opportunities')}{stage}{scope}."]
+    fields = req.deal_fields
+    if fields:
+        chosen = choose_opportunity(ctx, account, opps.items, must_choose=False)
+        if isinstance(chosen, dict):
+            return [f.deal_facts(chosen, fields)]
+    count = c.plural(f.total(opps), kind, kind.replace("opportunity", "opportunities"))
+    head = f"{name} has {count}{stage}{scope}"
+    currency = c.common_currency(opps.items)
+    amounts = [o["amount"] for o in opps.items if isinstance(o.get("amount"), int | float)]
+    if "amount" in fields and currency and amounts and not c.more_note(opps):
+        head += f" worth {c.money(sum(amounts), currency)} in total"
+    head += f"; the {f.field_words(fields)} of each:" if fields else ":"
+    return [head, *(c.opportunity_line(o, with_account=False) for o in opps.items), *_more(opps)]
+
+
+def _activities_block(
+    period: Period | None, latest_only: bool, name: str, acts: ToolResult, kind: str | None = None
+) -> list[str]:
+    if not acts.ok:
+        return [c.error_sentence(acts, "the activities")]
+    items = f.of_kind(f.within(acts.items, period), kind)
+    scope = activity_scope(period)
+    where = f" for {name}" if name else ""
+    word, words = (kind, f"{kind}s") if kind else ("activity", "activities")
+    if not items:
+        return [f"No recorded {words}{where}{scope}."]
+    if latest_only:
+        latest = f.latest_activity(items)
+        if latest is not None:
+            return [f.latest_sentence(latest, f" with {name}" if name else "", word)]
+    filtered = period is not None or kind is not None
+    count = c.plural(len(items) if filtered else f.total(acts), word, words)
+    lines = [c.activity_line(a, with_notes=True) for a in items]
+    return [f"{count}{where}{scope}:", *lines, *([] if filtered else _more(acts))]
 
 
 def compose_account(ctx: PlanContext, account: dict[str, Any], results: dict[ReadRole, ToolResult]) -> str:
@@ -109,8 +231,9 @@ def compose_account(ctx: PlanContext, account: dict[str, Any], results: dict[Rea
         if rollup:
             lines.append(rollup)
     scope = period_phrase(ctx.req.period)
+    opp_count = f" ({f.total(opps)})" if opps is not None and opps.ok and opps.items else ""
     lines += c.section(
-        "Open opportunities" if not ctx.req.stage else f"Opportunities in {ctx.req.stage}",
+        ("Open opportunities" if not ctx.req.stage else f"Opportunities in {ctx.req.stage}") + opp_count,
         opps,
         [c.opportunity_line(o, with_account=False) for o in (opps.items if opps else [])],
         f"No open opportunities{scope} for {name} {ref}.",
@@ -205,13 +328,9 @@ def compose_book(ctx: PlanContext, results: dict[ReadRole, ToolResult]) -> str:
         lines += pipeline_lines(summary, "team" if req.team else "mine")
     acts = results.get("activity_list")
     if acts is not None:
-        lines += c.section(
-            "Recent activity",
-            acts,
-            [c.activity_line(a, with_notes=True) for a in acts.items],
-            "No activities found.",
-            "the activities",
-        )
+        lines.append("")
+        block = _activities_block(req.period, "last_activity" in req.focus, "", acts, req.activity_type)
+        lines += [block[0][:1].upper() + block[0][1:], *block[1:]]
     return "\n".join(lines).strip()
 
 

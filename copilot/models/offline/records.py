@@ -35,6 +35,8 @@ class RecordIndex:
     """Lower-cased id → kind."""
     spelled: dict[str, str] = field(default_factory=dict)
     """Lower-cased id → the id as the tool returned it."""
+    parents: dict[str, str] = field(default_factory=dict)
+    """Lower-cased id of a record → the id of the account it belongs to (where a result said)."""
 
     def add(self, record_id: str, kind: Kind | None) -> None:
         """Remember an id; a known kind is never replaced by an unknown one."""
@@ -48,6 +50,10 @@ class RecordIndex:
     def add_result(self, data: Any, kind: Kind | None) -> None:
         """Every id in one tool result; ``kind`` is what the tool's top-level records are."""
         _walk(data, kind, self)
+
+    def account_of(self, record_id: str) -> str | None:
+        """The account a seen record (a deal, a contact) belongs to, if a result said."""
+        return self.parents.get(record_id.lower())
 
     def kind(self, record_id: str) -> Kind | None:
         """The kind of a seen id (``None`` if unseen or unknown)."""
@@ -66,6 +72,10 @@ def _walk(node: Any, kind: Kind | None, index: RecordIndex) -> None:
         own = node.get("id")
         if isinstance(own, str):
             index.add(own, kind)
+            account = node.get("account")
+            parent = account.get("id") if isinstance(account, dict) else node.get("account_id")
+            if isinstance(parent, str) and parent and kind != "account":
+                index.parents.setdefault(own.lower(), parent)
         for key, child in node.items():
             if key == "id":
                 continue

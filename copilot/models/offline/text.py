@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -161,6 +162,10 @@ def _weekday(today: dt.date, weekday: int, qualifier: str, past: bool) -> dt.dat
 
 def _shift(today: dt.date, count: int, unit: str, sign: int) -> dt.date:
     unit = unit.lower().rstrip("s")
+    if unit == "fortnight":
+        unit, count = "week", 2 * count
+    if unit == "quarter":
+        return add_months(today, sign * 3 * count)
     if unit == "month":
         return add_months(today, sign * count)
     if unit == "year":
@@ -181,6 +186,29 @@ def _end_of(today: dt.date, unit: str, which: str) -> dt.date:
     return dt.date(today.year + offset, 12, 31)
 
 
+def _day_of_month(today: dt.date, day: int, past: bool) -> dt.date | None:
+    """ "the 15th": this month's if it is still ahead (behind, for the past), else the next (previous) month's."""
+    for months in (0, -1, -2) if past else (0, 1, 2):
+        month = add_months(today.replace(day=1), months)
+        if day > calendar.monthrange(month.year, month.month)[1]:
+            continue
+        candidate = month.replace(day=day)
+        if (candidate <= today) if past else (candidate >= today):
+            return candidate
+    return None
+
+
+def _start_of(today: dt.date, unit: str, which: str) -> dt.date:
+    offset = 1 if which == "next" else 0
+    if unit == "week":
+        return today - dt.timedelta(days=today.weekday()) + dt.timedelta(days=7 * offset)
+    if unit == "month":
+        return add_months(today.replace(day=1), offset)
+    if unit == "quarter":
+        return quarter_bounds(today, offset)[0]
+    return dt.date(today.year + offset, 1, 1)
+
+
 _DATE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("iso", re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")),
     ("slash", re.compile(r"\b(\d{1,2})/(\d{1,2})(?:/(\d{2,4}))?\b")),
@@ -195,6 +223,14 @@ _DATE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     ("relative_day", re.compile(r"\b(today|tonight|tomorrow|yesterday|this morning|this afternoon)\b", re.I)),
+    ("ordinal_day", re.compile(r"\b(?:the\s+)(\d{1,2})(?:st|nd|rd|th)\b", re.I)),
+    (
+        "start_of",
+        re.compile(
+            r"\b(?:the\s+)?(?:start|beginning|first day)\s+of\s+(?:the\s+)?(this\s+|next\s+)?(week|month|quarter|year)\b",
+            re.I,
+        ),
+    ),
     (
         "end_of",
         re.compile(r"\b(?:the\s+)?end\s+of\s+(?:the\s+)?(this\s+|next\s+)?(week|month|quarter|year)\b", re.I),
@@ -227,6 +263,10 @@ def _date_from_match(kind: str, m: re.Match[str], today: dt.date, past: bool) ->
         return today + dt.timedelta(days={"tomorrow": 1, "yesterday": -1}.get(word, 0))
     if kind == "end_of":
         return _end_of(today, g[1].lower(), (g[0] or "").strip().lower())
+    if kind == "ordinal_day":
+        return _day_of_month(today, int(g[0]), past)
+    if kind == "start_of":
+        return _start_of(today, g[1].lower(), (g[0] or "").strip().lower())
     if kind == "end_abbrev":
         unit = {"eow": "week", "eom": "month", "eoq": "quarter", "eoy": "year"}[g[0].lower()]
         return _end_of(today, unit, "")
@@ -266,6 +306,71 @@ def find_dates(text: str, today: dt.date, *, past: bool = False) -> list[Span]:
     return sorted(found, key=lambda s: s.start)
 
 
+@dataclass(frozen=True)
+class Shift:
+    """A move relative to a record's own date ("slip it two weeks", "pull it in a month")."""
+
+    count: int
+    unit: str
+    """``day``, ``week``, ``fortnight``, ``month``, ``quarter`` or ``year``."""
+    sign: int
+    """+1 later, -1 earlier."""
+
+    def apply(self, day: dt.date) -> dt.date:
+        """``day`` moved by this shift."""
+        return _shift(day, self.count, self.unit, self.sign)
+
+    def describe(self) -> str:
+        """``2 weeks later``."""
+        unit = self.unit if self.count == 1 else f"{self.unit}s"
+        return f"{self.count} {unit} {'later' if self.sign > 0 else 'earlier'}"
+
+
+_LATER_VERBS = r"push(?:ed)?|slip(?:ped|s)?|slide|delay(?:ed)?|postpone(?:d)?|extend(?:ed)?|bump(?:ed)?|mov(?:e|ed)|shift(?:ed)?|kick(?:ed)?"
+_EARLIER_VERBS = r"pull(?:ed)?|bring|brought|advance(?:d)?"
+_SHIFT_RE = re.compile(
+    rf"(?P<pre>\b(?:in|within|by)\s+)?(?P<count>{_NUMBER_RE})\s+(?P<unit>days?|weeks?|fortnights?|months?|quarters?)\b"
+    r"(?:\s+(?P<after>later|earlier|sooner|out|back|forward|from now|from today|ago))?",
+    re.I,
+)
+_SHIFT_VERB_RE = re.compile(rf"\b(?:(?P<later>{_LATER_VERBS})|(?P<earlier>{_EARLIER_VERBS}))\b", re.I)
+_EARLIER_WORDS = re.compile(r"\b(?:forward|up|in|earlier|sooner|ahead)\b", re.I)
+
+
+def find_shift(text: str) -> Span | None:
+    """A move of a date by an amount of time, relative to the record's own date.
+
+    "slip it two weeks", "push the close date out a month", "pull it in by 10 days",
+    "move it back a couple of weeks", "make it 3 weeks later". Needs a moving verb (or
+    "later"/"earlier" after the amount). "in two weeks", "two weeks from now" and "ago"
+    are dates counted from today, not moves (except "pull it in a week": earlier).
+    """
+    verb = _SHIFT_VERB_RE.search(text)
+    for m in _SHIFT_RE.finditer(text):
+        after = (m.group("after") or "").lower()
+        if after in ("from now", "from today", "ago"):
+            continue
+        pre = (m.group("pre") or "").strip().lower()
+        earlier_verb = verb is not None and verb.group("earlier") is not None
+        if pre in ("in", "within") and not earlier_verb:
+            continue
+        if verb is None and after not in ("later", "earlier", "sooner"):
+            continue
+        if verb is not None and verb.start() > m.start():
+            continue
+        count = number_value(m.group("count"))
+        if count is None or count == 0:
+            continue
+        between = text[verb.end() : m.start()] if verb is not None else ""
+        earlier = after in ("earlier", "sooner", "forward") or (
+            after not in ("later", "out", "back")
+            and (earlier_verb or _EARLIER_WORDS.search(between + " " + pre) is not None)
+        )
+        unit = m.group("unit").lower().rstrip("s")
+        return Span(Shift(count, unit, -1 if earlier else 1), m.start(), m.end())
+    return None
+
+
 def find_date(text: str, today: dt.date, *, past: bool = False) -> dt.date | None:
     """The first date phrase in ``text`` (see :func:`find_dates`), or ``None``."""
     dates = find_dates(text, today, past=past)
@@ -289,6 +394,8 @@ def find_period(text: str, today: dt.date) -> tuple[Period, Span] | None:
             re.compile(r"\b(this|current|next|last|previous|coming)\s+(week|month|quarter|year)\b", re.I),
             "rel",
         ),
+        (re.compile(r"\b(?:in\s+|over\s+|during\s+)?(?:the\s+)?past\s+(week|month|year)\b", re.I), "past"),
+        (re.compile(r"\b(today|yesterday|tomorrow)\b", re.I), "day"),
         (re.compile(r"\b(?:in\s+)?q([1-4])(?:\s*(?:of\s+)?'?(\d{2}|\d{4}))?\b", re.I), "q"),
         (
             re.compile(
@@ -329,6 +436,14 @@ def find_period(text: str, today: dt.date) -> tuple[Period, Span] | None:
             else:
                 start, end = dt.date(today.year + offset, 1, 1), dt.date(today.year + offset, 12, 31)
             return Period(start, end, label), span
+        if kind == "past":
+            unit = g[0].lower()
+            start = _shift(today, 1, unit, -1)
+            return Period(start, today, f"in the past {unit}"), span
+        if kind == "day":
+            word = g[0].lower()
+            day = today + dt.timedelta(days={"yesterday": -1, "tomorrow": 1}.get(word, 0))
+            return Period(day, day, word), span
         if kind == "q":
             year = today.year
             if g[1]:
@@ -495,6 +610,14 @@ _STOPWORD_LINES = (
     "preferences preference settings tone signature cadence",
     "everything anything something info information details detail things stuff",
     "copilot bot crm team",
+    # Question words that are never part of a name ("how many", "is it worth", "when did we talk").
+    "many much number count total totals worth big large largest biggest smallest value valued expected expect",
+    "sign signed signing signs land lands landing due track left pending outstanding else still currently",
+    "talk talking speak speaking hear heard reach reached contacted touch touched whom",
+    "one two three four five six seven eight nine ten eleven twelve couple few several",
+    "later earlier sooner back forward ahead delay delayed postpone postponed extend extended shift",
+    "who's whos what're where's there's isn't aren't don't doesn't didn't haven't after before until since during",
+    "possible able way chance quick quickly real really actually exactly roughly approximately overall",
 )
 STOPWORDS: frozenset[str] = frozenset(word for line in _STOPWORD_LINES for word in line.split())
 _PREPOSITIONS = frozenset({"about", "with", "on", "for", "at", "of", "from", "regarding", "re", "to", "into"})
@@ -598,7 +721,10 @@ def account_candidates(text: str, *, masked: list[Span] | None = None) -> list[s
     ordered: list[str] = []
     for run in sorted(runs, key=rank):
         words = run.text.split()[:5]
-        for candidate in (" ".join(words), words[0] if len(words) > 1 else ""):
+        # "Brightwater cold chain": the capitalised words are the name, the rest the deal's.
+        proper = list(itertools.takewhile(lambda w: w[:1].isupper(), words))
+        lead = " ".join(proper) if run.capitalised and 0 < len(proper) < len(words) else ""
+        for candidate in (lead, " ".join(words), words[0] if len(words) > 1 else ""):
             if candidate and len(candidate) > 1 and candidate.lower() not in (c.lower() for c in ordered):
                 ordered.append(candidate)
     return ordered

@@ -6,20 +6,26 @@ A write tool is any bound tool not annotated read-only whose arguments fit the i
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+from difflib import SequenceMatcher
 from typing import Any
 
 from copilot.models.offline import compose as c
 from copilot.models.offline.context import PlanContext, ReadCall
+from copilot.models.offline.focus import fitting_contacts
 from copilot.models.offline.intents import log_occurred_at
 from copilot.models.offline.lookup import (
     account_name,
     choose_opportunity,
     context_account,
+    context_opportunity,
+    continues_previous,
     has_account_reference,
     resolve_account,
 )
-from copilot.models.offline.outcomes import after_write
+from copilot.models.offline.outcomes import after_write, same
+from copilot.models.offline.questions import title_spans
 from copilot.models.offline.roles import WriteRole
 from copilot.models.offline.steps import PlannedCall, Step, answer
 
@@ -97,6 +103,34 @@ def propose_log(ctx: PlanContext) -> Step:
     return propose(ctx, "activity_log", args)
 
 
+UNCLEAR_DATE = (
+    'What date should the close date move to? I couldn\'t read a date in "{said}". '
+    'You can say, for example, "Dec 15", "next Friday", "end of next month", '
+    '"in 10 days" or "two weeks later".'
+)
+
+
+def _changes_for(ctx: PlanContext, opp: dict[str, Any]) -> dict[str, Any] | Step:
+    """The fields to propose for this deal: a relative move made concrete from its own close
+    date, and only fields it does not already have (all of them when it has every one, so
+    the approval step can say it already has them)."""
+    spec = ctx.req.update
+    assert spec is not None
+    changes = dict(spec.changes)
+    if spec.shift is not None:
+        current = str(opp.get("close_date") or "")
+        try:
+            base = dt.date.fromisoformat(current[:10])
+        except ValueError:
+            name = f"{opp.get('name', 'The opportunity')} {c.cite(opp.get('id'))}"
+            return answer(
+                f"{name} has no close date yet, so I can't move it {spec.shift.describe()}. What date should it close?"
+            )
+        changes["close_date"] = spec.shift.apply(base).isoformat()
+    differing = {k: v for k, v in changes.items() if k not in opp or not same(opp.get(k), v)}
+    return differing or changes
+
+
 def propose_update(ctx: PlanContext) -> Step:
     """Propose exactly the changes the rep asked for, on the opportunity they named."""
     stop = _start(ctx, "opportunity_update", "update opportunities")
@@ -104,9 +138,23 @@ def propose_update(ctx: PlanContext) -> Step:
         return stop
     spec = ctx.req.update
     assert spec is not None
+    if spec.unclear is not None:
+        return answer(UNCLEAR_DATE.format(said=c.clean(spec.unclear, 120)))
     opp_ids = ctx.req.ids_of("opportunity")
+    if not opp_ids and continues_previous(ctx) and context_opportunity(ctx):
+        opp_ids = [str(context_opportunity(ctx))]  # "push it two weeks" after an answer about one deal
     if opp_ids:
-        return propose(ctx, "opportunity_update", {"opportunity_id": opp_ids[0], **spec.changes})
+        if spec.shift is None or not ctx.tools.has("opportunity_detail"):
+            return propose(ctx, "opportunity_update", {"opportunity_id": opp_ids[0], **spec.changes})
+        read = ctx.read("opportunity_detail", {"opportunity_id": opp_ids[0]})
+        if isinstance(read, Step):
+            return read
+        if not read.ok:
+            return answer(c.error_sentence(read, f"opportunity {opp_ids[0]}"))
+        changes = _changes_for(ctx, read.obj)
+        if isinstance(changes, Step):
+            return changes
+        return propose(ctx, "opportunity_update", {"opportunity_id": opp_ids[0], **changes})
     account: dict[str, Any] | None = None
     if has_account_reference(ctx) or context_account(ctx):
         resolved = resolve_account(ctx, needs_account=True)
@@ -128,7 +176,10 @@ def propose_update(ctx: PlanContext) -> Step:
     if isinstance(chosen, Step):
         return chosen
     assert chosen is not None, "must_choose asks rather than returning nothing"
-    return propose(ctx, "opportunity_update", {"opportunity_id": str(chosen.get("id")), **spec.changes})
+    changes = _changes_for(ctx, chosen)
+    if isinstance(changes, Step):
+        return changes
+    return propose(ctx, "opportunity_update", {"opportunity_id": str(chosen.get("id")), **changes})
 
 
 def propose_draft(ctx: PlanContext) -> Step:
@@ -156,11 +207,25 @@ def propose_draft(ctx: PlanContext) -> Step:
         return answer(c.error_sentence(contacts, "the contacts"))
     if not contacts.items:
         return answer(f"I found no contacts at {account.get('name')} {c.cite(acc_id)} to write to.")
-    contact = match_contact(contacts.items, spec.contact_name, ctx.req.text)
-    if contact is None:
+    contact = pick_contact(contacts.items, spec.contact_name, ctx.req.text)
+    if not isinstance(contact, dict):
+        where = f"{account.get('name')} {c.cite(acc_id)}"
+        if contact:  # several fit the name: ask which
+            lines = [c.contact_line(x) for x in contact[:10]]
+            return answer(
+                f"Several contacts at {where} match '{spec.contact_name}':\n"
+                + "\n".join(lines)
+                + "\nWhich one should I write to?"
+            )
+        near = near_contacts(contacts.items, spec.contact_name or "")
+        if near:
+            options = " or ".join(f"{x.get('name')} {c.cite(x.get('id'))}" for x in near)
+            return answer(
+                f"I found no contact named '{spec.contact_name}' at {where}. Did you mean {options}?"
+            )
         lines = [c.contact_line(x) for x in contacts.items[:10]]
         return answer(
-            f"I found no contact named '{spec.contact_name}' at {account.get('name')} {c.cite(acc_id)}. "
+            f"I found no contact named '{spec.contact_name}' at {where}. "
             "Its contacts are:\n" + "\n".join(lines) + "\nWho should I write to?"
         )
     latest = ""
@@ -190,15 +255,48 @@ def _with_article(topic: str) -> str:
     return f"our {topic}"
 
 
-def match_contact(items: list[dict[str, Any]], name: str | None, text: str) -> dict[str, Any] | None:
-    """The named contact (full, first or last name); the first one when no name was given."""
-    words = {w.lower() for w in re.findall(r"[A-Za-z][\w'’-]*", name or text)}
-    for item in items:
-        parts = [p.lower() for p in str(item.get("name", "")).split()]
-        if name and " ".join(parts) == name.lower():
-            return item
-    for item in items:
-        name_words = {p.lower() for p in str(item.get("name", "")).split()}
-        if name_words & words:
-            return item
-    return None if name else items[0]
+NAME_NEAR_MISS = 0.75
+"""How alike a typed name and a contact's first or last name must be to suggest the contact."""
+
+
+def pick_contact(
+    items: list[dict[str, Any]], name: str | None, text: str
+) -> dict[str, Any] | list[dict[str, Any]]:
+    """The contact named (full, first or last name), or by job title ("the procurement
+    manager"); the first one when nothing names anyone. A list when it is not one contact:
+    those that fit the name equally (ask which), or none."""
+    if name:
+        full = [x for x in items if str(x.get("name", "")).lower() == name.lower()]
+        if len(full) == 1:
+            return full[0]
+        words = {w.lower() for w in re.findall(r"[A-Za-z][\w'’-]*", name)}
+        by_word = [x for x in items if {p.lower() for p in str(x.get("name", "")).split()} & words]
+        if len(by_word) == 1:
+            return by_word[0]
+        if by_word:
+            return by_word
+    titles = [str(s.value) for s in title_spans(text)]
+    if titles:
+        fitting = fitting_contacts(items, titles)
+        if len(fitting) == 1:
+            return fitting[0]
+        if fitting:
+            return fitting
+    if name:
+        return []
+    return items[0]
+
+
+def near_contacts(items: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Contacts whose first or last name is close to the one typed ("Mria" → Maria), at most three."""
+    typed = [w.lower() for w in re.findall(r"[A-Za-z]{3,}", name)]
+    near = [
+        x
+        for x in items
+        if any(
+            SequenceMatcher(None, w, part.lower()).ratio() >= NAME_NEAR_MISS
+            for w in typed
+            for part in str(x.get("name", "")).split()
+        )
+    ]
+    return near if len(near) <= 3 else []
