@@ -6,6 +6,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot import DEFAULT_TURN_QUEUE
+from copilot.settings import DEFAULT_RETENTION_DAYS
 
 
 class BotSettings(BaseSettings):
@@ -44,7 +45,7 @@ class BotSettings(BaseSettings):
     bot_domain: str = Field(default="localhost", alias="BOT_DOMAIN")
     record_url_template: str | None = Field(default=None, alias="CRM_RECORD_URL_TEMPLATE")
     """E.g. ``https://contoso.crm.dynamics.com/main.aspx?id={id}``: citations become links."""
-    retention_days: int = Field(default=30, ge=1, alias="COPILOT_RETENTION_DAYS")
+    retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1, alias="COPILOT_RETENTION_DAYS")
 
     @property
     def dev_mode(self) -> bool:
