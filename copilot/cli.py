@@ -123,7 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     analytics = commands.add_parser(
         "analytics", help="approve / edit / reject rates per tool and field, from the audit and rejections"
     )
-    analytics.add_argument("--since", type=_date, help="only decisions on or after this day (YYYY-MM-DD, UTC)")
+    analytics.add_argument(
+        "--since", type=_date, help="only decisions on or after this day (YYYY-MM-DD, UTC)"
+    )
     analytics.add_argument("--tenant", help="only this tenant's decisions")
     analytics.add_argument("--json", action="store_true", help="a JSON document instead of the tables")
     return parser
@@ -277,7 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "analytics":
             from copilot.analytics.command import main as analytics_main
 
-            return asyncio.run(analytics_main(settings, since=args.since, tenant=args.tenant, as_json=args.json))
+            return asyncio.run(
+                analytics_main(settings, since=args.since, tenant=args.tenant, as_json=args.json)
+            )
         if args.command == "eval":
             from copilot.evals.command import main as evaluate
 

@@ -69,7 +69,9 @@ def _number(value: Any) -> float | None:
 def measurements(doc: Mapping[str, Any]) -> dict[str, tuple[float | None, str]]:
     """What the bench document measured, per input name (None: not measured), with where from."""
     if not isinstance(doc.get("results"), list):
-        raise InvalidInput("the calibration file is not a `python -m copilot bench --json` document (no results)")
+        raise InvalidInput(
+            "the calibration file is not a `python -m copilot bench --json` document (no results)"
+        )
     turn, click = _ours(doc, TURN), _ours(doc, CLICK)
     turn_counts, click_counts = turn.get("counts") or {}, click.get("counts") or {}
     prompts = [
@@ -94,7 +96,10 @@ def measurements(doc: Mapping[str, Any]) -> dict[str, tuple[float | None, str]]:
             "bench: smallest prompt, a fresh thread's first call (characters / 4; includes the question)",
         ),
         "tool_calls_per_question": (_tool_calls(turn_counts), f"{where}: MCP tool calls (not tools/list)"),
-        "crm_calls_per_approval": (_tool_calls(click_counts), f"{click_where}: MCP tool calls (not tools/list)"),
+        "crm_calls_per_approval": (
+            _tool_calls(click_counts),
+            f"{click_where}: MCP tool calls (not tools/list)",
+        ),
         "overhead_seconds_per_run": (
             _number(turn.get("median_seconds")),
             f"{where}: median seconds of a turn with the scripted (instant) model",
@@ -118,12 +123,11 @@ def checkpoints_per_run(doc: Mapping[str, Any]) -> list[Check]:
 
 def _check(name: str, assumed: float, measured: float | None, source: str) -> Check:
     if measured is None:
-        return Check(name=name, assumed=assumed, measured=None, status="not measured", off_by=None, source=source)
-    if measured == 0:
-        # Nothing measured against a non-zero assumption: off by an unbounded share.
-        off = 0.0 if assumed == 0 else None
-    else:
-        off = (assumed - measured) / measured
+        return Check(
+            name=name, assumed=assumed, measured=None, status="not measured", off_by=None, source=source
+        )
+    # Measured 0 against a non-zero assumption is off by an unbounded share (None).
+    off = (0.0 if assumed == 0 else None) if measured == 0 else (assumed - measured) / measured
     return Check(
         name=name,
         assumed=assumed,

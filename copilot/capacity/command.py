@@ -21,7 +21,9 @@ def _bench_document(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from exc
     except ValueError as exc:
-        raise InvalidInput(f"{path} is not JSON (expected `python -m copilot bench --json` output): {exc}") from exc
+        raise InvalidInput(
+            f"{path} is not JSON (expected `python -m copilot bench --json` output): {exc}"
+        ) from exc
     if not isinstance(doc, dict):
         raise InvalidInput(f"{path} is not a `python -m copilot bench --json` document")
     return doc

@@ -93,7 +93,9 @@ def read_config(path: Path) -> dict[str, Any]:
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
-        raise InvalidInput(f"{path} must hold a mapping of input names to values, not {type(loaded).__name__}")
+        raise InvalidInput(
+            f"{path} must hold a mapping of input names to values, not {type(loaded).__name__}"
+        )
     return {str(k): v for k, v in loaded.items()}
 
 

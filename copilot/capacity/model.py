@@ -45,7 +45,9 @@ class Deployment(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model_call_run_limit: int = Field(ge=1, description="model calls per run at most (COPILOT_MODEL_CALL_RUN_LIMIT)")
+    model_call_run_limit: int = Field(
+        ge=1, description="model calls per run at most (COPILOT_MODEL_CALL_RUN_LIMIT)"
+    )
     model_call_thread_limit: int = Field(
         ge=1, description="model calls per thread at most (COPILOT_MODEL_CALL_THREAD_LIMIT)"
     )
@@ -64,7 +66,9 @@ class CapacityInputs(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     active_reps: int = Field(default=500, ge=1, description="reps using the copilot (people)")
-    questions_per_rep_per_day: float = Field(default=20, gt=0, description="questions per rep per working day")
+    questions_per_rep_per_day: float = Field(
+        default=20, gt=0, description="questions per rep per working day"
+    )
     peak_hour_share: float = Field(
         default=0.2, gt=0, le=1, description="share of a day's questions asked in the busiest hour (0-1)"
     )
@@ -80,7 +84,9 @@ class CapacityInputs(BaseModel):
     prompt_tokens_per_call: float = Field(default=2500, gt=0, description="input tokens per model call")
     completion_tokens_per_call: float = Field(default=150, ge=0, description="output tokens per model call")
     fixed_prompt_tokens: float = Field(
-        default=2200, ge=0, description="input tokens of every call before any history: system prompt and tool schemas"
+        default=2200,
+        ge=0,
+        description="input tokens of every call before any history: system prompt and tool schemas",
     )
     tool_calls_per_question: float = Field(default=2, ge=0, description="CRM tool calls per question")
     write_share: float = Field(
@@ -100,8 +106,12 @@ class CapacityInputs(BaseModel):
         default=0.3, ge=0, description="the copilot's own seconds per run besides model calls (CRM, database)"
     )
     price_per_million_prompt_tokens: float = Field(default=2.0, ge=0, description="USD per 1M input tokens")
-    price_per_million_completion_tokens: float = Field(default=8.0, ge=0, description="USD per 1M output tokens")
-    model_requests_per_minute: float = Field(default=2700, gt=0, description="the model deployment's quota (requests/min)")
+    price_per_million_completion_tokens: float = Field(
+        default=8.0, ge=0, description="USD per 1M output tokens"
+    )
+    model_requests_per_minute: float = Field(
+        default=2700, gt=0, description="the model deployment's quota (requests/min)"
+    )
     model_tokens_per_minute: float = Field(
         default=450_000, gt=0, description="the model deployment's quota (tokens/min, input + output)"
     )
@@ -118,10 +128,14 @@ class CapacityInputs(BaseModel):
         description="Salesforce org API requests per 24 h (unset: 100,000 + 1,000 per rep licence)",
     )
     threads_per_rep: float = Field(
-        default=1, gt=0, description="threads each rep runs in (Teams: one per conversation; a 1:1 chat is one)"
+        default=1,
+        gt=0,
+        description="threads each rep runs in (Teams: one per conversation; a 1:1 chat is one)",
     )
     new_threads_per_rep_per_day: float = Field(
-        default=0.2, ge=0, description="threads a rep starts and leaves per day (kept until retention expires them)"
+        default=0.2,
+        ge=0,
+        description="threads a rep starts and leaves per day (kept until retention expires them)",
     )
     checkpoint_bytes: float = Field(
         default=40_000, gt=0, description="bytes of one checkpoint (checkpoint, blobs and writes rows)"
@@ -251,7 +265,11 @@ def estimate(inputs: CapacityInputs, deployment: Deployment) -> CapacityReport:
     crm_per_rep_day = i.questions_per_rep_per_day * crm_per_question
     crm_per_org_day = questions_per_day * crm_per_question
     busiest_per_window = (
-        i.questions_per_rep_per_day * i.peak_hour_share * i.busiest_rep_factor / WINDOWS_PER_HOUR * crm_per_question
+        i.questions_per_rep_per_day
+        * i.peak_hour_share
+        * i.busiest_rep_factor
+        / WINDOWS_PER_HOUR
+        * crm_per_question
     )
     busiest_seconds = busiest_per_window * i.crm_seconds_per_request
     salesforce = i.salesforce_daily_allocation or (
@@ -260,7 +278,11 @@ def estimate(inputs: CapacityInputs, deployment: Deployment) -> CapacityReport:
     loads: dict[Limit, tuple[float, float, str]] = {
         "model requests/min": (requests_per_minute, i.model_requests_per_minute, "requests/min"),
         "model tokens/min": (tokens_per_minute, i.model_tokens_per_minute, "tokens/min"),
-        "Dataverse requests per user per 5 min": (busiest_per_window, i.dataverse_requests_per_5min, "requests"),
+        "Dataverse requests per user per 5 min": (
+            busiest_per_window,
+            i.dataverse_requests_per_5min,
+            "requests",
+        ),
         "Dataverse execution time per user per 5 min": (
             busiest_seconds,
             i.dataverse_execution_seconds_per_5min,

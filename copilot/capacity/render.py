@@ -33,9 +33,7 @@ def to_text(report: CapacityReport) -> str:
         f"model calls/s                {_n(r.model_calls_per_second, 3)}",
     ]
     for u in r.utilisation:
-        lines.append(
-            f"{u.limit:<44} {_n(u.load)} of {_n(u.capacity)} {u.unit} ({_n(u.share * 100, 3)} %)"
-        )
+        lines.append(f"{u.limit:<44} {_n(u.load)} of {_n(u.capacity)} {u.unit} ({_n(u.share * 100, 3)} %)")
     lines += [
         f"binds first ({i.crm}): {r.binds_first}",
         f"CRM requests                 {_n(r.crm_requests_per_question)}/question, "
@@ -73,11 +71,11 @@ def calibration_text(checks: list[Check]) -> str:
     widths = [max(len(row[n]) for row in rows) for n in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(widths[n]) for n, cell in enumerate(row)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    off = [c.name for c in checks if c.status == "off"]
+    flagged = [c.name for c in checks if c.status == "off"]
     lines.append("")
     lines.append(
-        f"{len(off)} assumption(s) off by more than {TOLERANCE:.0%}: {', '.join(off)}"
-        if off
+        f"{len(flagged)} assumption(s) off by more than {TOLERANCE:.0%}: {', '.join(flagged)}"
+        if flagged
         else f"every measured assumption is within {TOLERANCE:.0%}"
     )
     return "\n".join(lines)

@@ -22,7 +22,7 @@ from copilot.errors import InvalidInput
 from copilot.settings import DEFAULT_RETENTION_DAYS, Settings
 
 # The README's worked example.
-EXAMPLE = {
+EXAMPLE: dict[str, Any] = {
     "active_reps": 1000,
     "questions_per_rep_per_day": 24,
     "peak_hour_share": 0.15,
@@ -51,7 +51,7 @@ def test_the_deployment_is_read_from_the_settings_defaults_and_host_json():
 
 
 def test_the_readme_worked_example_computes_exactly_what_the_readme_says():
-    r = estimate(CapacityInputs(**EXAMPLE), SHIPPED)
+    r = estimate(CapacityInputs.model_validate(EXAMPLE), SHIPPED)
     assert r.questions_per_day == 24_000
     assert r.peak_questions_per_second == pytest.approx(1.0)  # 24,000 x 0.15 / 3,600
     assert r.peak_runs_per_second == pytest.approx(1.25)  # + 0.25 approval clicks per question
@@ -90,7 +90,15 @@ def test_the_readme_worked_example_computes_exactly_what_the_readme_says():
 
 def test_salesforce_binds_on_its_daily_allocation_when_it_is_the_crm():
     r = estimate(
-        CapacityInputs(**{**EXAMPLE, "crm": "salesforce", "salesforce_daily_allocation": 100_000, "model_tokens_per_minute": 1_000_000}), SHIPPED
+        CapacityInputs(
+            **{
+                **EXAMPLE,
+                "crm": "salesforce",
+                "salesforce_daily_allocation": 100_000,
+                "model_tokens_per_minute": 1_000_000,
+            }
+        ),
+        SHIPPED,
     )
     assert r.binds_first == "Salesforce daily org API allocation"  # 108 % (tokens: 62.4 %)
     assert r.utilisation[-1].share == pytest.approx(1.08)
@@ -123,7 +131,9 @@ def test_a_bad_config_file_is_one_clear_error_and_exit_2(tmp_path: Path, capsys,
     path.write_text(text, encoding="utf-8")
     assert main(["capacity", "--config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and problem in err and "Traceback" not in err
+    assert err.startswith("error: ")
+    assert problem in err
+    assert "Traceback" not in err
 
 
 def test_the_command_prints_the_example_as_json_with_flags(capsys):
@@ -172,7 +182,8 @@ def test_calibration_flags_an_assumption_off_by_more_than_a_quarter_and_passes_t
     assert checks["fixed_prompt_tokens"].measured == 2200
     assert checks["checkpoint writes per run (turn cost)"].status == "ok"
     for unmeasured in ("completion_tokens_per_call", "model_latency_seconds", "checkpoint_bytes"):
-        assert checks[unmeasured].status == "not measured" and checks[unmeasured].measured is None
+        assert checks[unmeasured].status == "not measured"
+        assert checks[unmeasured].measured is None
 
 
 def test_calibration_flags_a_run_that_writes_more_than_one_checkpoint():
