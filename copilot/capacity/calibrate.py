@@ -106,7 +106,10 @@ def measurements(doc: Mapping[str, Any]) -> dict[str, tuple[float | None, str]]:
         ),
         "completion_tokens_per_call": (None, not_by_bench),
         "model_latency_seconds": (None, not_by_bench),
-        "checkpoint_bytes": (None, "not measured by the bench (see README, 'Capacity')"),
+        "checkpoint_bytes": (
+            None,
+            "not measured by the bench: tests/integration/test_checkpoint_bytes.py measures it in PostgreSQL",
+        ),
         "crm_requests_per_tool_call": (None, "not measured: the sandbox is not the CRM"),
         "crm_seconds_per_request": (None, "not measured: the sandbox is not the CRM"),
     }
