@@ -7,7 +7,8 @@ say whether it had been edited). Rates are shares of the decided proposals.
 
 Per field (a tool argument the model gave a value): ``kept`` (in an executed write and
 unchanged), ``edited`` (changed by the rep), ``rejected`` (in a rejected proposal); fields
-the rep added or removed in an edit are counted apart. Edit deltas are aggregates only:
+the rep added or removed in an edit are counted apart. Not-executed writes are left out
+of the per-field counts: only their arguments' hash is kept. Edit deltas are aggregates only:
 how many edits, and for numbers the mean change, for dates the mean shift in days, for
 anything else how many times the text changed. No record value is reported.
 """

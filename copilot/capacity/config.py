@@ -102,12 +102,10 @@ def read_config(path: Path) -> dict[str, Any]:
 def inputs(config: Path | None, overrides: Mapping[str, Any]) -> CapacityInputs:
     """The inputs: defaults, then the YAML file's values, then the flags that were given."""
     values = read_config(config) if config is not None else {}
+    given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        CapacityInputs.model_validate(values)
+        # Validated together: a check across fields may hold only once the flags apply.
+        return CapacityInputs.model_validate({**values, **given})
     except ValidationError as exc:
-        raise InvalidInput(_problems(exc, str(config))) from exc
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return CapacityInputs.model_validate(values)
-    except ValidationError as exc:
-        raise InvalidInput(_problems(exc, "flags")) from exc
+        where = " and ".join(([str(config)] if config is not None else []) + (["flags"] if given else []))
+        raise InvalidInput(_problems(exc, where or "defaults")) from exc

@@ -197,3 +197,11 @@ def test_calibrate_on_a_file_that_is_not_a_bench_document_is_a_clear_error(tmp_p
     path.write_text('{"something": "else"}', encoding="utf-8")
     assert main(["capacity", "--calibrate", str(path)]) == 2
     assert "not a `python -m copilot bench --json` document" in capsys.readouterr().err
+
+
+def test_a_flag_can_satisfy_a_check_across_fields_that_the_file_alone_would_fail(tmp_path: Path):
+    path = tmp_path / "capacity.yaml"
+    path.write_text("fixed_prompt_tokens: 3000\n", encoding="utf-8")  # above the default prompt (2,500)
+    with pytest.raises(InvalidInput, match="fixed_prompt_tokens cannot exceed"):
+        inputs(path, {})
+    assert inputs(path, {"prompt_tokens_per_call": 4000}).fixed_prompt_tokens == 3000
