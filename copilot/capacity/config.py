@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             type=kind,
             choices=choices,
             default=None,
-            metavar=name.upper() if choices is None else None,
+            metavar="N" if choices is None else None,
             help=f"{field.description} (default {field.default})",
         )
 
