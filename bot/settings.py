@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot import DEFAULT_TURN_QUEUE
+from copilot.settings import DEFAULT_RETENTION_DAYS
 
 AnswerSources = Literal["auto", "entities", "card"]
 """How an answer shows its sources: Teams citation entities, a card's Sources list, or
@@ -50,7 +51,7 @@ class BotSettings(BaseSettings):
     bot_domain: str = Field(default="localhost", alias="BOT_DOMAIN")
     record_url_template: str | None = Field(default=None, alias="CRM_RECORD_URL_TEMPLATE")
     """E.g. ``https://contoso.crm.dynamics.com/main.aspx?id={id}``: citations become links."""
-    retention_days: int = Field(default=30, ge=1, alias="COPILOT_RETENTION_DAYS")
+    retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1, alias="COPILOT_RETENTION_DAYS")
     answer_sources: AnswerSources = Field(default="auto", alias="COPILOT_ANSWER_SOURCES")
     group_answers: bool = Field(default=False, alias="COPILOT_GROUP_ANSWERS")
     """Answer CRM questions in group chats and channels too. Off by default: an answer is read

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
 import sys
 from collections.abc import Sequence
@@ -108,7 +109,33 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --generate: only compare with the stored datasets (exit 1 if stale)",
     )
+    capacity = commands.add_parser(
+        "capacity", help="model calls, tokens, cost, CRM limits, checkpoints and hosting from parameters"
+    )
+    capacity.add_argument("--config", help="a YAML file of inputs (flags override it)")
+    capacity.add_argument(
+        "--calibrate", metavar="BENCH_JSON", help="compare the assumptions with a `bench --json` document"
+    )
+    capacity.add_argument("--json", action="store_true", help="a JSON document instead of the text")
+    from copilot.capacity.config import add_arguments as capacity_arguments
+
+    capacity_arguments(capacity)
+    analytics = commands.add_parser(
+        "analytics", help="approve / edit / reject rates per tool and field, from the audit and rejections"
+    )
+    analytics.add_argument(
+        "--since", type=_date, help="only decisions on or after this day (YYYY-MM-DD, UTC)"
+    )
+    analytics.add_argument("--tenant", help="only this tenant's decisions")
+    analytics.add_argument("--json", action="store_true", help="a JSON document instead of the tables")
     return parser
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text[:40]!r}") from None
 
 
 async def _db_migrate(settings: Settings, as_json: bool) -> int:
@@ -238,6 +265,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             from copilot.bench.run import main as bench
 
             return bench(rep=args.rep, quick=args.quick, as_json=args.json)
+        if args.command == "capacity":
+            from copilot.capacity.command import main as capacity_main
+            from copilot.capacity.model import CapacityInputs
+
+            return capacity_main(
+                settings,
+                config_file=args.config,
+                overrides={name: getattr(args, name) for name in CapacityInputs.model_fields},
+                calibrate_file=args.calibrate,
+                as_json=args.json,
+            )
+        if args.command == "analytics":
+            from copilot.analytics.command import main as analytics_main
+
+            return asyncio.run(
+                analytics_main(settings, since=args.since, tenant=args.tenant, as_json=args.json)
+            )
         if args.command == "eval":
             from copilot.evals.command import main as evaluate
 

@@ -27,6 +27,10 @@ _DEPLOYED_REQUIRED = {
 """Settings whose defaults point at the local sandbox: a deployment must give each."""
 
 
+DEFAULT_RETENTION_DAYS = 30
+"""Days a thread may stay idle before retention deletes it: ``COPILOT_RETENTION_DAYS``'s
+default (read by the bot's settings, which run the retention timer, and the capacity model)."""
+
 OFFLINE_MODEL = "offline"
 """The project's deterministic local model: the default for demo, tests and evals, never deployed."""
 

@@ -146,3 +146,27 @@ def test_percentiles_interpolate_between_the_closest_samples():
     assert percentile(samples, 95) == pytest.approx(95.05)
     assert percentile(samples, 99) == pytest.approx(99.01)
     assert percentile(samples, 100) == 100.0
+
+
+def test_capacity_calibrate_on_this_bench_run_flags_a_deliberately_wrong_assumption(
+    bench: dict[str, Any], tmp_path, capsys
+):
+    """``capacity --calibrate`` on the real ``bench --json`` document of this module's run:
+    the measured turn (2 model calls, 2 CRM reads, 1 checkpoint) confirms those defaults,
+    and an assumption of 6 model calls per question is flagged."""
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(bench), encoding="utf-8")
+    assert main(["capacity", "--calibrate", str(path), "--model-calls-per-question", "6", "--json"]) == 0
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["calibration"]}
+    assert checks["model_calls_per_question"]["measured"] == 2
+    assert checks["model_calls_per_question"]["status"] == "off"
+    assert checks["model_calls_per_question"]["off_by"] == pytest.approx(2.0)
+    assert checks["tool_calls_per_question"]["status"] == "ok"
+    assert checks["model_calls_per_approval"]["status"] == "ok"
+    assert checks["checkpoint writes per run (turn cost)"]["status"] == "ok"
+    assert checks["checkpoint writes per run (approve click)"]["status"] == "ok"
+    assert checks["model_latency_seconds"]["status"] == "not measured"
+    assert main(["capacity", "--calibrate", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "model_calls_per_question" in text
+    assert "not measured" in text
