@@ -523,9 +523,10 @@ async def test_a_question_runs_end_to_end_through_the_queue(
     typing = [c for c in teams.connector.calls if c.body.get("type") == "typing"]
     assert typing, "progress reaches the rep before the answer"
     answer = teams.connector.messages()[-1]
-    text = (answer.body.get("text") or "") + repr(answer.body.get("attachments"))
-    assert "acc-acme" in text
-    assert "Acme Corporation" in text
+    # Deployed on Teams desktop: cited records become numbered Teams citations.
+    assert "Acme Corporation [1]" in answer.body["text"]
+    (message,) = [e for e in answer.body["entities"] if e.get("type") == "https://schema.org/Message"]
+    assert message["citation"][0]["appearance"]["name"] == "Acme Corporation"
     for recorded in teams.connector.calls:
         assert bot_token_claims(recorded.authorization)["aud"] == "https://api.botframework.com"
 

@@ -272,12 +272,20 @@ async def test_a_rejection_with_its_reason_and_an_edit_with_its_diff_are_tagged_
 
 async def test_a_conflict_is_a_tagged_run_of_the_decision_that_met_it(traced, sandbox, fake_langsmith):
     model = ScriptedChatModel(
-        steps=[calls(call("update_opportunity", opportunity_id="opp-acme-analytics", stage="Negotiation"))],
+        steps=[
+            calls(
+                call(
+                    "update_opportunity",
+                    opportunity_id="opp-acme-analytics",
+                    next_step="Confirm the conflict is traced",
+                )
+            )
+        ],
         final="It changed meanwhile.",
     )
     rep = await sign_in(traced, "alex")
     async with service(traced, model) as svc:
-        asked = await svc.run_turn(rep.identity, rep.broker, None, "move analytics to negotiation")
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "set the analytics next step")
         proposal = asked.proposals[0]
         assert proposal.record is not None
         changed = sandbox.call(

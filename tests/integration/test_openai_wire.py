@@ -531,7 +531,8 @@ async def test_the_function_app_deployed_with_an_azure_openai_deployment_starts_
         await user_function("turns")(dequeue(queue))
 
     reply = connector.messages()[-1].body
-    text = (reply.get("text") or "") + repr(reply.get("attachments"))
-    assert "Acme Corporation" in text
-    assert "acc-acme" in text
+    # Deployed on Teams desktop: the record's id becomes a numbered Teams citation.
+    assert "Acme Corporation [1]" in reply["text"]
+    (message,) = [e for e in reply["entities"] if e.get("type") == "https://schema.org/Message"]
+    assert [c["appearance"]["name"] for c in message["citation"]] == ["Acme Corporation"]
     assert [r.path for r in fake.requests] == [f"/openai/deployments/{DEPLOYMENT}/chat/completions"] * 2

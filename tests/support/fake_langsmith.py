@@ -116,9 +116,15 @@ class FakeLangSmith:
         run_id = str(run["id"])
         with self._lock:
             stored = self.runs.setdefault(run_id, {})
+            # The client sends from background threads, so a run's patch (its end state: outputs,
+            # final tags) may arrive before its post; as LangSmith does, the patch wins either way.
+            patched: set[str] = stored.setdefault("_patched", set())
             for key, value in run.items():
-                if value is not None or operation == "post":
+                if operation == "post" and key not in patched:
                     stored[key] = value
+                elif operation != "post" and value is not None:
+                    stored[key] = value
+                    patched.add(key)
             stored.setdefault("operations", []).append(operation)
             name = run.get("session_name")
             if operation == "post" and name and not any(s["name"] == name for s in self.sessions.values()):

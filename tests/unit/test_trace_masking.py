@@ -83,6 +83,7 @@ def _deployed(**extra: Any) -> Settings:
         "CRM_MCP_URL": "https://crm.example/mcp",
         "GRAPH_BASE_URL": "https://graph.example/v1.0",
         "ENTRA_AUTHORITY": "https://login.example",
+        "COPILOT_MODEL": "azure_openai:gpt-4.1",
         "COPILOT_AUDIT_HMAC_KEYS": "k1:" + base64.b64encode(b"z" * 32).decode(),
         **extra,
     }

@@ -207,10 +207,14 @@ def _activities_block(
         latest = f.latest_activity(items)
         if latest is not None:
             return [f.latest_sentence(latest, f" with {name}" if name else "", word)]
-    filtered = period is not None or kind is not None
-    count = c.plural(len(items) if filtered else f.total(acts), word, words)
+    # The CRM's ``total`` counts what it matched: all of it, or everything since the period's
+    # start (the read sends ``since``). When the page is newest first and the period dropped
+    # none of it, nothing newer than the period exists, so that total is the period's count
+    # even when the page shows only the newest ones.
+    whole = kind is None and len(items) == len(acts.items) and (period is None or period.start is not None)
+    count = c.plural(f.total(acts) if whole else len(items), word, words)
     lines = [c.activity_line(a, with_notes=True) for a in items]
-    return [f"{count}{where}{scope}:", *lines, *([] if filtered else _more(acts))]
+    return [f"{count}{where}{scope}:", *lines, *(_more(acts) if whole else [])]
 
 
 def compose_account(ctx: PlanContext, account: dict[str, Any], results: dict[ReadRole, ToolResult]) -> str:
