@@ -74,7 +74,10 @@ def _reasons(stats: ApprovalStats) -> list[Card]:
         return []
     if stats.scope == "own":
         lines = [f"- {r.count} × {r.reason}" for r in stats.report.top_rejection_reasons]
-        return [_text("Your top rejection reasons", weight="Bolder"), _text("\n".join(lines), spacing="Small")]
+        return [
+            _text("Your top rejection reasons", weight="Bolder"),
+            _text("\n".join(lines), spacing="Small"),
+        ]
     counts = ", ".join(str(n) for n in stats.reason_counts)
     return [
         _text("Rejection reasons", weight="Bolder"),

@@ -99,7 +99,9 @@ def scope_of(me: CrmMe, identity: RepIdentity) -> tuple[StatsScope, frozenset[st
 async def read_me(settings: Settings, tokens: TokenBroker) -> CrmMe:
     """The asker and their direct reports, from the CRM, as the asker."""
     async with AsyncExitStack() as stack:
-        payload: dict[str, Any] = await crm_gateway(stack, settings, tokens, write=False).call(WHO_AM_I_TOOL, {})
+        payload: dict[str, Any] = await crm_gateway(stack, settings, tokens, write=False).call(
+            WHO_AM_I_TOOL, {}
+        )
     return CrmMe.model_validate(payload)
 
 

@@ -289,7 +289,10 @@ async def test_filtering_by_reps_counts_exactly_those_reps_decisions(seeded):
     assert only_megan.feedback == {"like": 0, "dislike": 2}
     assert [(r.reason, r.count) for r in only_megan.top_rejection_reasons] == [("duplicate", 1)]
     fields = {(f.tool, f.field): f for f in only_megan.fields}
-    assert (fields[("update_opportunity", "amount")].proposals, fields[("update_opportunity", "amount")].edit_rate) == (
+    assert (
+        fields[("update_opportunity", "amount")].proposals,
+        fields[("update_opportunity", "amount")].edit_rate,
+    ) == (
         1,
         1.0,
     )

@@ -1,4 +1,4 @@
-""""copilot stats" in Teams: a manager's card has exactly their reports' figures, a rep's their own.
+"""The "copilot stats" command in Teams: a manager gets their reports' figures, a rep their own.
 
 Through the aiohttp dev server and the fake Bot Connector, against real PostgreSQL (a seeded
 approval history written with the product's own ``audit.append`` / ``rejections.record``)
@@ -55,11 +55,19 @@ HISTORY = [
     History(
         CONTOSO.id,
         _user("alex").aad_object_id,
-        [(UPDATE, "approve", ""), (UPDATE, "approve", ""), (UPDATE, "edit", ""), (LOG, "reject", "Wrong account.")],
+        [
+            (UPDATE, "approve", ""),
+            (UPDATE, "approve", ""),
+            (UPDATE, "edit", ""),
+            (LOG, "reject", "Wrong account."),
+        ],
         ["like"],
     ),
     History(
-        CONTOSO.id, _user("megan").aad_object_id, [(LOG, "approve", ""), (UPDATE, "reject", "Duplicate entry")], []
+        CONTOSO.id,
+        _user("megan").aad_object_id,
+        [(LOG, "approve", ""), (UPDATE, "reject", "Duplicate entry")],
+        [],
     ),
     # Not Nestor's reports: Nestor himself, someone of the tenant the CRM does not know, and
     # Taylor's team in the other tenant.
@@ -74,8 +82,8 @@ HISTORY = [
 ]
 
 
-async def _seed(settings: Settings) -> None:
-    conn = await psycopg.AsyncConnection.connect(settings.database_url.get_secret_value(), autocommit=True)
+async def _seed(settings: Settings, database_url: str) -> None:
+    conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
     try:
         audit.bind(conn, audit.audit_config(settings))
         n = 0
@@ -83,7 +91,9 @@ async def _seed(settings: Settings) -> None:
             thread = f"thread-{person.aad[-12:]}"
             for tool, decision, reason in person.decisions:
                 n += 1
-                args = {"opportunity_id": f"opp-{n}", "amount": 100} if tool == UPDATE else {"subject": f"s{n}"}
+                args = (
+                    {"opportunity_id": f"opp-{n}", "amount": 100} if tool == UPDATE else {"subject": f"s{n}"}
+                )
                 if decision == "reject":
                     await rejections.record(
                         conn,
@@ -126,8 +136,10 @@ async def _seed(settings: Settings) -> None:
 
 
 @pytest.fixture
-async def teams(copilot_settings: Settings, sandbox: SandboxProcess) -> AsyncIterator[Teams]:
-    await _seed(copilot_settings)
+async def teams(
+    copilot_settings: Settings, database_url: str, sandbox: SandboxProcess
+) -> AsyncIterator[Teams]:
+    await _seed(copilot_settings, database_url)
     async with running_bot(copilot_settings) as running:
         yield running
 
@@ -146,7 +158,9 @@ def _facts(node: dict[str, Any]) -> dict[str, str]:
 
 
 def _summary(card: dict[str, Any]) -> dict[str, str]:
-    return next(_facts(n) for n, _ in walk(card) if n.get("type") == "FactSet" and "Decided proposals" in _facts(n))
+    return next(
+        _facts(n) for n, _ in walk(card) if n.get("type") == "FactSet" and "Decided proposals" in _facts(n)
+    )
 
 
 def _per_tool(card: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -175,7 +189,12 @@ async def test_a_manager_gets_exactly_their_direct_reports_figures(teams: Teams,
     assert _summary(card) == {"Decided proposals": "6", "Conflicts": "0", "Answer feedback": "1 👍 · 0 👎"}
     assert _per_tool(card) == {
         title(LOG): {"Proposals": "2", "Approved": "1 (50 %)", "Edited": "0 (0 %)", "Rejected": "1 (50 %)"},
-        title(UPDATE): {"Proposals": "4", "Approved": "2 (50 %)", "Edited": "1 (25 %)", "Rejected": "1 (25 %)"},
+        title(UPDATE): {
+            "Proposals": "4",
+            "Approved": "2 (50 %)",
+            "Edited": "1 (25 %)",
+            "Rejected": "1 (25 %)",
+        },
     }
     # The reasons are the reps' own words: a manager sees how often, not what.
     assert "given 1, 1 times" in text
@@ -193,7 +212,12 @@ async def test_another_teams_manager_sees_only_their_own_team(teams: Teams):
     assert _summary(card) == {"Decided proposals": "8", "Conflicts": "0", "Answer feedback": "2 👍 · 0 👎"}
     assert _per_tool(card) == {
         title(LOG): {"Proposals": "3", "Approved": "0 (0 %)", "Edited": "0 (0 %)", "Rejected": "3 (100 %)"},
-        title(UPDATE): {"Proposals": "5", "Approved": "5 (100 %)", "Edited": "0 (0 %)", "Rejected": "0 (0 %)"},
+        title(UPDATE): {
+            "Proposals": "5",
+            "Approved": "5 (100 %)",
+            "Edited": "0 (0 %)",
+            "Rejected": "0 (0 %)",
+        },
     }
     assert "Alex Wilber" not in json.dumps(card, ensure_ascii=False)
 
@@ -207,7 +231,12 @@ async def test_a_rep_gets_only_their_own_figures_and_their_own_reasons(teams: Te
     assert _summary(card) == {"Decided proposals": "4", "Conflicts": "0", "Answer feedback": "1 👍 · 0 👎"}
     assert _per_tool(card) == {
         title(LOG): {"Proposals": "1", "Approved": "0 (0 %)", "Edited": "0 (0 %)", "Rejected": "1 (100 %)"},
-        title(UPDATE): {"Proposals": "3", "Approved": "2 (67 %)", "Edited": "1 (33 %)", "Rejected": "0 (0 %)"},
+        title(UPDATE): {
+            "Proposals": "3",
+            "Approved": "2 (67 %)",
+            "Edited": "1 (33 %)",
+            "Rejected": "0 (0 %)",
+        },
     }
     assert "1 × wrong account" in text
     assert "duplicate entry" not in text.lower()

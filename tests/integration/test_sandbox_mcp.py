@@ -230,7 +230,10 @@ def test_rep_never_sees_commission_but_their_manager_does(sandbox: SandboxProces
 
 
 def test_get_me_gives_a_manager_their_direct_reports_and_a_rep_their_own_line_only(sandbox: SandboxProcess):
-    tools = {t["name"]: t for t in sandbox.rpc(sandbox.token(ALEX, ["crm.read"]), "tools/list").json()["result"]["tools"]}
+    tools = {
+        t["name"]: t
+        for t in sandbox.rpc(sandbox.token(ALEX, ["crm.read"]), "tools/list").json()["result"]["tools"]
+    }
     assert tools["get_me"]["annotations"]["readOnlyHint"] is True
 
     nestor = sandbox.call(NESTOR, "get_me")["structuredContent"]
@@ -239,7 +242,11 @@ def test_get_me_gives_a_manager_their_direct_reports_and_a_rep_their_own_line_on
 
     assert (nestor["id"], nestor["role"], nestor["manager"]) == (_uid(NESTOR), "manager", None)
     assert {r["id"] for r in nestor["direct_reports"]} == {
-        "u-alex", "u-megan", "u-diego", "u-lidia", "u-adele"
+        "u-alex",
+        "u-megan",
+        "u-diego",
+        "u-lidia",
+        "u-adele",
     }
     megan = find_user(MEGAN)
     assert megan is not None
