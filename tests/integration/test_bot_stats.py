@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from bot.handler import PRIVATE_ONLY
+from copilot.middleware.resilience import UNAVAILABLE_MESSAGE
 from copilot.persistence import audit, rejections
 from copilot.persistence.audit import AuditEntry
 from copilot.settings import Settings
@@ -252,3 +253,15 @@ async def test_stats_in_a_group_chat_get_the_private_only_nudge(teams: Teams, sa
 
     assert [m.body.get("text") for m in teams.connector.messages()] == [PRIVATE_ONLY]
     assert len(sandbox.admin("GET", "/admin/request-log")) == log_before
+
+
+async def test_a_crm_outage_gets_a_clear_message_and_no_figures(teams: Teams, sandbox: SandboxProcess):
+    sandbox.admin("PUT", "/admin/knobs", {"failure_rate": 1.0, "failure_kinds": ["503"]})
+    try:
+        await teams.say("copilot stats", aad=_user("nestor").aad_object_id)
+    finally:
+        sandbox.admin("PUT", "/admin/knobs", {})
+
+    [reply] = teams.connector.messages()
+    assert reply.body.get("text") == UNAVAILABLE_MESSAGE
+    assert not reply.body.get("attachments")
