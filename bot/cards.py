@@ -96,6 +96,8 @@ WELCOME_COMMANDS: tuple[str, ...] = (
     "help",
     "my preferences",
 )
+STATS_COMMANDS: tuple[str, ...] = ("copilot stats", "my stats", "approval stats", "team stats", "stats")
+"""Messages (lower-cased) answered with the approval stats card; the first is the one shown."""
 HELP_COMMANDS: frozenset[str] = frozenset({"help", "what can you do", "?"})
 """Messages (lower-cased) answered with the help card."""
 RESET_COMMANDS: tuple[str, ...] = ("new conversation", "start over", "reset")
@@ -954,7 +956,8 @@ def help_card() -> Card:
         ),
         _text(
             f"Say **{APPROVALS_COMMANDS[0]}** to see every proposal waiting for you, "
-            f"**{RESET_COMMANDS[0]}** to start over, **help** to see this again.",
+            f"**{STATS_COMMANDS[0]}** for approve / edit / reject rates (your reports' if you "
+            f"manage a team), **{RESET_COMMANDS[0]}** to start over, **help** to see this again.",
             spacing="Small",
             isSubtle=True,
         ),

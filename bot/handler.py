@@ -43,6 +43,8 @@ from bot.json_entity import JsonEntity
 from bot.progress import TurnProgress
 from bot.rep_tokens import RepTokens, SignedInRep, SsoRepTokens
 from bot.settings import BotSettings
+from bot.stats_card import stats_card
+from copilot.analytics.team import StatsUnavailable, approval_stats
 from copilot.auth.tokens import OboTokenBroker, identity_from_assertion
 from copilot.errors import AuthError, InvalidDecision, ProposalNotPending, ThreadAccessDenied, ThreadNotFound
 from copilot.identity import RepIdentity
@@ -283,6 +285,9 @@ class CopilotBot(TeamsActivityHandler):
         if text.lower() in cards.APPROVALS_COMMANDS:
             await self._show_approvals(turn_context, rep)
             return
+        if text.lower() in cards.STATS_COMMANDS:
+            await self._show_stats(turn_context, rep)
+            return
         thread_id = await conversations.thread_for(self.service.pool, conversation_id, rep.identity)
         progress = TurnProgress(turn_context)
         await progress.start()
@@ -411,6 +416,16 @@ class CopilotBot(TeamsActivityHandler):
                 if row.tool_call_id in pending
             ]
         card = cards.approvals_card(waiting, now=dt.datetime.now(dt.UTC), locale=turn_context.activity.locale)
+        await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
+
+    async def _show_stats(self, turn_context: TurnContext, rep: SignedInRep) -> None:
+        """The approval stats card: the rep's direct reports' figures (as the CRM's manager
+        hierarchy, read as the rep, names them), or the rep's own."""
+        stats = await approval_stats(self.service.settings, self.service.pool, rep.identity, rep.broker)
+        if isinstance(stats, StatsUnavailable):
+            await turn_context.send_activity(stats.message)
+            return
+        card = stats_card(stats)
         await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
 
     async def _on_open(self, turn_context: TurnContext, value: dict[str, Any]) -> None:

@@ -53,6 +53,14 @@ def _crm_opener(settings: Settings, tokens: TokenBroker, *, write: bool) -> Sess
     return open_session
 
 
+def crm_gateway(stack: AsyncExitStack, settings: Settings, tokens: TokenBroker, *, write: bool) -> CrmGateway:
+    """A CRM session as the rep (``crm.write`` or ``crm.read`` token), opened on first use
+    and closed when ``stack`` closes; for a run, or the copilot's own direct reads."""
+    host = SessionHost(_crm_opener(settings, tokens, write=write), name="crm.write" if write else "crm.read")
+    stack.push_async_callback(host.aclose)
+    return CrmGateway(host)
+
+
 async def run_context(
     stack: AsyncExitStack,
     *,
@@ -63,19 +71,12 @@ async def run_context(
     pool: AsyncConnectionPool[AsyncConnection[DictRow]],
 ) -> AgentContext:
     """The context of one run; its sessions are closed when ``stack`` closes."""
-    gateways = []
-    for write in (False, True):
-        host = SessionHost(
-            _crm_opener(settings, tokens, write=write), name="crm.write" if write else "crm.read"
-        )
-        stack.push_async_callback(host.aclose)
-        gateways.append(CrmGateway(host))
     return AgentContext(
         settings=settings,
         identity=identity,
         thread_id=thread_id,
         tokens=tokens,
         pool=pool,
-        crm=gateways[0],
-        crm_write=gateways[1],
+        crm=crm_gateway(stack, settings, tokens, write=False),
+        crm_write=crm_gateway(stack, settings, tokens, write=True),
     )

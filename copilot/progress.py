@@ -42,6 +42,7 @@ def describe_tool_call(name: str, args: Mapping[str, Any], names: Mapping[str, s
         "list_contacts": f"Looking up {owner} contacts…",
         "get_contact": "Looking up the contact…",
         "pipeline_summary": "Summarising the pipeline…",
+        "get_me": "Looking you up in the CRM…",
         "get_preferences": "Reading your preferences…",
     }
     return ProgressEvent("lookup", messages.get(name, f"Calling {name}…"), name)

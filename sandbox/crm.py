@@ -423,6 +423,27 @@ class CrmService:
         ]
         return _page(items, limit, cursor)
 
+    def get_me(self, caller: User) -> dict[str, Any]:
+        """The caller's own user record, their manager and their direct reports.
+
+        What a real CRM's user hierarchy gives (Dataverse: ``systemuser`` with
+        ``parentsystemuserid`` and ``azureactivedirectoryobjectid``): ids, names, roles and
+        Entra object ids, no records. Only the caller's own reporting line is shown.
+        """
+        manager = find_user(caller.manager_id) if caller.manager_id else None
+
+        def person(user: User) -> dict[str, Any]:
+            return {"id": user.id, "name": user.name, "role": user.role, "aad_object_id": user.aad_object_id}
+
+        return {
+            **person(caller),
+            "tenant_id": caller.tenant_id,
+            "email": caller.email,
+            "territory": caller.territory,
+            "manager": None if manager is None else person(manager),
+            "direct_reports": [person(u) for u in reports_of(caller.id)],
+        }
+
     def get_opportunity(self, caller: User, opportunity_id: str) -> dict[str, Any]:
         """One opportunity with every field the caller may see."""
         with db.transaction(self.db_path, write=False) as conn:

@@ -35,6 +35,7 @@ READ_TOOLS = (
     "list_contacts",
     "get_contact",
     "pipeline_summary",
+    "get_me",
 )
 WRITE_TOOLS = ("upsert_activity", "update_opportunity", "void_activity")
 
@@ -240,6 +241,11 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
         return await run(
             ctx, "pipeline_summary", lambda u: crm.pipeline_summary(u, scope, period_start, period_end)
         )
+
+    @mcp.tool(annotations=_READ)
+    async def get_me(ctx: Context[Any, Any, Any]) -> CallToolResult:
+        """You in the CRM: your user id, name, role, Entra object id, manager and direct reports."""
+        return await run(ctx, "get_me", crm.get_me)
 
     @mcp.tool(annotations=_WRITE)
     async def upsert_activity(

@@ -13,8 +13,9 @@ What the tables hold (so what can be counted):
 * ``answer_feedback`` (optional: the Teams feedback buttons, a bot migration that may not
   exist): thumbs up / down per answer.
 
-Every query takes the same two filters, ``since`` (a UTC timestamp or NULL) and ``tenant``
-(or NULL), as named parameters. Nothing here selects a record's values except the edited
+Every query takes the same three filters, ``since`` (a UTC timestamp or NULL), ``tenant``
+(or NULL) and ``reps`` (an array of Entra object ids, the rows' ``rep_aad_id`` /
+``aad_object_id``, or NULL for everyone), as named parameters. Nothing here selects a record's values except the edited
 rows' arguments, which :mod:`copilot.analytics.report` reduces to per-field aggregates.
 """
 
@@ -28,11 +29,12 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 
-def _where(time_column: str, alias: str = "") -> str:
+def _where(time_column: str, alias: str = "", rep_column: str = "rep_aad_id") -> str:
     prefix = f"{alias}." if alias else ""
     return (
         f"(%(since)s::timestamptz IS NULL OR {prefix}{time_column} >= %(since)s::timestamptz)"
         f" AND (%(tenant)s::text IS NULL OR {prefix}tenant_id = %(tenant)s::text)"
+        f" AND (%(reps)s::text[] IS NULL OR {prefix}{rep_column} = ANY(%(reps)s::text[]))"
     )
 
 
@@ -94,22 +96,26 @@ FEEDBACK_TABLE = "answer_feedback"
 FEEDBACK_EXISTS = f"SELECT to_regclass('{FEEDBACK_TABLE}') IS NOT NULL AS present"
 FEEDBACK_BY_RATING = f"""
 SELECT rating, count(*) AS n
-  FROM {FEEDBACK_TABLE} WHERE {_where("received_at")}
+  FROM {FEEDBACK_TABLE} WHERE {_where("received_at", rep_column="aad_object_id")}
  GROUP BY rating ORDER BY rating
 """
 
 
 @dataclass(frozen=True)
 class Filters:
-    """Which decisions count: on or after ``since`` (UTC), of ``tenant`` only (None: all)."""
+    """Which decisions count: on or after ``since`` (UTC), of ``tenant`` and ``reps`` only (None: all)."""
 
     since: datetime | None = None
     tenant: str | None = None
+    reps: frozenset[str] | None = None
+    """Only these reps' decisions (Entra object ids, as the rows name reps; pair it with
+    ``tenant``, object ids are unique per tenant). None: everyone; empty: no one."""
     top: int = 10
     """How many rejection reasons to list."""
 
     def params(self) -> dict[str, Any]:
-        return {"since": self.since, "tenant": self.tenant, "top": self.top}
+        reps = None if self.reps is None else sorted(self.reps)
+        return {"since": self.since, "tenant": self.tenant, "reps": reps, "top": self.top}
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -177,7 +178,7 @@ async def test_seeded_history_gives_exact_rates_per_tool_and_per_field(seeded):
     ]
     assert report.model_call_limit_hits == "not recorded"
     assert report.fallbacks == "not recorded"
-    assert report.feedback == "no feedback table"
+    assert report.feedback == {"like": 0, "dislike": 0}  # the bot's migration made the table
     if write_tool("undo_write") is None:
         assert report.undo == "0 (there is no undo_write tool yet)"
     else:
@@ -240,3 +241,65 @@ async def test_the_command_prints_the_same_figures_as_json(seeded, settings, mon
         main(["analytics", "--since", "yesterday"])
     assert exited.value.code == 2
     assert "not a date" in capsys.readouterr().err
+
+
+async def test_filtering_by_reps_counts_exactly_those_reps_decisions(seeded):
+    # Megan, same tenant: one approved and one edited update, one rejected call, one thumbs down.
+    megan = "rep-megan"
+    for entry in (
+        _entry(21, "update_opportunity", {"opportunity_id": "opp-21", "stage": "Proposal"}),
+        _entry(
+            22,
+            "update_opportunity",
+            {"opportunity_id": "opp-22", "amount": 10},
+            {"opportunity_id": "opp-22", "amount": 20},
+        ),
+    ):
+        await audit.append(seeded, replace(entry, rep_aad_id=megan))
+    await rejections.record(
+        seeded,
+        tenant_id="tenant-a",
+        rep_aad_id=megan,
+        thread_id=THREAD,
+        tool_call_id="call-23",
+        tool="log_activity",
+        args={"type": "call", "subject": "Megan's", "account_id": "acc-1"},
+        reason="Duplicate",
+    )
+    for rep, rating in (("rep-alex", "like"), (megan, "dislike"), (megan, "dislike")):
+        await seeded.execute(
+            "INSERT INTO answer_feedback (conversation_id, tenant_id, aad_object_id, rating)"
+            " VALUES ('c', 'tenant-a', %s, %s)",
+            (rep, rating),
+        )
+    recent = NOW - timedelta(days=30)
+
+    only_megan = await _report(seeded, tenant="tenant-a", since=recent, reps=frozenset({megan}))
+    only_alex = await _report(seeded, tenant="tenant-a", since=recent, reps=frozenset({"rep-alex"}))
+    both = await _report(seeded, tenant="tenant-a", since=recent, reps=frozenset({"rep-alex", megan}))
+    no_one = await _report(seeded, tenant="tenant-a", reps=frozenset())
+
+    tools = {t.tool: t for t in only_megan.tools}
+    update, log = tools["update_opportunity"], tools["log_activity"]
+    assert (update.proposals, update.approved, update.edited, update.rejected) == (2, 1, 1, 0)
+    assert (update.approve_rate, update.edit_rate) == (0.5, 0.5)
+    assert (log.proposals, log.rejected, log.reject_rate) == (1, 1, 1.0)
+    assert only_megan.decided == 3
+    assert only_megan.conflicts == 0
+    assert only_megan.feedback == {"like": 0, "dislike": 2}
+    assert [(r.reason, r.count) for r in only_megan.top_rejection_reasons] == [("duplicate", 1)]
+    fields = {(f.tool, f.field): f for f in only_megan.fields}
+    assert (
+        fields[("update_opportunity", "amount")].proposals,
+        fields[("update_opportunity", "amount")].edit_rate,
+    ) == (
+        1,
+        1.0,
+    )
+    # Alex's figures are exactly the tenant's before Megan's rows were added.
+    alex_tools = {t.tool: t for t in only_alex.tools}
+    assert (alex_tools["update_opportunity"].proposals, alex_tools["update_opportunity"].conflicts) == (5, 1)
+    assert alex_tools["log_activity"].proposals == 3
+    assert only_alex.feedback == {"like": 1, "dislike": 0}
+    assert both.decided == only_alex.decided + only_megan.decided == 11
+    assert (no_one.decided, no_one.tools, no_one.top_rejection_reasons) == (0, [], [])

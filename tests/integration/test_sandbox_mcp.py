@@ -111,6 +111,7 @@ def test_tools_list_describes_every_read_and_write_tool(sandbox: SandboxProcess)
         "list_contacts",
         "get_contact",
         "pipeline_summary",
+        "get_me",
         "upsert_activity",
         "update_opportunity",
         "void_activity",
@@ -226,6 +227,35 @@ def test_rep_never_sees_commission_but_their_manager_does(sandbox: SandboxProces
         assert "commission" not in json.dumps(rep_view), tool
     manager_view = sandbox.call(NESTOR, "get_opportunity", opportunity_id="opp-acme-renewal")
     assert isinstance(manager_view["structuredContent"]["commission"], int | float)
+
+
+def test_get_me_gives_a_manager_their_direct_reports_and_a_rep_their_own_line_only(sandbox: SandboxProcess):
+    tools = {
+        t["name"]: t
+        for t in sandbox.rpc(sandbox.token(ALEX, ["crm.read"]), "tools/list").json()["result"]["tools"]
+    }
+    assert tools["get_me"]["annotations"]["readOnlyHint"] is True
+
+    nestor = sandbox.call(NESTOR, "get_me")["structuredContent"]
+    priya = sandbox.call(PRIYA, "get_me")["structuredContent"]
+    alex = sandbox.call(ALEX, "get_me")["structuredContent"]
+
+    assert (nestor["id"], nestor["role"], nestor["manager"]) == (_uid(NESTOR), "manager", None)
+    assert {r["id"] for r in nestor["direct_reports"]} == {
+        "u-alex",
+        "u-megan",
+        "u-diego",
+        "u-lidia",
+        "u-adele",
+    }
+    megan = find_user(MEGAN)
+    assert megan is not None
+    assert {r["aad_object_id"] for r in nestor["direct_reports"]} >= {megan.aad_object_id}
+    assert {r["id"] for r in priya["direct_reports"]} == set()
+    assert priya["manager"]["id"] == "u-taylor"
+    assert alex["direct_reports"] == []
+    assert alex["manager"]["id"] == _uid(NESTOR)
+    assert alex["aad_object_id"] == find_user(ALEX).aad_object_id  # type: ignore[union-attr]
 
 
 def test_rep_cannot_update_an_opportunity_they_do_not_own_but_the_owners_manager_can(
