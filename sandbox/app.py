@@ -104,7 +104,9 @@ def _admin_routes(settings: SandboxSettings, knobs: KnobState) -> list[Route]:
     async def draft_sent(request: Request) -> JSONResponse:
         """The user sent a draft from their own mail client (the sandbox itself never sends)."""
         draft_id = request.path_params["draft_id"]
-        draft = await anyio.to_thread.run_sync(lambda: db.mark_draft_sent(settings.db_path, draft_id=draft_id))
+        draft = await anyio.to_thread.run_sync(
+            lambda: db.mark_draft_sent(settings.db_path, draft_id=draft_id)
+        )
         if draft is None:
             return JSONResponse(
                 {"error": {"code": "not_found", "message": f"no draft {draft_id!r}", "details": {}}},

@@ -441,9 +441,7 @@ def mark_draft_sent(path: Path, *, draft_id: str) -> dict[str, Any] | None:
     """Record that the user sent a draft from their own mail client (the sandbox never
     sends): it stays in the mailbox as a sent message. None when there is no such draft."""
     with transaction(path, write=True) as conn:
-        conn.execute(
-            "UPDATE drafts SET sent_at = coalesce(sent_at, ?) WHERE id = ?", (utc_now(), draft_id)
-        )
+        conn.execute("UPDATE drafts SET sent_at = coalesce(sent_at, ?) WHERE id = ?", (utc_now(), draft_id))
         row = conn.execute("SELECT * FROM drafts WHERE id = ?", (draft_id,)).fetchone()
     return None if row is None else _decode("drafts", row)
 

@@ -88,7 +88,8 @@ async def _reverse(ctx: AgentContext, audit_id: int) -> Reverse | WriteOutcome:
     entry = stored.entry
     if entry.tool == UNDO_TOOL:
         return WriteOutcome.refused(
-            "not_undoable", "An undo cannot itself be undone; ask for the change again instead. Nothing was done."
+            "not_undoable",
+            "An undo cannot itself be undone; ask for the change again instead. Nothing was done.",
         )
     if undone is not None:
         return WriteOutcome.refused("already_undone", "That change was already undone; nothing was done.")
@@ -107,7 +108,9 @@ async def _reverse(ctx: AgentContext, audit_id: int) -> Reverse | WriteOutcome:
         opportunity = result.get("opportunity") or {}
         previous = result.get("previous") or {}
         if not isinstance(previous, dict) or not previous or not opportunity.get("version"):
-            return WriteOutcome.refused("not_undoable", "The audit does not hold the values before that change.")
+            return WriteOutcome.refused(
+                "not_undoable", "The audit does not hold the values before that change."
+            )
         return Reverse(
             stored,
             entry.tool,
@@ -121,7 +124,9 @@ async def _reverse(ctx: AgentContext, audit_id: int) -> Reverse | WriteOutcome:
         )
     if entry.tool == "log_activity":
         activity = result.get("activity") or {}
-        return Reverse(stored, entry.tool, str(activity.get("id")), "activity", str(activity.get("subject") or ""))
+        return Reverse(
+            stored, entry.tool, str(activity.get("id")), "activity", str(activity.get("subject") or "")
+        )
     draft = result.get("draft") or {}
     return Reverse(stored, entry.tool, str(draft.get("id")), "draft", str(draft.get("subject") or ""))
 
@@ -135,7 +140,9 @@ async def _may_undo(conn: Any, ctx: AgentContext, entry: audit.AuditEntry) -> bo
     try:
         # Someone else's write: only if they may open the thread it was made in (its
         # owner, or a delegate the owner named).
-        await threads.authorize(conn, thread_id=entry.thread_id, tenant_id=me.tenant_id, aad_id=me.aad_object_id)
+        await threads.authorize(
+            conn, thread_id=entry.thread_id, tenant_id=me.tenant_id, aad_id=me.aad_object_id
+        )
     except (ThreadAccessDenied, ThreadNotFound):
         return False
     return True
@@ -190,9 +197,18 @@ async def _snapshot(ctx: AgentContext, store: BaseStore | None, args: dict[str, 
     return record
 
 
-async def _check(ctx: AgentContext, plan: WritePlan, snapshot: ProposalRecord | None) -> WritePlan | WriteOutcome:
+async def _check(
+    ctx: AgentContext, plan: WritePlan, snapshot: ProposalRecord | None
+) -> WritePlan | WriteOutcome:
     args = plan.args
     assert isinstance(args, UndoWriteArgs)
+    shown = (snapshot or {}).get("proposed") or {}
+    if shown.get("audit_id") != args.audit_id:
+        # The card showed the reverse of one change: an edit naming another is not what
+        # the rep reviewed (a CLI edit can name any field).
+        return WriteOutcome.refused(
+            "validation", "The change to undo cannot be edited; ask to undo the other change instead."
+        )
     # Everything again, at execution: the rep's right to undo, the window, undone already.
     reverse = await _reverse(ctx, args.audit_id)
     if isinstance(reverse, WriteOutcome):
@@ -230,7 +246,10 @@ async def _execute(ctx: AgentContext, store: BaseStore | None, plan: WritePlan) 
         try:
             voided = await ctx.crm_write.call(
                 "void_activity",
-                {"activity_id": record_id, "reason": f"Undone by its rep (audit record {plan.undoes_audit_id})"},
+                {
+                    "activity_id": record_id,
+                    "reason": f"Undone by its rep (audit record {plan.undoes_audit_id})",
+                },
             )
         except CrmCallError as exc:
             return WriteOutcome.refused(exc.crm_code, f"nothing was written: {exc.message}")
@@ -282,7 +301,9 @@ async def _delete_draft(ctx: AgentContext, draft_id: str, undoes: dict[str, Any]
             "already_sent", "That email was already sent, so it cannot be undone; nothing was deleted."
         )
     if response.status_code not in (200, 204):
-        return WriteOutcome.failed("mailbox", f"the mailbox refused to delete the draft ({response.status_code})")
+        return WriteOutcome.failed(
+            "mailbox", f"the mailbox refused to delete the draft ({response.status_code})"
+        )
     return WriteOutcome.done({"draft": {"id": draft_id, "deleted": True}, **undoes})
 
 

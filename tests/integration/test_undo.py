@@ -76,7 +76,9 @@ async def test_undo_of_an_update_restores_exactly_the_prior_values(copilot_setti
     assert _opportunity(sandbox, "opp-acme-expansion")["stage"] == "Negotiation"
 
     # The approval card shows the values now next to the values the undo puts back.
-    async with service(copilot_settings, ScriptedChatModel(steps=[calls(call("undo_write", audit_id=changed.audit_id))])) as svc:
+    async with service(
+        copilot_settings, ScriptedChatModel(steps=[calls(call("undo_write", audit_id=changed.audit_id))])
+    ) as svc:
         asked = await svc.run_turn(rep.identity, rep.broker, None, "undo my last change")
         [proposal] = asked.proposals
         record = proposal.record or {}
@@ -89,7 +91,10 @@ async def test_undo_of_an_update_restores_exactly_the_prior_values(copilot_setti
         assert record["current"]["stage"] == "Negotiation"
         assert record["target"]["id"] == "opp-acme-expansion"
         undone = await svc.decide(
-            rep.identity, rep.broker, asked.thread_id, [{"tool_call_id": proposal.tool_call_id, "type": "approve"}]
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [{"tool_call_id": proposal.tool_call_id, "type": "approve"}],
         )
     outcome = undone.writes[proposal.tool_call_id]
     assert outcome.status == "done", outcome
@@ -98,12 +103,17 @@ async def test_undo_of_an_update_restores_exactly_the_prior_values(copilot_setti
     assert after["version"] == before["version"] + 2
 
 
-async def test_undo_after_another_users_change_is_a_conflict_and_overwrites_nothing(copilot_settings, sandbox):
+async def test_undo_after_another_users_change_is_a_conflict_and_overwrites_nothing(
+    copilot_settings, sandbox
+):
     rep = await sign_in(copilot_settings, "alex")
     _, changed = await _write(
-        copilot_settings, rep, call("update_opportunity", opportunity_id="opp-acme-analytics", next_step="Send order form")
+        copilot_settings,
+        rep,
+        call("update_opportunity", opportunity_id="opp-acme-analytics", next_step="Send order form"),
     )
-    assert changed.status == "done" and changed.audit_id is not None
+    assert changed.status == "done"
+    assert changed.audit_id is not None
     produced = _opportunity(sandbox, "opp-acme-analytics")
     # The manager changes the record after the rep's write.
     manager = sandbox.call(
@@ -131,7 +141,8 @@ async def test_undo_of_an_activity_voids_it(copilot_settings, sandbox):
         rep,
         call("log_activity", type="call", subject="Undo me", notes="Wrong account", account_id="acc-acme"),
     )
-    assert logged.status == "done" and logged.audit_id is not None
+    assert logged.status == "done"
+    assert logged.audit_id is not None
     activity_id = logged.data["activity"]["id"]
     outcome = await _undo(copilot_settings, rep, logged.audit_id)
     assert outcome.status == "done", outcome
@@ -147,16 +158,21 @@ async def test_undo_of_a_draft_deletes_it_and_a_sent_draft_is_refused(copilot_se
         return [d for d in sandbox.admin("GET", "/admin/export")["drafts"] if d["subject"] == subject]
 
     _, saved = await _write(
-        copilot_settings, rep, call("draft_followup_email", contact_id="con-0001", subject="Undo draft", body="Hi")
+        copilot_settings,
+        rep,
+        call("draft_followup_email", contact_id="con-0001", subject="Undo draft", body="Hi"),
     )
-    assert saved.status == "done" and saved.audit_id is not None
+    assert saved.status == "done"
+    assert saved.audit_id is not None
     assert len(drafts("Undo draft")) == 1
     deleted = await _undo(copilot_settings, rep, saved.audit_id)
     assert deleted.status == "done", deleted
     assert drafts("Undo draft") == []
 
     _, sent = await _write(
-        copilot_settings, rep, call("draft_followup_email", contact_id="con-0001", subject="Sent draft", body="Hi")
+        copilot_settings,
+        rep,
+        call("draft_followup_email", contact_id="con-0001", subject="Sent draft", body="Hi"),
     )
     assert sent.audit_id is not None
     sandbox.admin("POST", f"/admin/drafts/{sent.data['draft']['id']}/sent")
@@ -174,7 +190,8 @@ async def test_undo_twice_is_refused_and_an_undo_cannot_be_undone(copilot_settin
     )
     assert logged.audit_id is not None
     first = await _undo(copilot_settings, rep, logged.audit_id)
-    assert first.status == "done" and first.audit_id is not None
+    assert first.status == "done"
+    assert first.audit_id is not None
     again = await _undo(copilot_settings, rep, logged.audit_id)
     assert (again.status, again.code) == ("refused", "already_undone")
     loop = await _undo(copilot_settings, rep, first.audit_id)
@@ -227,12 +244,11 @@ async def test_the_audit_chain_still_verifies_and_the_undos_row_links_the_origin
     assert row.entry.target_record_id == logged.data["activity"]["id"]
     async with connect(copilot_settings) as conn:
         report = await audit.assert_intact(conn, config=audit.audit_config(copilot_settings))
-        assert report.ok and report.rows_checked >= 2
+        assert report.ok
+        assert report.rows_checked >= 2
         # The link is part of the row's HMAC: changing it is found.
         await conn.execute("ALTER TABLE audit_log DISABLE TRIGGER USER")
-        await conn.execute(
-            "UPDATE audit_log SET undoes_audit_id = NULL WHERE id = %s", (undone.audit_id,)
-        )
+        await conn.execute("UPDATE audit_log SET undoes_audit_id = NULL WHERE id = %s", (undone.audit_id,))
         tampered = await audit.verify(conn, config=audit.audit_config(copilot_settings))
     assert not tampered.ok
     assert tampered.first_bad_id == undone.audit_id
@@ -252,3 +268,37 @@ async def test_an_undo_outside_the_window_is_refused(copilot_settings, sandbox):
     activity_id = logged.data["activity"]["id"]
     [stored] = [a for a in sandbox.admin("GET", "/admin/export")["activities"] if a["id"] == activity_id]
     assert stored["voided_at"] is None
+
+
+async def test_a_rep_who_says_undo_the_acme_stage_change_gets_that_undo_proposed_by_the_offline_model(
+    copilot_settings, sandbox
+):
+    rep = await sign_in(copilot_settings, "alex")
+    before = _opportunity(sandbox, "opp-acme-renewal")
+    _, staged = await _write(
+        copilot_settings,
+        rep,
+        call("update_opportunity", opportunity_id="opp-acme-renewal", stage="Negotiation"),
+    )
+    _, logged = await _write(
+        copilot_settings, rep, call("log_activity", type="call", subject="Newest", account_id="acc-acme")
+    )
+    assert staged.audit_id is not None
+    assert logged.audit_id is not None
+    async with service(copilot_settings) as svc:
+        last = await svc.run_turn(rep.identity, rep.broker, None, "undo my last change")
+        assert [(p.tool, p.args) for p in last.proposals] == [("undo_write", {"audit_id": logged.audit_id})]
+        named = await svc.run_turn(rep.identity, rep.broker, None, "undo the Acme stage change")
+        [proposal] = named.proposals
+        assert (proposal.tool, proposal.args) == ("undo_write", {"audit_id": staged.audit_id})
+        assert (proposal.record or {})["restored"] == {"stage": before["stage"]}
+        done = await svc.decide(
+            rep.identity,
+            rep.broker,
+            named.thread_id,
+            [{"tool_call_id": proposal.tool_call_id, "type": "approve"}],
+        )
+    assert done.writes[proposal.tool_call_id].status == "done"
+    assert done.answer is not None
+    assert "Undone" in done.answer
+    assert _opportunity(sandbox, "opp-acme-renewal")["stage"] == before["stage"]

@@ -112,6 +112,7 @@ def test_the_approval_middleware_interrupts_exactly_the_write_tools_per_call_wit
         "update_opportunity",
         "draft_followup_email",
         "update_preferences",
+        "undo_write",
     }
     for name, config in hitl.interrupt_on.items():
         assert sorted(config["allowed_decisions"]) == ["approve", "edit", "reject"], name
