@@ -117,11 +117,54 @@ class UndoSpec:
     """The rep's words that may name the change ("zephyr", "stage"); empty = the last one."""
 
 
-_UNDO = re.compile(r"^\s*(?:please\s+|can you\s+|could you\s+|pls\s+)*(?:undo|revert|reverse|roll\s*back)\b", re.I)
-_UNDO_NUMBER = re.compile(r"\b(?:audit\s+record|record|change|audit)\s*(?:no\.?|number|#)?\s*#?(\d{1,12})\b", re.I)
+# "undo" anywhere ("I'd like to undo that"); the other verbs only leading the request.
+_UNDO = re.compile(
+    r"\bundo\b|^\s*(?:please\s+|can you\s+|could you\s+|pls\s+)*(?:revert|reverse|roll\s*back)\b", re.I
+)
+_UNDO_NUMBER = re.compile(
+    r"\b(?:audit\s+record|record|change|audit)\s*(?:no\.?|number|#)?\s*#?(\d{1,12})\b", re.I
+)
 _UNDO_FILLER = frozenset(
-    "undo revert reverse roll rollback back please can could you pls my the a an that this last latest "
-    "recent change changes update edit write i made just me to of on for it".split()
+    [
+        "undo",
+        "would",
+        "like",
+        "want",
+        "i'd",
+        "revert",
+        "reverse",
+        "roll",
+        "rollback",
+        "back",
+        "please",
+        "can",
+        "could",
+        "you",
+        "pls",
+        "my",
+        "the",
+        "a",
+        "an",
+        "that",
+        "this",
+        "last",
+        "latest",
+        "recent",
+        "change",
+        "changes",
+        "update",
+        "edit",
+        "write",
+        "i",
+        "made",
+        "just",
+        "me",
+        "to",
+        "of",
+        "on",
+        "for",
+        "it",
+    ]
 )
 
 

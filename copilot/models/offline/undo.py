@@ -18,7 +18,8 @@ HISTORY_LIMIT = 20
 
 
 def _searchable(item: dict[str, Any]) -> set[str]:
-    changes = item.get("changes") if isinstance(item.get("changes"), dict) else {}
+    raw = item.get("changes")
+    changes: dict[str, Any] = raw if isinstance(raw, dict) else {}
     text = " ".join(
         [str(item.get("record") or ""), str(item.get("what") or ""), str(item.get("tool") or "")]
         + [f"{k} {v}" for k, v in changes.items()]
@@ -29,16 +30,20 @@ def _searchable(item: dict[str, Any]) -> set[str]:
 
 
 def _pick(items: list[dict[str, Any]], wanted: tuple[str, ...]) -> dict[str, Any] | None:
-    candidates = [i for i in items if i.get("undoable") and isinstance(i.get("audit_id"), int)]
+    """The change the words name (newest first on a tie); None when the best match cannot be
+    undone any more (already undone, or an undo): the rep means that one, not another."""
+    listed = [i for i in items if isinstance(i.get("audit_id"), int)]
     if not wanted:
-        return candidates[0] if candidates else None
+        return next((i for i in listed if i.get("undoable")), None)
     best: tuple[int, dict[str, Any]] | None = None
-    for item in candidates:  # newest first: a tie keeps the newer change
+    for item in listed:  # newest first: a tie keeps the newer change
         found = _searchable(item)
         hits = sum(1 for w in wanted if w in found or w.rstrip("s") in found)
         if hits and (best is None or hits > best[0]):
             best = (hits, item)
-    return best[1] if best else None
+    if best is None or not best[1].get("undoable"):
+        return None
+    return best[1]
 
 
 def propose_undo(ctx: PlanContext) -> Step:
@@ -64,7 +69,7 @@ def propose_undo(ctx: PlanContext) -> Step:
         return answer("I couldn't read your recent changes right now, so I can't undo one.")
     chosen = _pick(history.items, spec.words)
     if chosen is None:
-        what = " matching that" if spec.words else ""
+        what = " matching your words" if spec.words else ""
         return answer(
             f"I found no recent change of yours{what} that can still be undone. "
             "A change can be undone once, by you, within the undo window."
