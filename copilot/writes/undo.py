@@ -153,7 +153,7 @@ def _refusal_record(args: dict[str, Any], refusal: WriteOutcome) -> ProposalReco
         "tool": UNDO_TOOL,
         "proposed": dict(args),
         "taken_at": now_iso(),
-        "target": {"type": "write", "id": None, "name": ""},
+        "target": {"type": "write", "id": None, "name": "The change you named"},
         "version": None,
         "current": {},
         "error": {"code": refusal.code or "refused", "message": refusal.message},
