@@ -24,6 +24,7 @@ from bot.cards import (
     REJECT_REASON_MAX,
     SUBMIT_KIND,
     SUBMIT_VERSION,
+    UNDO_KIND,
     FieldSpec,
     args_digest,
     field_spec,
@@ -132,6 +133,15 @@ def parse_submission(value: Any) -> CardSubmission:
     if submission.action == "reject" and not submission.reason:
         raise InvalidSubmission(REASON_REQUIRED)
     return submission
+
+
+def undo_audit_id(value: Any) -> int | None:
+    """The audit id of an Undo button's submission (``{"copilot": "undo", "audit_id": n}``), else ``None``."""
+    if isinstance(value, dict) and value.get("copilot") == UNDO_KIND:
+        audit_id = value.get("audit_id")
+        if isinstance(audit_id, int) and not isinstance(audit_id, bool) and audit_id > 0:
+            return audit_id
+    return None
 
 
 def command_text(value: Any) -> str | None:

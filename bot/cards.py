@@ -74,6 +74,8 @@ CardView = Literal["decide", "edit", "reject"]
 """Which panel of an approval card is open; the bot keeps it by updating the card."""
 OPEN_KIND = "open_proposal"
 """``data.copilot`` of a "my approvals" row's button: post that proposal's approval card."""
+UNDO_KIND = "undo"
+"""``data.copilot`` of an approved card's Undo button: ask the copilot to undo that write."""
 EDIT_PREFIX = "edit."
 REJECT_REASON_ID = "reject.reason"
 REJECT_REASON_MAX = 1000
@@ -401,8 +403,33 @@ def _shown_fields(tool: str, args: dict[str, Any]) -> list[str]:
 # --- approval card ----------------------------------------------------------------------------
 
 
+def _restore_blocks(record: dict[str, Any], locale: str | None) -> list[Card]:
+    """An undo's fields: each value now next to the value it puts back."""
+    current = record.get("current") or {}
+    currency = current.get("currency")
+    blocks: list[Card] = []
+    if record.get("summary"):
+        blocks.append(_text(str(record["summary"]), spacing="Medium"))
+    for name, value in (record.get("restored") or {}).items():
+        facts = [
+            ("Current", format_value(current.get(name), field=name, currency=currency, locale=locale)),
+            ("Restored", format_value(value, field=name, currency=currency, locale=locale)),
+        ]
+        blocks.append(
+            {
+                "type": "Container",
+                "separator": True,
+                "spacing": "Medium",
+                "items": [_text(field_label(name), weight="Bolder"), _facts(facts)],
+            }
+        )
+    return blocks
+
+
 def _field_blocks(proposal: Proposal, locale: str | None) -> list[Card]:
     record = proposal.record or {}
+    if "restored" in record or "summary" in record:
+        return _restore_blocks(dict(record), locale)
     current = record.get("current") or {}
     currency = current.get("currency")
     names = _shown_fields(proposal.tool, proposal.args)
@@ -627,6 +654,8 @@ def approval_card(
             _view_button(proposal, "Edit…", thread_id=thread_id, view="edit"),
             _view_button(proposal, "Reject…", thread_id=thread_id, view="reject"),
         ]
+        if not editable_fields(proposal.tool):
+            del actions[1]  # nothing to edit (an undo): approve or reject
     target = _target_line(proposal)
     fallback = f"{title}{f' — {target}' if target else ''}: approve, edit or reject it in Teams."
     return _card(body, actions, fallback=fallback)
@@ -666,8 +695,23 @@ def _final_values(proposal: Proposal, detail: dict[str, Any]) -> dict[str, Any]:
     return {n: written.get(n, args[n]) for n in _shown_fields(proposal.tool, args)}
 
 
+def undo_data(audit_id: int) -> dict[str, Any]:
+    """The ``data`` of an approved card's Undo button (the write's audit id)."""
+    return {"copilot": UNDO_KIND, "audit_id": audit_id}
+
+
+def undo_request(audit_id: int) -> str:
+    """What an Undo button asks the copilot, as if the rep typed it."""
+    return f"Undo my change recorded as audit record {audit_id}"
+
+
 def outcome_card(
-    proposal: Proposal, outcome: Outcome, *, detail: dict[str, Any], locale: str | None = DEFAULT_LOCALE
+    proposal: Proposal,
+    outcome: Outcome,
+    *,
+    detail: dict[str, Any],
+    locale: str | None = DEFAULT_LOCALE,
+    undo: bool = False,
 ) -> Card:
     """The card that replaces an approval card once it is decided (pure; no actions).
 
@@ -679,6 +723,10 @@ def outcome_card(
     ``already_decided`` → optional ``message``. The proposal id and the audit record
     number are internal: they are the header's and the "Done" line's element ``id``
     (:func:`card_element_id`, :data:`AUDIT_ELEMENT_PREFIX`), never shown.
+
+    ``undo`` (the caller checked the write can still be undone: its tool has an undo and
+    it is within the undo window) adds an **Undo** button to an approved card; it asks
+    for the undo (:func:`undo_data`), whose own approval card follows.
     """
     kicker, style = _OUTCOME_HEADERS[outcome]
     title = write_title(proposal.tool)
@@ -742,7 +790,10 @@ def outcome_card(
     else:
         message = str(detail.get("message") or "This proposal was already decided; nothing more was done.")
         body.append(_text(message))
-    return _card(body, fallback=f"{kicker}: {title}")
+    actions: list[Card] = []
+    if undo and outcome == "approved" and isinstance(detail.get("audit_id"), int):
+        actions.append({"type": "Action.Submit", "title": "Undo", "data": undo_data(detail["audit_id"])})
+    return _card(body, actions or None, fallback=f"{kicker}: {title}")
 
 
 def moved_card(proposal: Proposal) -> Card:

@@ -38,7 +38,7 @@ from bot.ai_entities import (
     message_entity,
     number_citations,
 )
-from bot.card_submit import CardSubmission, InvalidSubmission, parse_submission, to_decision
+from bot.card_submit import CardSubmission, InvalidSubmission, parse_submission, to_decision, undo_audit_id
 from bot.json_entity import JsonEntity
 from bot.progress import TurnProgress
 from bot.rep_tokens import RepTokens, SignedInRep, SsoRepTokens
@@ -49,6 +49,7 @@ from copilot.auth.tokens import OboTokenBroker, identity_from_assertion
 from copilot.errors import AuthError, InvalidDecision, ProposalNotPending, ThreadAccessDenied, ThreadNotFound
 from copilot.identity import RepIdentity
 from copilot.runner import CopilotService, Proposal, TurnResult
+from copilot.writes.undo import undoable
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,12 @@ class CopilotBot(TeamsActivityHandler):
         if isinstance(value, dict) and value.get("copilot") == cards.OPEN_KIND:
             await self._on_open(turn_context, value)
             return
-        if isinstance(value, dict) and value.get("copilot") == "command":
+        if isinstance(value, dict) and value.get("copilot") == cards.UNDO_KIND:
+            # An approved card's Undo button: a turn that proposes the undo (its approval
+            # card follows); who may undo is checked by the undo itself, not by the card.
+            audit_id = undo_audit_id(value)
+            text = cards.undo_request(audit_id) if audit_id is not None else ""
+        elif isinstance(value, dict) and value.get("copilot") == "command":
             text = str(value.get("text", ""))
         else:
             text = TurnContext.remove_recipient_mention(turn_context.activity) or ""
@@ -639,6 +645,8 @@ class CopilotBot(TeamsActivityHandler):
             kind,  # type: ignore[arg-type]
             detail=detail,
             locale=turn_context.activity.locale,
+            # Just executed, so within the window whenever there is one.
+            undo=undoable(proposal.tool) and self.service.settings.undo_window_hours > 0,
         )
         clicked = turn_context.activity.reply_to_id
         newest = await conversations.card_copy(self.service.pool, thread_id, proposal.tool_call_id)

@@ -44,6 +44,7 @@ def describe_tool_call(name: str, args: Mapping[str, Any], names: Mapping[str, s
         "pipeline_summary": "Summarising the pipeline…",
         "get_me": "Looking you up in the CRM…",
         "get_preferences": "Reading your preferences…",
+        "recent_writes": "Looking up your recent changes…",
     }
     return ProgressEvent("lookup", messages.get(name, f"Calling {name}…"), name)
 

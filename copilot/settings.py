@@ -77,6 +77,8 @@ class Settings(BaseSettings):
     """Append-only JSONL of signed chain-head anchors; unset (local only) = ``data_dir/audit/anchors.jsonl``."""
     audit_anchor_every: int = Field(default=1, ge=0, alias="COPILOT_AUDIT_ANCHOR_EVERY")
     """Anchor the committed head every N appends (per process); 0 = only ``audit verify``/``anchor``."""
+    undo_window_hours: float = Field(default=24.0, ge=0, le=24 * 90, alias="COPILOT_UNDO_WINDOW_HOURS")
+    """How long after a write its rep may still undo it (``undo_write``); 0 = no undo."""
 
     # --- model -------------------------------------------------------------------------
     copilot_model: str = Field(default=OFFLINE_MODEL, alias="COPILOT_MODEL")

@@ -101,6 +101,19 @@ def _admin_routes(settings: SandboxSettings, knobs: KnobState) -> list[Route]:
             {"user": user.handle, "id": user.id, "crm_access": effective, "default": user.crm_access}
         )
 
+    async def draft_sent(request: Request) -> JSONResponse:
+        """The user sent a draft from their own mail client (the sandbox itself never sends)."""
+        draft_id = request.path_params["draft_id"]
+        draft = await anyio.to_thread.run_sync(
+            lambda: db.mark_draft_sent(settings.db_path, draft_id=draft_id)
+        )
+        if draft is None:
+            return JSONResponse(
+                {"error": {"code": "not_found", "message": f"no draft {draft_id!r}", "details": {}}},
+                status_code=404,
+            )
+        return JSONResponse({"id": draft["id"], "sent_at": draft["sent_at"]})
+
     async def health(_: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
@@ -124,6 +137,7 @@ def _admin_routes(settings: SandboxSettings, knobs: KnobState) -> list[Route]:
         Route("/admin/export", export, methods=["GET"]),
         Route("/admin/reset", reset, methods=["POST"]),
         Route("/admin/users/{handle}/crm-access", put_crm_access, methods=["PUT"]),
+        Route("/admin/drafts/{draft_id}/sent", draft_sent, methods=["POST"]),
     ]
 
 

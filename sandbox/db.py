@@ -118,7 +118,8 @@ CREATE TABLE IF NOT EXISTS drafts (
     body TEXT NOT NULL,
     to_recipients TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    idempotency_key TEXT
+    idempotency_key TEXT,
+    sent_at TEXT
 );
 CREATE INDEX IF NOT EXISTS ix_drafts_owner ON drafts(tenant_id, owner_id);
 CREATE TABLE IF NOT EXISTS request_log (
@@ -270,6 +271,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
     draft_columns = {row["name"] for row in conn.execute("PRAGMA table_info(drafts)")}
     if "idempotency_key" not in draft_columns:
         conn.execute("ALTER TABLE drafts ADD COLUMN idempotency_key TEXT")
+    if "sent_at" not in draft_columns:
+        conn.execute("ALTER TABLE drafts ADD COLUMN sent_at TEXT")
 
 
 def reset(path: Path) -> None:
@@ -424,6 +427,21 @@ def list_drafts(path: Path, *, tenant_id: str, owner_id: str) -> list[dict[str, 
 def get_draft(path: Path, *, draft_id: str) -> dict[str, Any] | None:
     """A draft by id, or None."""
     with transaction(path, write=False) as conn:
+        row = conn.execute("SELECT * FROM drafts WHERE id = ?", (draft_id,)).fetchone()
+    return None if row is None else _decode("drafts", row)
+
+
+def delete_draft(path: Path, *, draft_id: str) -> bool:
+    """Delete a draft; False when there was none of that id."""
+    with transaction(path, write=True) as conn:
+        return conn.execute("DELETE FROM drafts WHERE id = ?", (draft_id,)).rowcount > 0
+
+
+def mark_draft_sent(path: Path, *, draft_id: str) -> dict[str, Any] | None:
+    """Record that the user sent a draft from their own mail client (the sandbox never
+    sends): it stays in the mailbox as a sent message. None when there is no such draft."""
+    with transaction(path, write=True) as conn:
+        conn.execute("UPDATE drafts SET sent_at = coalesce(sent_at, ?) WHERE id = ?", (utc_now(), draft_id))
         row = conn.execute("SELECT * FROM drafts WHERE id = ?", (draft_id,)).fetchone()
     return None if row is None else _decode("drafts", row)
 

@@ -8,6 +8,10 @@ is "not found", never "forbidden".
 mailbox owner): a repeat with the same payload answers 200 with the draft stored
 the first time instead of creating another; the same key with another payload is
 409 ``ErrorIdempotencyMismatch``.
+
+``DELETE /v1.0/me/messages/{id}`` deletes one of the caller's unsent drafts (204); a
+message the user already sent (from their own client: ``POST /admin/drafts/{id}/sent``)
+is refused with 409 ``ErrorMessageAlreadySent``, and nothing is deleted.
 """
 
 from __future__ import annotations
@@ -106,6 +110,20 @@ def mailbox_routes(settings: SandboxSettings) -> list[Route]:
             raise GraphError(404, "ErrorItemNotFound", "The specified object was not found in the store.")
         return JSONResponse(graph_message(draft))
 
+    async def delete_message(request: Request, caller: TokenClaims) -> Response:
+        draft_id = request.path_params["message_id"]
+        draft = await run_in_threadpool(lambda: db.get_draft(settings.db_path, draft_id=draft_id))
+        if draft is None or draft["tenant_id"] != caller.tenant_id or draft["owner_id"] != caller.user.id:
+            raise GraphError(404, "ErrorItemNotFound", "The specified object was not found in the store.")
+        if draft.get("sent_at"):
+            raise GraphError(
+                409,
+                "ErrorMessageAlreadySent",
+                "The message was already sent; only an unsent draft can be deleted.",
+            )
+        await run_in_threadpool(lambda: db.delete_draft(settings.db_path, draft_id=draft_id))
+        return Response(status_code=204)
+
     async def send(request: Request, caller: TokenClaims) -> Response:
         raise GraphError(
             405,
@@ -118,6 +136,7 @@ def mailbox_routes(settings: SandboxSettings) -> list[Route]:
         Route("/v1.0/me/messages", authenticated(create_message), methods=["POST"]),
         Route("/v1.0/me/messages", authenticated(list_messages), methods=["GET"]),
         Route("/v1.0/me/messages/{message_id}", authenticated(get_message), methods=["GET"]),
+        Route("/v1.0/me/messages/{message_id}", authenticated(delete_message), methods=["DELETE"]),
         Route("/v1.0/me/messages/{message_id}/send", authenticated(send), methods=["POST"]),
         Route("/v1.0/me/sendMail", authenticated(send), methods=["POST"]),
     ]
@@ -175,7 +194,7 @@ def graph_message(draft: dict[str, Any]) -> dict[str, Any]:
         "toRecipients": [{"emailAddress": {"name": a, "address": a}} for a in draft["to_recipients"]],
         "ccRecipients": [],
         "bccRecipients": [],
-        "isDraft": True,
+        "isDraft": not draft.get("sent_at"),
         "isRead": True,
         "from": mailbox,
         "sender": mailbox,

@@ -209,7 +209,9 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                         thread_id=ctx.thread_id,
                         tool_call_id=call_id,
                         tool=name,
-                        target_record_id=entry.target_id(args),
+                        # A tool whose arguments do not name the record (an undo names
+                        # an audit id) says which record it changed in its plan.
+                        target_record_id=entry.target_id(args) or planned.target.get("id"),
                         record_version_read=planned.expected_version
                         if planned.expected_version is not None
                         else (snapshot or {}).get("version"),
@@ -221,6 +223,7 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                         decided_at=now,
                         executed_at=now,
                         trace_url=trace.url_for_tool_call(call_id) if trace is not None else None,
+                        undoes_audit_id=planned.undoes_audit_id,
                     )
                 stored_json = await claim.complete(outcome.model_dump(mode="json"), audit_entry)
                 return _message(request, WriteOutcome.model_validate(stored_json))

@@ -95,9 +95,14 @@ class AuditEntry:
     decided_at: datetime
     executed_at: datetime
     trace_url: str | None = None
+    undoes_audit_id: int | None = None
+    """For an ``undo_write``: the audit id of the write it reversed (migration ``undo``)."""
 
 
 _COLUMNS = tuple(f.name for f in fields(AuditEntry))
+# Columns added after rows were already chained: hashed only when set, so every row
+# written before them (where they are NULL) still hashes as it was written.
+_HASHED_WHEN_SET = frozenset({"undoes_audit_id"})
 _SELECT_ROWS = (
     f"SELECT id, {', '.join(_COLUMNS)}, key_id, prev_hash, row_hash FROM audit_log"
     " WHERE id > %s ORDER BY id LIMIT %s"
@@ -205,7 +210,9 @@ def _utc_iso(value: datetime | None, name: str) -> str | None:
 def canonical_json(values: Mapping[str, Any]) -> str:
     """The canonical text hashed for one row (sorted keys, no whitespace, ISO UTC times)."""
     normalised = {
-        name: _utc_iso(values[name], name) if name in _TIME_FIELDS else values[name] for name in _COLUMNS
+        name: _utc_iso(values[name], name) if name in _TIME_FIELDS else values[name]
+        for name in _COLUMNS
+        if name not in _HASHED_WHEN_SET or values.get(name) is not None
     }
     return json.dumps(normalised, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
@@ -495,11 +502,53 @@ async def list_entries(
 ) -> list[StoredAuditEntry]:
     """The newest audit rows first, optionally for one thread."""
     where = "WHERE thread_id = %(thread_id)s" if thread_id is not None else ""
+    return await _select_entries(conn, where, {"thread_id": thread_id, "limit": limit})
+
+
+async def get_entry(conn: AsyncConnection[Any], audit_id: int) -> StoredAuditEntry | None:
+    """One audit row by id, or None."""
+    rows = await _select_entries(conn, "WHERE id = %(id)s", {"id": audit_id, "limit": 1})
+    return rows[0] if rows else None
+
+
+async def undone_by(conn: AsyncConnection[Any], audit_id: int) -> int | None:
+    """The audit id of the undo that reversed row ``audit_id``, or None if it was not undone."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute("SELECT id FROM audit_log WHERE undoes_audit_id = %s", (audit_id,))
+        row = await cur.fetchone()
+    return None if row is None else int(row["id"])
+
+
+async def recent_entries(
+    conn: AsyncConnection[Any], *, tenant_id: str, rep_aad_id: str, since: datetime, limit: int = 10
+) -> list[tuple[StoredAuditEntry, int | None]]:
+    """The rep's own writes executed since ``since``, newest first, each with the id of the
+    undo that reversed it (None if it was not undone)."""
+    rows = await _select_entries(
+        conn,
+        "WHERE tenant_id = %(tenant)s AND rep_aad_id = %(rep)s AND executed_at >= %(since)s",
+        {"tenant": tenant_id, "rep": rep_aad_id, "since": since, "limit": limit},
+    )
+    undone: dict[int, int] = {}
+    if rows:
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(
+                "SELECT id, undoes_audit_id FROM audit_log WHERE undoes_audit_id = ANY(%s)",
+                ([r.id for r in rows],),
+            )
+            undone = {int(r["undoes_audit_id"]): int(r["id"]) for r in await cur.fetchall()}
+    return [(row, undone.get(row.id)) for row in rows]
+
+
+async def _select_entries(
+    conn: AsyncConnection[Any], where: str, params: dict[str, Any]
+) -> list[StoredAuditEntry]:
+    # ``where`` is one of this module's fixed clauses, never input.
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
             f"SELECT id, {', '.join(_COLUMNS)}, key_id, prev_hash, row_hash FROM audit_log {where}"
             " ORDER BY id DESC LIMIT %(limit)s",
-            {"thread_id": thread_id, "limit": limit},
+            params,
         )
         rows = await cur.fetchall()
     return [

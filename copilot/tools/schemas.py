@@ -125,3 +125,13 @@ class UpdatePreferencesArgs(_Args):
 
 class NoArgs(_Args):
     """A tool without arguments."""
+
+
+class UndoWriteArgs(_Args):
+    """Undo one executed write (by its audit id) with the compensating change."""
+
+    audit_id: int = Field(
+        ge=1,
+        title="Change",
+        description="The audit id of the executed write to undo (from recent_writes or a write's result)",
+    )

@@ -35,6 +35,10 @@ class ProposalRecord(TypedDict, total=False):
     preview: str | None
     error: dict[str, str] | None
     taken_at: str
+    restored: dict[str, Any]
+    """For an undo: the values it puts back (``current`` holds the values now)."""
+    summary: str
+    """One line saying what approving does, when there are no fields to show (an undo)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class WritePlan:
     args: BaseModel
     expected_version: int | None = None
     target: dict[str, Any] = field(default_factory=dict)
+    undoes_audit_id: int | None = None
+    """For an undo: the audit id of the write it reverses (its own audit row links it)."""
 
 
 OutcomeStatus = Literal["done", "conflict", "refused", "failed"]

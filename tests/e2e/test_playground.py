@@ -4,9 +4,10 @@ What a rep does by hand in the Playground, checked against what the sandbox CRM 
 afterwards: a cited answer, an approval card edited and approved (one write, edited
 subject), a rejection with a reason (no write), a double click on Approve (one write),
 the approval card at phone size (also with its Edit panel open), a question asked while a
-proposal waits (answered; the card stays, live, and is not posted again), and "my
+proposal waits (answered; the card stays, live, and is not posted again), "my
 approvals" (opened from the welcome card; one proposal opened into its card, whose older
-copy loses its buttons, and decided there). Screenshots at 1280×800 and 390×844 land in
+copy loses its buttons, and decided there), and an approved update undone from its card's
+Undo button (the undo's own approval card approved; the CRM as before). Screenshots at 1280×800 and 390×844 land in
 ``test-artifacts/e2e/``.
 """
 
@@ -120,7 +121,7 @@ def test_edit_and_approve_updates_the_card_and_writes_once(stack: Stack):
     approved = stack.teams("card", cardId=of(call_id), text="✓ Approved")
     stack.teams("screenshot", name="approved-card-desktop", card={"cardId": of(call_id)})
     assert "Pricing call (edited in Teams)" in approved["text"]
-    assert approved["buttons"] == [], "a decided card has nothing left to click"
+    assert approved["buttons"] == ["Undo"], "a decided card has no decision left to click, only Undo"
     assert call_id not in approved["text"], "no internal proposal id on the card"
     assert "Audit record" not in approved["text"], "no internal audit number on the card"
 
@@ -252,7 +253,7 @@ def test_my_approvals_opens_a_proposal_whose_old_card_loses_its_buttons_and_deci
     stack.teams("click", cardId=of(older), which="last", button="Approve")
     approved = stack.teams("card", cardId=of(older), which="last", text="✓ Approved")
     stack.teams("screenshot", name="approved-from-my-approvals-desktop", card={"cardId": of(older)})
-    assert approved["buttons"] == []
+    assert approved["buttons"] == ["Undo"]
     assert len(written_by(activities(stack), older)) == 1
     assert written_by(activities(stack), newer) == []
 
@@ -334,3 +335,41 @@ def test_a_thumbs_down_with_a_comment_on_an_answer_is_stored(stack: Stack, e2e_d
     # The Playground logs the invoke it sent and the bot's status (Teams wants 200).
     log = stack.teams("playgroundLog")["lines"]
     assert any("-> User Application invoke 200" in line for line in log), "\n".join(log[-15:])
+
+
+def opportunity(stack: Stack, opportunity_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = stack.sandbox.call("alex", "get_opportunity", opportunity_id=opportunity_id)[
+        "structuredContent"
+    ]
+    return found
+
+
+def test_an_approved_update_is_undone_from_its_card_and_the_crm_is_as_before(stack: Stack):
+    new_thread(stack)
+    before = opportunity(stack, "opp-acme-expansion")
+    call_id = propose(stack, "move the Acme fleet expansion deal to Negotiation")
+    stack.teams("click", cardId=of(call_id), button="Approve")
+    approved = stack.teams("card", cardId=of(call_id), text="✓ Approved")
+    assert approved["buttons"] == ["Undo"]
+    changed = opportunity(stack, "opp-acme-expansion")
+    assert changed["stage"] == "Negotiation"
+    assert changed["version"] == before["version"] + 1
+
+    # Undo starts a turn that proposes the undo: its own approval card, current vs restored.
+    stack.teams("click", cardId=of(call_id), button="Undo")
+    undo = stack.teams("card", contains="Undo a change", text="Your approval is needed")
+    stack.teams("screenshot", name="undo-approval-card-desktop", card="Undo a change")
+    assert "Restored" in undo["text"]
+    assert before["stage"] in undo["text"]
+    assert undo["buttons"] == ["Approve", "Reject…"]
+    assert opportunity(stack, "opp-acme-expansion")["stage"] == "Negotiation", (
+        "nothing undone before approval"
+    )
+
+    stack.teams("click", contains="Undo a change", button="Approve")
+    done = stack.teams("card", contains="Undo a change", text="✓ Approved")
+    assert done["buttons"] == [], "an undo is not undone again"
+    after = opportunity(stack, "opp-acme-expansion")
+    fields = ("stage", "amount", "close_date", "next_step", "probability")
+    assert {k: after[k] for k in fields} == {k: before[k] for k in fields}
+    assert after["version"] == before["version"] + 2

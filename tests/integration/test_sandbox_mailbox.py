@@ -153,3 +153,32 @@ def test_malformed_json_is_400(client: TestClient, settings: SandboxSettings) ->
     )
 
     assert response.status_code == 400
+
+
+def test_a_user_deletes_their_unsent_draft_but_not_a_sent_one_or_anyone_elses(
+    client: TestClient, settings: SandboxSettings
+) -> None:
+    from sandbox import db
+
+    mine = client.post("/v1.0/me/messages", json=DRAFT, headers=_headers(settings, "alex")).json()
+    other = client.delete(f"/v1.0/me/messages/{mine['id']}", headers=_headers(settings, "megan"))
+    assert other.status_code == 404
+    assert other.json()["error"]["code"] == "ErrorItemNotFound"
+
+    deleted = client.delete(f"/v1.0/me/messages/{mine['id']}", headers=_headers(settings, "alex"))
+    assert deleted.status_code == 204
+    assert (
+        client.get(f"/v1.0/me/messages/{mine['id']}", headers=_headers(settings, "alex")).status_code == 404
+    )
+    again = client.delete(f"/v1.0/me/messages/{mine['id']}", headers=_headers(settings, "alex"))
+    assert again.status_code == 404
+
+    sent = client.post("/v1.0/me/messages", json=DRAFT, headers=_headers(settings, "alex")).json()
+    db.mark_draft_sent(settings.db_path, draft_id=sent["id"])  # the user sent it from Outlook
+    refused = client.delete(f"/v1.0/me/messages/{sent['id']}", headers=_headers(settings, "alex"))
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert error["code"] == "ErrorMessageAlreadySent"
+    assert set(error["innerError"]) >= {"date", "request-id", "client-request-id"}
+    kept = client.get(f"/v1.0/me/messages/{sent['id']}", headers=_headers(settings, "alex")).json()
+    assert kept["isDraft"] is False

@@ -112,6 +112,7 @@ def test_the_approval_middleware_interrupts_exactly_the_write_tools_per_call_wit
         "update_opportunity",
         "draft_followup_email",
         "update_preferences",
+        "undo_write",
     }
     for name, config in hitl.interrupt_on.items():
         assert sorted(config["allowed_decisions"]) == ["approve", "edit", "reject"], name
@@ -119,7 +120,7 @@ def test_the_approval_middleware_interrupts_exactly_the_write_tools_per_call_wit
 
 def test_the_copilots_own_tools_are_its_writes_and_its_known_local_reads():
     assert {t.name for t in write_tools()} == set(WRITE_TOOL_SCHEMAS)
-    assert {t.name for t in local_read_tools()} == {"get_preferences"}
+    assert {t.name for t in local_read_tools()} == {"get_preferences", "recent_writes"}
     assert not {t.name for t in local_read_tools()} & set(WRITE_TOOL_SCHEMAS)
 
 

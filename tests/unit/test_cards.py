@@ -354,7 +354,7 @@ def test_an_open_panel_still_shows_the_proposal_next_to_the_current_values():
 
 
 @pytest.mark.parametrize("outcome", OUTCOMES)
-def test_outcome_card_has_no_actions(outcome: str):
+def test_outcome_card_has_no_actions_unless_it_offers_undo(outcome: str):
     card = CARDS[f"outcome:{outcome}"]
     assert "actions" not in card
     assert not [n for n in elements(card) if n["type"].startswith("Action.") or n["type"] == "ActionSet"]
@@ -714,3 +714,49 @@ def test_the_welcome_card_offers_my_approvals():
     assert APPROVALS_COMMANDS[0] in WELCOME_COMMANDS
     titles = [a["title"] for a in CARDS["welcome"]["actions"]]
     assert "my approvals" in titles
+
+
+# --- undo -----------------------------------------------------------------------------------
+
+UNDO = proposal(
+    "undo_write",
+    {"audit_id": 42},
+    {
+        "tool": "undo_write",
+        "target": {"type": "opportunity", "id": "opp-acme-renewal", "name": "Renewal 2027"},
+        "version": 5,
+        "current": {"stage": "Negotiation", "amount": 120000.0, "currency": "USD"},
+        "restored": {"stage": "Proposal", "amount": 95000.0},
+        "summary": "Put back the values this opportunity had before your change.",
+        "proposed": {"audit_id": 42},
+        "error": None,
+    },
+)
+
+
+def test_an_approved_change_within_the_undo_window_offers_an_undo_button_naming_its_audit_id():
+    from bot.card_submit import undo_audit_id
+    from bot.cards import UNDO_KIND, undo_request
+
+    card = outcome_card(UPDATE, "approved", detail={"audit_id": 42, "args": UPDATE.args}, undo=True)
+    [button] = submit_actions(card)
+    assert button["title"] == "Undo"
+    assert button["data"] == {"copilot": UNDO_KIND, "audit_id": 42}
+    assert undo_audit_id(button["data"]) == 42
+    assert "42" in undo_request(42)
+    assert undo_audit_id({"copilot": UNDO_KIND, "audit_id": "42; drop"}) is None
+    assert [c["errors"] for c in validate_cards([card])] == [[]]
+    # Not offered on a rejected or conflicted card, nor without an audit id.
+    for kind, detail in (("rejected", {"reason": "no"}), ("conflict", {"current": {}}), ("approved", {})):
+        assert "actions" not in outcome_card(UPDATE, kind, detail=detail, undo=True)  # type: ignore[arg-type]
+
+
+def test_an_undo_approval_card_shows_current_next_to_restored_values_and_nothing_to_edit():
+    card = approval_card(UNDO, thread_id=THREAD)
+    assert [c["errors"] for c in validate_cards([card])] == [[]]
+    pairs = fact_pairs(card)
+    assert {"title": "Current", "value": "Negotiation"} in pairs
+    assert {"title": "Restored", "value": "Proposal"} in pairs
+    assert "Put back the values" in all_text(card)
+    assert title("undo_write") in all_text(card)
+    assert [a["title"] for a in card["actions"]] == ["Approve", "Reject…"]

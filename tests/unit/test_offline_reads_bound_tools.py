@@ -377,6 +377,8 @@ def test_the_offline_package_names_no_sandbox_or_copilot_tool() -> None:
         "draft_followup_email",
         "update_preferences",
         "get_preferences",
+        "undo_write",
+        "recent_writes",
     }
     pattern = re.compile(r"\b(" + "|".join(sorted(map(re.escape, names))) + r")\b")
     sources = _package_sources()

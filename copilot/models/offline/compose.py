@@ -25,6 +25,7 @@ _CAPABILITIES: tuple[tuple[Role, str], ...] = (
     ("contact_list", 'find who holds a role ("who is the CFO at" and the account\'s name)'),
     ("opportunity_list", "answer one thing about a deal (\"what's the next step on\" and the deal's name)"),
     ("activity_log", "log a call, meeting, email or task for your approval"),
+    ("write_undo", 'undo one of your recent changes, for your approval ("undo my last change")'),
     (
         "opportunity_update",
         "propose opportunity changes (stage, close date, amount, next step) for your approval",
@@ -45,6 +46,8 @@ def action(role: WriteRole) -> str:
             return "save the draft email"
         case "preferences_update":
             return "change your preferences"
+        case "write_undo":
+            return "undo the change"
         case _:
             assert_never(role)
 

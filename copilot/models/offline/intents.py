@@ -46,6 +46,7 @@ Intent = Literal[
     "log",
     "update",
     "draft",
+    "undo",
     "overview",
     "opportunities",
     "pipeline",
@@ -54,8 +55,8 @@ Intent = Literal[
     "help",
 ]
 """What the rep wants; several read intents may share one question (composed in this order)."""
-WriteIntent = Literal["preferences_update", "log", "update", "draft"]
-WRITE_INTENTS: tuple[WriteIntent, ...] = ("preferences_update", "log", "update", "draft")
+WriteIntent = Literal["preferences_update", "log", "update", "draft", "undo"]
+WRITE_INTENTS: tuple[WriteIntent, ...] = ("preferences_update", "log", "update", "draft", "undo")
 
 _OPPORTUNITY_CUES = re.compile(
     r"\b(deals?|opportunit(?:y|ies)|opps?|renewals?|expansions?|upsell|add-?on|pilot|rollout|upgrade|new business)\b",
@@ -107,6 +108,77 @@ class PrefsSpec:
     problem: str | None = None
 
 
+@dataclass(frozen=True)
+class UndoSpec:
+    """A requested undo: of one numbered change, or of the newest change matching words."""
+
+    audit_id: int | None
+    words: tuple[str, ...]
+    """The rep's words that may name the change ("zephyr", "stage"); empty = the last one."""
+
+
+# "undo" anywhere ("I'd like to undo that"); the other verbs only leading the request.
+_UNDO = re.compile(
+    r"\bundo\b|^\s*(?:please\s+|can you\s+|could you\s+|pls\s+)*(?:revert|reverse|roll\s*back)\b", re.I
+)
+_UNDO_NUMBER = re.compile(
+    r"\b(?:audit\s+record|record|change|audit)\s*(?:no\.?|number|#)?\s*#?(\d{1,12})\b", re.I
+)
+_UNDO_FILLER = frozenset(
+    [
+        "undo",
+        "would",
+        "like",
+        "want",
+        "i'd",
+        "revert",
+        "reverse",
+        "roll",
+        "rollback",
+        "back",
+        "please",
+        "can",
+        "could",
+        "you",
+        "pls",
+        "my",
+        "the",
+        "a",
+        "an",
+        "that",
+        "this",
+        "last",
+        "latest",
+        "recent",
+        "change",
+        "changes",
+        "update",
+        "edit",
+        "write",
+        "i",
+        "made",
+        "just",
+        "me",
+        "to",
+        "of",
+        "on",
+        "for",
+        "it",
+    ]
+)
+
+
+def parse_undo(text: str) -> UndoSpec | None:
+    """An undo request ("undo my last change", "undo the Zephyr stage change"), else None."""
+    if not _UNDO.search(text):
+        return None
+    number = _UNDO_NUMBER.search(text)
+    if number is not None:
+        return UndoSpec(int(number.group(1)), ())
+    found = [w for w in re.findall(r"[a-z0-9][a-z0-9'-]*", text.lower()) if w not in _UNDO_FILLER]
+    return UndoSpec(None, tuple(found))
+
+
 @dataclass
 class Request:
     """One human message, understood."""
@@ -127,6 +199,7 @@ class Request:
     update: UpdateSpec | None = None
     draft: DraftSpec | None = None
     prefs: PrefsSpec | None = None
+    undo: UndoSpec | None = None
     match_text: str = ""  # the text with dates, amounts and new values blanked: for matching deal names
     focus: list[Focus] = field(default_factory=list)
     """What a read question asks about its records: a count, one field, the latest activity."""
@@ -420,6 +493,12 @@ def parse_request(
         "any" if req.team or _has(r"\b(all|everyone's)\s+(deals|opportunities|opps)\b", lower) else "me"
     )
 
+    undo = parse_undo(original)
+    if undo is not None:
+        req.intents.append("undo")
+        req.undo = undo
+        return req
+
     prefs = parse_preferences(text)
     if prefs is not None and not _is_log(lower):
         req.intents.append(prefs[0])
@@ -558,8 +637,10 @@ __all__ = [
     "LogSpec",
     "PrefsSpec",
     "Request",
+    "UndoSpec",
     "UpdateSpec",
     "WriteIntent",
     "log_occurred_at",
     "parse_request",
+    "parse_undo",
 ]

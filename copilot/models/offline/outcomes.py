@@ -111,8 +111,26 @@ def confirmation(ctx: PlanContext, role: WriteRole, prior: list[Call], result: T
             if args.get("reset"):
                 return "Reset your drafting preferences to the defaults."
             return "Updated your preferences: " + describe_changes(args, ctx.tools.label) + "."
+        case "write_undo":
+            return undo_confirmation(ctx, data)
         case _:
             assert_never(role)
+
+
+def undo_confirmation(ctx: PlanContext, data: dict[str, Any]) -> str:
+    """What an undo did, from its result (the record as it is now)."""
+    if isinstance(data.get("opportunity"), dict):
+        opp = as_dict(data.get("opportunity"))
+        restored = as_dict(data.get("previous"))
+        back = {k: opp.get(k, v) for k, v in restored.items()}
+        return (
+            f"Undone: {opp.get('name', 'the opportunity')} {c.cite(opp.get('id'))} has its earlier values "
+            f"again ({describe_changes(back, ctx.tools.label)})."
+        )
+    if isinstance(data.get("activity"), dict):
+        act = as_dict(data.get("activity"))
+        return f'Undone: the activity "{act.get("subject", "")}" {c.cite(act.get("id"))} is now void.'
+    return "Undone: the draft was deleted from your Outlook drafts (it had not been sent)."
 
 
 def regarding(act: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from copilot.models.offline import reads, writes
+from copilot.models.offline import reads, undo, writes
 from copilot.models.offline.context import PlanContext
 from copilot.models.offline.intents import Intent
 from copilot.models.offline.lookup import check_typed_ids
@@ -39,6 +39,8 @@ def plan(ctx: PlanContext) -> Step:
             return writes.propose_update(ctx)
         case "draft":
             return writes.propose_draft(ctx)
+        case "undo":
+            return undo.propose_undo(ctx)
         case "overview" | "opportunities" | "pipeline" | "activities" | "contacts" | "help":
             return reads.plan_reads(ctx)
         case _:
@@ -52,7 +54,7 @@ def _kinds_to_check(first: Intent) -> tuple[Kind, ...]:
             return ("opportunity",)
         case "log":
             return ("account", "opportunity")
-        case "preferences_show" | "preferences_update" | "help":
+        case "preferences_show" | "preferences_update" | "help" | "undo":
             return ()
         case "draft" | "overview" | "opportunities" | "pipeline" | "activities" | "contacts":
             return ("account",)

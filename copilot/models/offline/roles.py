@@ -23,8 +23,9 @@ ReadRole = Literal[
     "contact_list",
     "pipeline",
     "preferences_read",
+    "write_history",
 ]
-WriteRole = Literal["activity_log", "opportunity_update", "email_draft", "preferences_update"]
+WriteRole = Literal["activity_log", "opportunity_update", "email_draft", "preferences_update", "write_undo"]
 Role = ReadRole | WriteRole
 
 READ_ROLES: tuple[ReadRole, ...] = get_args(ReadRole)
@@ -40,6 +41,8 @@ PIPELINE_WORDS = ("pipeline", "forecast")
 PREFERENCE_WORDS = ("preference", "setting")
 EMAIL_WORDS = ("email", "mail", "draft", "followup")
 LOG_WORDS = ("log", *ACTIVITY_WORDS)
+HISTORY_WORDS = ("write", "change", "undo")
+UNDO_WORDS = ("undo", "revert", "reverse")
 SUBJECT_WORDS: tuple[tuple[str, ...], ...] = (
     ACCOUNT_WORDS,
     OPPORTUNITY_WORDS,
@@ -104,6 +107,14 @@ ROLES: dict[Role, RoleSpec] = {
     "contact_list": RoleSpec(True, CONTACT_WORDS, needs=frozenset({"account_id"}), kind="contact"),
     "pipeline": RoleSpec(True, PIPELINE_WORDS, needs_any=frozenset({"period_start", "period_end", "scope"})),
     "preferences_read": RoleSpec(True, PREFERENCE_WORDS, no_required=True),
+    # The rep's own recent executed changes (to find the one "undo my last change" means).
+    "write_history": RoleSpec(
+        True,
+        HISTORY_WORDS,
+        needs=frozenset({"limit"}),
+        excludes=frozenset({"account_id", "opportunity_id", "query", "owner", "stage"}),
+        no_required=True,
+    ),
     "activity_log": RoleSpec(
         False, LOG_WORDS, needs=frozenset({"subject", "notes", "account_id"}), kind="activity"
     ),
@@ -120,6 +131,7 @@ ROLES: dict[Role, RoleSpec] = {
         PREFERENCE_WORDS,
         needs_any=frozenset({"email_tone", "signature", "followup_cadence_days", "reset"}),
     ),
+    "write_undo": RoleSpec(False, UNDO_WORDS, needs=frozenset({"audit_id"})),
 }
 
 DETAIL_ROLES: dict[Kind, ReadRole] = {"account": "account_detail", "opportunity": "opportunity_detail"}
