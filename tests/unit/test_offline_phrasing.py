@@ -244,6 +244,13 @@ class Crm:
                 metadata={"readOnlyHint": False},
             ),
             StructuredTool.from_function(
+                func=lambda **kw: json.dumps({"status": "done", "activity": {"id": "act-1"}}),
+                name="log_activity",
+                description="Log a call, meeting, email or task.",
+                args_schema=WRITE_TOOL_SCHEMAS["log_activity"],
+                metadata={"readOnlyHint": False},
+            ),
+            StructuredTool.from_function(
                 func=lambda **kw: json.dumps({"status": "done", "draft": {"id": "d-1"}}),
                 name="draft_followup_email",
                 description="Save a follow-up email draft.",
@@ -732,3 +739,28 @@ def test_a_question_about_the_reps_own_book_after_an_account_answer_is_about_the
     turns = _conversation("summarise kestrel", "is it possible to see my pipeline?")
     assert [c["name"] for c in turns[1][1][0].tool_calls] == ["list_opportunities", "pipeline_summary"]
     assert "[opp-brw-exp]" in turns[1][0]
+
+
+@pytest.mark.parametrize(
+    ("question", "contact_id"),
+    [
+        ("Write Lena Ortiz from Kestrel Aviation a quick follow-up note on the IT rollout", "con-kes-3"),
+        ("draft Marco Ruiz at kestrel an email about the hangar lease", "con-kes-4"),
+        ("write Owen Blake of Kestrel a thank-you note for the meeting", "con-kes-2"),
+    ],
+)
+def test_a_draft_names_its_addressee_right_after_the_verb(question: str, contact_id: str) -> None:
+    _, produced, _ = ask(question)
+    [call] = [c for m in produced for c in m.tool_calls if c["name"] == "draft_followup_email"]
+    assert call["args"]["contact_id"] == contact_id
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["add a call to Kestrel about the renewal pricing", "Kindly add a meeting with kestrel regarding the pilot"],
+)
+def test_adding_a_call_or_a_meeting_is_logging_it(question: str) -> None:
+    _, produced, _ = ask(question)
+    [call] = [c for m in produced for c in m.tool_calls if c["name"] == "log_activity"]
+    assert call["args"]["type"] in ("call", "meeting")
+    assert call["args"]["account_id"] == "acc-kes"

@@ -284,7 +284,7 @@ def _is_log(lower: str) -> bool:
     return _has(
         r"^\s*(?:please\s+|can you\s+|could you\s+|pls\s+)*(?:log|record|note down|jot down)\b"
         r"|\b(?:log|record)\s+(?:a|an|the|my|this|that|our)?\s*(?:call|meeting|email|e-mail|task|note|activity|demo|visit)"
-        r"|\b(?:add|create)\s+(?:a|an|new)?\s*(?:task|note|activity|to-?do|reminder|call log|meeting note)",
+        r"|\b(?:add|create)\s+(?:a|an|new)?\s*(?:task|note|activity|to-?do|reminder|call log|meeting note|call|meeting)\b",
         lower,
     )
 
@@ -411,7 +411,7 @@ def parse_update(
 
 def _is_draft(lower: str) -> bool:
     return _has(
-        r"\b(draft|write|compose|prepare|send|create)\b.{0,40}\b(follow[\s-]?up|e-?mail|note|message|reply|thank[\s-]?you)\b"
+        r"\b(draft|write|compose|prepare|send|create)\b.{0,60}\b(follow[\s-]?up|e-?mail|note|message|reply|thank[\s-]?you)\b"
         r"|\bfollow[\s-]?up\s+e-?mail\b",
         lower,
     )
@@ -421,7 +421,9 @@ def parse_draft(text: str) -> DraftSpec:
     """The addressee ("to Dana at Vandelay") and topic ("about the pricing discussion") of a draft."""
     contact = None
     m = re.search(
-        r"\b(?:to|with|for|email|e-mail)\s+(?!the\b|my\b|our\b|their\b|a\b|an\b)([A-Za-z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?)\s+(?:at|from|@|of)\s+",
+        # "to Dana at Vandelay", and the addressee right after the verb: "write Dana Lee from Vandelay …"
+        r"\b(?:to|with|for|email|e-mail|(?i:write|draft|message|ping|mail))\s+(?!the\b|my\b|our\b|their\b|a\b|an\b)"
+        r"([A-Za-z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?)\s+(?:at|from|@|of)\s+",
         text,
     )
     if m is not None:
