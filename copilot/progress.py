@@ -43,6 +43,7 @@ def describe_tool_call(name: str, args: Mapping[str, Any], names: Mapping[str, s
         "get_contact": "Looking up the contact…",
         "pipeline_summary": "Summarising the pipeline…",
         "get_preferences": "Reading your preferences…",
+        "search_knowledge": "Searching the playbooks and product documents…",
     }
     return ProgressEvent("lookup", messages.get(name, f"Calling {name}…"), name)
 

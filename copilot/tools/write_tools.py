@@ -15,6 +15,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.runtime import Runtime, get_runtime
 
 from copilot.context import AgentContext
+from copilot.tools.knowledge import knowledge_tool
 from copilot.tools.preferences import load_preferences
 from copilot.tools.schemas import NoArgs
 from copilot.writes import write_tools as registered_write_tools
@@ -43,5 +44,6 @@ def local_read_tools() -> list[BaseTool]:
             description="Show the rep's drafting preferences (email tone, signature, follow-up cadence).",
             args_schema=NoArgs,
             metadata={"readOnlyHint": True},
-        )
+        ),
+        knowledge_tool(),
     ]

@@ -23,6 +23,7 @@ ReadRole = Literal[
     "contact_list",
     "pipeline",
     "preferences_read",
+    "knowledge_search",
 ]
 WriteRole = Literal["activity_log", "opportunity_update", "email_draft", "preferences_update"]
 Role = ReadRole | WriteRole
@@ -39,6 +40,7 @@ CONTACT_WORDS = ("contact", "people", "stakeholder")
 PIPELINE_WORDS = ("pipeline", "forecast")
 PREFERENCE_WORDS = ("preference", "setting")
 EMAIL_WORDS = ("email", "mail", "draft", "followup")
+KNOWLEDGE_WORDS = ("knowledge", "playbook", "guidance", "document")
 LOG_WORDS = ("log", *ACTIVITY_WORDS)
 SUBJECT_WORDS: tuple[tuple[str, ...], ...] = (
     ACCOUNT_WORDS,
@@ -48,6 +50,7 @@ SUBJECT_WORDS: tuple[tuple[str, ...], ...] = (
     PIPELINE_WORDS,
     PREFERENCE_WORDS,
     EMAIL_WORDS,
+    KNOWLEDGE_WORDS,
 )
 
 _PAGING = frozenset({"limit", "cursor", "query", "page", "offset"})
@@ -104,6 +107,7 @@ ROLES: dict[Role, RoleSpec] = {
     "contact_list": RoleSpec(True, CONTACT_WORDS, needs=frozenset({"account_id"}), kind="contact"),
     "pipeline": RoleSpec(True, PIPELINE_WORDS, needs_any=frozenset({"period_start", "period_end", "scope"})),
     "preferences_read": RoleSpec(True, PREFERENCE_WORDS, no_required=True),
+    "knowledge_search": RoleSpec(True, KNOWLEDGE_WORDS, needs=frozenset({"query"})),
     "activity_log": RoleSpec(
         False, LOG_WORDS, needs=frozenset({"subject", "notes", "account_id"}), kind="activity"
     ),
