@@ -97,7 +97,10 @@ async def test_a_next_step_question_answers_with_the_live_deal_and_its_stage_pla
     assert not result.unverified_citations
     assert f"playbook for the {deal['stage']} stage" in result.answer
     # The source of the document citation is described (title) for the card.
-    assert result.sources[cited_chunks[0]].name == f"{deal['stage']} stage playbook"
+    source = result.sources[cited_chunks[0]]
+    assert (source.name, source.kind) == (f"{deal['stage']} stage playbook", "knowledge")
+    assert source.url is not None
+    assert source.url.endswith(f"{playbook.split('/')[1]}.md")
     assert any('"kb-' in text for text in _tool_texts(messages))
 
 

@@ -714,3 +714,28 @@ def test_the_welcome_card_offers_my_approvals():
     assert APPROVALS_COMMANDS[0] in WELCOME_COMMANDS
     titles = [a["title"] for a in CARDS["welcome"]["actions"]]
     assert "my approvals" in titles
+
+
+def test_answer_card_shows_a_cited_document_by_its_title_linked_to_its_source_once_per_document():
+    card = answer_card(
+        "Renewal 2027 [opp-acme-renewal] is in Proposal. Present it live [kb-1a2b3c4d5e-2] [kb-1a2b3c4d5e-3].",
+        ["opp-acme-renewal", "kb-1a2b3c4d5e-2", "kb-1a2b3c4d5e-3"],
+        record_url_template="https://crm.example.com/records/{id}",
+        documents={
+            "kb-1a2b3c4d5e-2": (
+                "Proposal stage playbook",
+                "https://contoso.sharepoint.example/playbook-proposal.md",
+            ),
+            "kb-1a2b3c4d5e-3": (
+                "Proposal stage playbook",
+                "https://contoso.sharepoint.example/playbook-proposal.md",
+            ),
+        },
+    )
+    sources = card["body"][-1]["items"][1]["text"]
+    assert sources == (
+        "[opp-acme-renewal](https://crm.example.com/records/opp-acme-renewal)"
+        " · [Proposal stage playbook](https://contoso.sharepoint.example/playbook-proposal.md)"
+    )
+    local = answer_card("See [kb-1]", ["kb-1"], documents={"kb-1": ("Guide [v2]", "file:///srv/guide.md")})
+    assert local["body"][-1]["items"][1]["text"] == "Guide (v2)"  # no link a Teams client cannot open
