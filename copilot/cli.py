@@ -142,6 +142,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KIND:VALUE",
         help="restrict to group:NAME, role:NAME or territory:NAME (repeatable; kinds combine with AND)",
     )
+    k_ingest.add_argument(
+        "--bearer-env",
+        metavar="NAME",
+        help="environment variable holding the Graph token a drive listing URL needs (Sites.Read.All)",
+    )
     k_ingest.add_argument("--json", action="store_true", help="machine-readable output")
     k_list = knowledge_commands.add_parser("list", help="the ingested documents")
     k_list.add_argument("--tenant", help="only this tenant's documents")
@@ -241,7 +246,12 @@ async def _knowledge(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.knowledge_command == "ingest":
         return await knowledge.ingest(
-            settings, target=args.target, tenant=args.tenant, acl=args.acl, as_json=args.json
+            settings,
+            target=args.target,
+            tenant=args.tenant,
+            acl=args.acl,
+            as_json=args.json,
+            bearer_env=args.bearer_env,
         )
     if args.knowledge_command == "list":
         return await knowledge.list_command(settings, tenant=args.tenant, as_json=args.json)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict
 
@@ -29,13 +30,31 @@ def _bar(done: int, total: int, name: str) -> None:
         print(file=sys.stderr, flush=True)
 
 
-async def ingest(settings: Settings, *, target: str, tenant: str, acl: list[str], as_json: bool) -> int:
-    """``knowledge ingest PATH_OR_URL --tenant T [--acl kind:value ...]``."""
+async def ingest(
+    settings: Settings,
+    *,
+    target: str,
+    tenant: str,
+    acl: list[str],
+    as_json: bool,
+    bearer_env: str | None = None,
+) -> int:
+    """``knowledge ingest PATH_OR_URL --tenant T [--acl kind:value ...] [--bearer-env NAME]``.
+
+    A drive listing's files keep the source's own permissions: its groups are added to the
+    ACL. The bearer token is read from the environment variable named, never an argument
+    (it would show in the process list and shell history)."""
     try:
         parsed = parse_acl(tenant, acl)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
-    files = list(iter_sources(target))
+    token = None
+    if bearer_env:
+        token = os.environ.get(bearer_env)
+        if not token:
+            raise InvalidInput(f"the environment variable {bearer_env} holds no token")
+    verify: bool | str = str(settings.ca_bundle) if settings.ca_bundle is not None else True
+    files = list(iter_sources(target, token=token, verify=verify))
     embeddings = from_setting(settings.copilot_embeddings)
     async with connect(settings) as conn:
         await assert_schema_current(conn)

@@ -1,4 +1,5 @@
-"""Where documents come from: local files and folders, or HTTP(S) URLs of single files.
+"""Where documents come from: local files and folders, HTTP(S) URLs of single files, or a
+Microsoft Graph drive listing (SharePoint document library) with per-file permissions.
 
 Each source yields :class:`SourceFile` objects (bytes + name + URL); reading them into
 sections is :mod:`copilot.knowledge.loaders`' job.
@@ -71,9 +72,73 @@ def is_url(text: str) -> bool:
     return urlparse(text).scheme in ("http", "https")
 
 
-def iter_sources(target: str) -> Iterator[SourceFile]:
-    """The files ``target`` (a path or URL) names."""
-    if is_url(target):
-        yield url_file(target)
+def is_drive_listing(url: str) -> bool:
+    """A Graph driveItem collection (``.../drive/root/children``, ``.../items/{id}/children``)."""
+    return is_url(url) and urlparse(url).path.rstrip("/").endswith("/children")
+
+
+def _graph_get(client: httpx.Client, url: str) -> httpx.Response:
+    try:
+        response = client.get(url)
+    except httpx.HTTPError as exc:
+        raise SourceUnavailable(f"could not reach {url}: {exc}") from exc
+    if response.status_code in (401, 403):
+        raise InvalidInput(f"{url} refused the token (HTTP {response.status_code}): it needs Sites.Read.All")
+    if response.status_code != 200:
+        raise SourceUnavailable(f"{url} answered HTTP {response.status_code}")
+    return response
+
+
+def drive_files(listing_url: str, token: str, *, verify: bool | str = True) -> list[SourceFile]:
+    """Every supported file of a Graph drive listing, with the groups its permissions grant
+    read access to (they become the chunks' ACL groups: only members find them)."""
+    base = listing_url.split("/v1.0/", 1)[0] + "/v1.0"
+    headers = {"Authorization": f"Bearer {token}"}
+    found: list[SourceFile] = []
+    with httpx.Client(headers=headers, verify=verify, timeout=30.0, follow_redirects=True) as client:
+        next_url: str | None = listing_url
+        while next_url:
+            page = _graph_get(client, next_url).json()
+            for item in page.get("value", []):
+                name = str(item.get("name") or "")
+                if "file" not in item or Path(name).suffix.lower() not in SUFFIXES:
+                    continue  # folders, and formats we do not load
+                drive = str((item.get("parentReference") or {}).get("driveId") or "")
+                item_url = f"{base}/drives/{drive}/items/{item['id']}"
+                grants = _graph_get(client, f"{item_url}/permissions").json().get("value", [])
+                groups = tuple(
+                    str(g["grantedToV2"]["group"]["id"])
+                    for g in grants
+                    if "read" in (g.get("roles") or []) or "write" in (g.get("roles") or [])
+                    if isinstance((g.get("grantedToV2") or {}).get("group"), dict)
+                )
+                if not groups:
+                    # A file shared with no group (only people, or links) is not made searchable
+                    # for everyone by mistake: it is left out.
+                    continue
+                data = _graph_get(
+                    client, str(item.get("@microsoft.graph.downloadUrl") or f"{item_url}/content")
+                )
+                found.append(
+                    SourceFile(
+                        name,
+                        document_id_for(name),
+                        str(item.get("webUrl") or item_url),
+                        data.content,
+                        acl_groups=groups,
+                    )
+                )
+            next_url = page.get("@odata.nextLink")
+    return found
+
+
+def iter_sources(target: str, *, token: str | None = None, verify: bool | str = True) -> Iterator[SourceFile]:
+    """The files ``target`` (a path, a file URL or a Graph drive listing URL) names."""
+    if is_drive_listing(target):
+        if not token:
+            raise InvalidInput("a drive listing needs a Graph token: pass --bearer-env NAME")
+        yield from drive_files(target, token, verify=verify)
+    elif is_url(target):
+        yield url_file(target, verify=verify)
     else:
         yield from local_files(Path(target).expanduser())

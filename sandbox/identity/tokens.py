@@ -92,7 +92,9 @@ def issue_token(
         # Entra's app-role and group claims, and a territory claim (an optional claim a
         # tenant can map): what the copilot's knowledge search matches access lists on.
         "roles": [user.role],
-        "groups": ["sales"] + ([f"sales-{user.territory.lower()}"] if user.territory else []),
+        "groups": ["sales"]
+        + (["sales-managers"] if user.role == "manager" else [])
+        + ([f"sales-{user.territory.lower()}"] if user.territory else []),
         "territories": [user.territory] if user.territory else [],
     }
     claims.update(extra_claims or {})

@@ -187,3 +187,73 @@ async def test_restricted_chunks_never_reach_the_model_the_answer_or_the_trace_o
             nestor.identity, nestor.broker, None, "what does the pricing guide say about discount authority?"
         )
     assert set(manager.citations) & set(chunks[f"{CONTOSO.id}/pricing-guide-managers"])
+
+
+async def test_the_sandbox_drive_is_ingested_over_graph_with_each_files_permissions_as_its_acl(
+    copilot_settings: Settings,
+    sandbox: SandboxProcess,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import asyncio
+
+    from copilot.cli import main
+    from copilot.knowledge.acl import Reader
+    from copilot.knowledge.store import list_documents, search
+
+    admin = await sign_in(copilot_settings, "nestor")
+    token = await admin.broker._token([f"{copilot_settings.graph_resource}/Sites.Read.All"])
+    monkeypatch.setenv("KNOWLEDGE_GRAPH_TOKEN", token)
+    assert copilot_settings.database_url is not None
+    monkeypatch.setenv("DATABASE_URL", copilot_settings.database_url.get_secret_value())
+    listing = f"{sandbox.settings.http_base_url}/v1.0/sites/root/drive/root/children"
+
+    # Outside the event loop: the command runs its own.
+    code = await asyncio.to_thread(
+        main,
+        [
+            "knowledge",
+            "ingest",
+            listing,
+            "--tenant",
+            CONTOSO.id,
+            "--bearer-env",
+            "KNOWLEDGE_GRAPH_TOKEN",
+            "--json",
+        ],
+    )
+    assert code == 0, capsys.readouterr().err
+    ingested = json.loads(capsys.readouterr().out)["documents"]
+    assert {d["document_id"] for d in ingested} == {p.stem for p in LIBRARY.glob("*.md")}
+    assert all(d["source_url"].startswith(sandbox.settings.http_base_url) for d in ingested)
+
+    async with connect(copilot_settings) as conn:
+        acls = {d.document_id: d.acl.groups for d in await list_documents(conn, CONTOSO.id)}
+        assert acls["pricing-guide-managers"] == ["sales-managers"]
+        assert acls["west-region-field-guide"] == ["sales-west"]
+        assert acls["playbook-proposal"] == ["sales"]
+        diego = (await sign_in(copilot_settings, "diego")).identity
+        alex = (await sign_in(copilot_settings, "alex")).identity
+        found_by = {
+            who: {
+                h.document_id
+                for h in await search(conn, Reader.of(ident), "pricing discount West depot pilot", limit=20)
+            }
+            for who, ident in (("diego", diego), ("alex", alex), ("nestor", admin.identity))
+        }
+    assert "pricing-guide-managers" not in found_by["diego"] | found_by["alex"]
+    assert "west-region-field-guide" in found_by["alex"]
+    assert "west-region-field-guide" not in found_by["diego"]
+    assert "pricing-guide-managers" in found_by["nestor"]
+
+    # Without a token, or with none in the variable: a clear error, exit 2, nothing ingested.
+    monkeypatch.setenv("EMPTY_TOKEN", "")
+    assert await asyncio.to_thread(main, ["knowledge", "ingest", listing, "--tenant", CONTOSO.id]) == 2
+    assert "--bearer-env" in capsys.readouterr().err
+    assert (
+        await asyncio.to_thread(
+            main, ["knowledge", "ingest", listing, "--tenant", CONTOSO.id, "--bearer-env", "EMPTY_TOKEN"]
+        )
+        == 2
+    )
+    assert "holds no token" in capsys.readouterr().err
