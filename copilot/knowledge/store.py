@@ -285,7 +285,14 @@ async def search(
         vector = await embeddings.embed_query(query)
         dims = len(vector)
         params["vector"] = vector_literal(vector)
-    cur = await conn.execute(search_sql(embeddings, dims), params)
+    async with conn.transaction():
+        if embeddings is not None:
+            # The access check filters what the HNSW scan yields; an iterative scan keeps
+            # reading the index until enough allowed rows are found instead of returning fewer
+            # than asked for. Needs pgvector 0.8 or later (the embedded wheel ships 0.8.6).
+            await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cur = await conn.execute(search_sql(embeddings, dims), params)
+        rows = await cur.fetchall()
     return [
         Hit(
             chunk_id=r["chunk_id"],
@@ -296,7 +303,7 @@ async def search(
             snippet=" ".join(str(r["snippet"]).split()),
             score=float(r["score"]),
         )
-        for r in await cur.fetchall()
+        for r in rows
     ]
 
 

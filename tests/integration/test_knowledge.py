@@ -66,7 +66,7 @@ async def _chunk_count(conn: AsyncConnection[Any], document_id: str) -> int:
     return int(row["n"])
 
 
-async def test_markdown_pdf_and_docx_are_chunked_with_their_headings_and_sources(
+async def test_markdown_html_pdf_and_docx_are_chunked_with_their_headings_and_sources(
     conn: AsyncConnection[Any], tmp_path: Path
 ) -> None:
     (tmp_path / "renewals.md").write_text(
@@ -82,12 +82,18 @@ async def test_markdown_pdf_and_docx_are_chunked_with_their_headings_and_sources
         tmp_path / "objections.docx",
         [(1, "Objection handling"), (2, "Too expensive"), (0, "Reframe on total cost of ownership.")],
     )
+    (tmp_path / "sheet.html").write_text(
+        "<html><body><h1>Fleet sheet</h1><p>Intro.</p><h2>Pricing</h2><p>Per vehicle per month.</p>"
+        "<p>Volume tiers.</p></body></html>",
+        encoding="utf-8",
+    )
     results = await ingest_files(conn, local_files(tmp_path), Acl(tenant_id=CONTOSO))
 
     assert {(r.document_id, r.outcome) for r in results} == {
         ("renewals", "added"),
         ("price-list", "added"),
         ("objections", "added"),
+        ("sheet", "added"),
     }
     cur = await conn.execute(
         "SELECT document_id, title, section, headings, source_url, content FROM knowledge_chunks"
@@ -102,6 +108,10 @@ async def test_markdown_pdf_and_docx_are_chunked_with_their_headings_and_sources
     assert md["source_url"] == (tmp_path / "renewals.md").resolve().as_uri()
     assert "20 per vehicle" in by_doc[("price-list", "Page 1")]["content"]
     assert by_doc[("price-list", "Page 2")]["content"].strip() == "Terms apply."
+    html = by_doc[("sheet", "Pricing")]
+    assert (html["title"], html["headings"]) == ("Fleet sheet", ["Fleet sheet", "Pricing"])
+    assert "Per vehicle per month." in html["content"]
+    assert "Volume tiers." in html["content"]
     docx_chunk = by_doc[("objections", "Too expensive")]
     assert docx_chunk["title"] == "Objection handling"
     assert "total cost of ownership" in docx_chunk["content"]
