@@ -151,6 +151,11 @@ class OboTokenBroker:
         """A CRM token with ``crm.read`` (and ``crm.write`` only when ``write``)."""
         return await self._token(self.settings.crm_scopes(write=write))
 
+    async def token_for(self, scopes: list[str]) -> str:
+        """A delegated token for other ``scopes`` of one resource (e.g. the document library's
+        ``Sites.Read.All`` for knowledge ingestion), cached like the others."""
+        return await self._token(scopes)
+
     async def graph_token(self) -> str:
         """A Graph token for the rep's mailbox (drafts)."""
         return await self._token([f"{self.settings.graph_resource}/Mail.ReadWrite"])

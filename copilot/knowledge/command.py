@@ -16,6 +16,7 @@ from copilot.knowledge.sources import iter_sources
 from copilot.persistence.database import connect
 from copilot.persistence.migrations import assert_schema_current
 from copilot.settings import Settings
+from copilot.tools.mcp_http import ssl_context
 
 _BAR = 30
 
@@ -53,7 +54,7 @@ async def ingest(
         token = os.environ.get(bearer_env)
         if not token:
             raise InvalidInput(f"the environment variable {bearer_env} holds no token")
-    verify: bool | str = str(settings.ca_bundle) if settings.ca_bundle is not None else True
+    verify = ssl_context(str(settings.ca_bundle) if settings.ca_bundle is not None else None)
     files = list(iter_sources(target, token=token, verify=verify))
     embeddings = from_setting(settings.copilot_embeddings)
     async with connect(settings) as conn:

@@ -30,7 +30,8 @@ Progress = Callable[[int, int, str], None]
 """``(done, total, name)`` after each file: drives the command's progress bar."""
 
 
-def _chunks(file: SourceFile) -> tuple[str, list[Document]]:
+def chunks_of(file: SourceFile) -> tuple[str, list[Document]]:
+    """A file's title and chunks, as they would be stored (pure apart from a scratch file)."""
     fmt = format_of(file.name)
     # Loaders read files; a downloaded document gets a scratch file with its own suffix.
     with tempfile.TemporaryDirectory(prefix="knowledge-") as scratch:
@@ -50,7 +51,7 @@ async def ingest_files(
     todo = list(files)
     results = []
     for done, file in enumerate(todo, start=1):
-        title, chunks = _chunks(file)
+        title, chunks = chunks_of(file)
         file_acl = acl
         if file.acl_groups:
             file_acl = acl.model_copy(

@@ -8,6 +8,7 @@ sections is :mod:`copilot.knowledge.loaders`' job.
 from __future__ import annotations
 
 import re
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,7 @@ def local_files(path: Path) -> list[SourceFile]:
     return found
 
 
-def url_file(url: str, *, verify: bool | str = True, timeout: float = 30.0) -> SourceFile:
+def url_file(url: str, *, verify: bool | ssl.SSLContext = True, timeout: float = 30.0) -> SourceFile:
     """One document downloaded over HTTP(S)."""
     name = unquote(Path(urlparse(url).path).name) or "document.html"
     format_of(name)
@@ -89,7 +90,7 @@ def _graph_get(client: httpx.Client, url: str) -> httpx.Response:
     return response
 
 
-def drive_files(listing_url: str, token: str, *, verify: bool | str = True) -> list[SourceFile]:
+def drive_files(listing_url: str, token: str, *, verify: bool | ssl.SSLContext = True) -> list[SourceFile]:
     """Every supported file of a Graph drive listing, with the groups its permissions grant
     read access to (they become the chunks' ACL groups: only members find them)."""
     base = listing_url.split("/v1.0/", 1)[0] + "/v1.0"
@@ -132,7 +133,9 @@ def drive_files(listing_url: str, token: str, *, verify: bool | str = True) -> l
     return found
 
 
-def iter_sources(target: str, *, token: str | None = None, verify: bool | str = True) -> Iterator[SourceFile]:
+def iter_sources(
+    target: str, *, token: str | None = None, verify: bool | ssl.SSLContext = True
+) -> Iterator[SourceFile]:
     """The files ``target`` (a path, a file URL or a Graph drive listing URL) names."""
     if is_drive_listing(target):
         if not token:

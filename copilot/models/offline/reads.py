@@ -135,6 +135,12 @@ def _deal_guidance(
     if not ctx.req.guidance or opps is None or not opps.ok or not opps.items:
         return ""
     chosen = choose_opportunity(ctx, account, opps.items, must_choose=False)
+    if not isinstance(chosen, dict):
+        # A deal named in full ("… on Lamna Logistics — Training Package") is that deal, even
+        # when its name's words read as another account's.
+        text = " ".join(ctx.req.text.lower().split())
+        named = [o for o in opps.items if " ".join(str(o.get("name") or "").lower().split()) in text]
+        chosen = named[0] if len(named) == 1 and named[0].get("name") else None
     return k.playbook_for_deal(ctx, chosen) if isinstance(chosen, dict) else ""
 
 
