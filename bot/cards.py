@@ -926,12 +926,26 @@ def record_link(record_id: str, template: str | None) -> str:
     return f"[{label}]({url})"
 
 
-def answer_card(answer: str, citations: list[str], *, record_url_template: str | None = None) -> Card:
+def document_link(title: str, url: str | None) -> str:
+    """A cited document as Teams markdown: ``[title](url)`` for a web link, else the title."""
+    label = title.replace("[", "(").replace("]", ")")
+    return f"[{label}]({url})" if url and url.startswith(("https://", "http://")) else label
+
+
+def answer_card(
+    answer: str,
+    citations: list[str],
+    *,
+    record_url_template: str | None = None,
+    documents: Mapping[str, tuple[str, str | None]] | None = None,
+) -> Card:
     """An answer (Teams markdown) with a "Sources" section of the record ids it cites (pure).
 
     ``record_url_template`` (e.g. ``https://crm.example.com/records/{id}``) turns each
-    cited id into a link.
+    cited id into a link. ``documents`` (cited chunk id → document title and link) shows
+    a cited document by its title, linked to its source.
     """
+    docs = documents or {}
     body: list[Card] = _lines(answer) if answer.strip() else [_text("(no answer)")]
     if citations:
         unique = list(dict.fromkeys(citations))
@@ -942,7 +956,16 @@ def answer_card(answer: str, citations: list[str], *, record_url_template: str |
                 "spacing": "Medium",
                 "items": [
                     _text("Sources", weight="Bolder", size="Small"),
-                    _text(" · ".join(record_link(c, record_url_template) for c in unique), size="Small"),
+                    _text(
+                        # Two chunks of one document are one source.
+                        " · ".join(
+                            dict.fromkeys(
+                                document_link(*docs[c]) if c in docs else record_link(c, record_url_template)
+                                for c in unique
+                            )
+                        ),
+                        size="Small",
+                    ),
                 ],
             }
         )

@@ -354,7 +354,12 @@ class CopilotBot(TeamsActivityHandler):
             message = MessageFactory.text(numbered.text)
             entity = message_entity(numbered.citations)
         elif result.citations:
-            card = cards.answer_card(result.answer, result.citations, record_url_template=template)
+            card = cards.answer_card(
+                result.answer,
+                result.citations,
+                record_url_template=template,
+                documents={i: (s.name, s.url) for i, s in result.sources.items() if s.kind == "knowledge"},
+            )
             message = MessageFactory.attachment(CardFactory.adaptive_card(card))
             entity = message_entity()
         else:

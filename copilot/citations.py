@@ -108,6 +108,8 @@ class CitedRecord:
     """``account``, ``opportunity``, ... from the tool or the key it came under; None if unknown."""
     facts: tuple[str, ...] = ()
     """Short values (stage, amount, close date, title ...), as the record holds them."""
+    url: str | None = None
+    """Where the source can be opened, when its result gives a link (a document chunk's ``url``)."""
 
 
 def _kind_of_tool(tool: str | None) -> str | None:
@@ -158,7 +160,10 @@ def _collect(value: Any, kind: str | None, wanted: set[str], found: dict[str, Ci
         known = found.get(ident)
         # The fullest description wins: a record itself over a bare {id, name} reference.
         if name and (known is None or len(_facts(value)) > len(known.facts)):
-            found[ident] = CitedRecord(ident, name, kind or (known.kind if known else None), _facts(value))
+            url = value.get("url") if isinstance(value.get("url"), str) else None
+            found[ident] = CitedRecord(
+                ident, name, kind or (known.kind if known else None), _facts(value), url=url
+            )
     for key, child in value.items():
         if isinstance(child, dict | list):
             _collect(child, kind if key in _LIST_KEYS else _singular(key), wanted, found)

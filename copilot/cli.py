@@ -128,6 +128,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     analytics.add_argument("--tenant", help="only this tenant's decisions")
     analytics.add_argument("--json", action="store_true", help="a JSON document instead of the tables")
+    knowledge = commands.add_parser("knowledge", help="playbooks and product documents for retrieval")
+    knowledge_commands = knowledge.add_subparsers(dest="knowledge_command", required=True)
+    k_ingest = knowledge_commands.add_parser(
+        "ingest", help="load Markdown, HTML, PDF or DOCX files (a file, folder or URL) into search"
+    )
+    k_ingest.add_argument("target", metavar="PATH_OR_URL")
+    k_ingest.add_argument("--tenant", required=True, help="the tenant whose reps may read it")
+    k_ingest.add_argument(
+        "--acl",
+        action="append",
+        default=[],
+        metavar="KIND:VALUE",
+        help="restrict to group:NAME, role:NAME or territory:NAME (repeatable; kinds combine with AND)",
+    )
+    k_ingest.add_argument(
+        "--bearer-env",
+        metavar="NAME",
+        help="environment variable holding the Graph token a drive listing URL needs (Sites.Read.All)",
+    )
+    k_ingest.add_argument("--json", action="store_true", help="machine-readable output")
+    k_list = knowledge_commands.add_parser("list", help="the ingested documents")
+    k_list.add_argument("--tenant", help="only this tenant's documents")
+    k_list.add_argument("--json", action="store_true", help="machine-readable output")
+    k_remove = knowledge_commands.add_parser("remove", help="delete a document and its chunks")
+    k_remove.add_argument("document_id", metavar="DOCUMENT_ID")
+    k_remove.add_argument("--tenant", required=True)
+    k_remove.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
@@ -214,6 +241,25 @@ async def _audit_verify(
     return 0 if report.ok else 1
 
 
+async def _knowledge(settings: Settings, args: argparse.Namespace) -> int:
+    from copilot.knowledge import command as knowledge
+
+    if args.knowledge_command == "ingest":
+        return await knowledge.ingest(
+            settings,
+            target=args.target,
+            tenant=args.tenant,
+            acl=args.acl,
+            as_json=args.json,
+            bearer_env=args.bearer_env,
+        )
+    if args.knowledge_command == "list":
+        return await knowledge.list_command(settings, tenant=args.tenant, as_json=args.json)
+    return await knowledge.remove_command(
+        settings, tenant=args.tenant, document_id=args.document_id, as_json=args.json
+    )
+
+
 def _error(message: str) -> None:
     """One line on stderr, whatever the message quotes (newlines, a megabyte of input)."""
     line = " ".join(message.splitlines()).strip() or "unknown error"
@@ -282,6 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(
                 analytics_main(settings, since=args.since, tenant=args.tenant, as_json=args.json)
             )
+        if args.command == "knowledge":
+            return asyncio.run(_knowledge(settings, args))
         if args.command == "eval":
             from copilot.evals.command import main as evaluate
 

@@ -114,3 +114,9 @@ class InvalidInput(CopilotError):
     no one that exists; nothing ran."""
 
     code = "invalid_input"
+
+
+class SourceUnavailable(CopilotError):
+    """A document source (a URL, a drive) could not be reached; nothing was ingested from it."""
+
+    code = "source_unavailable"

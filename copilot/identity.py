@@ -1,8 +1,8 @@
-"""The rep a turn runs for: tenant and Entra object id, nothing secret."""
+"""The rep a turn runs for: tenant, Entra object id and access claims, nothing secret."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -13,3 +13,9 @@ class RepIdentity:
     aad_object_id: str
     name: str = ""
     username: str = ""
+    groups: tuple[str, ...] = field(default=(), compare=False)
+    """Group claims of the rep's token (``groups``): what restricted knowledge is matched on."""
+    roles: tuple[str, ...] = field(default=(), compare=False)
+    """App-role claims (``roles``), e.g. ``manager``."""
+    territories: tuple[str, ...] = field(default=(), compare=False)
+    """Sales territories (the optional ``territories`` claim)."""

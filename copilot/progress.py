@@ -45,6 +45,7 @@ def describe_tool_call(name: str, args: Mapping[str, Any], names: Mapping[str, s
         "get_me": "Looking you up in the CRM…",
         "get_preferences": "Reading your preferences…",
         "recent_writes": "Looking up your recent changes…",
+        "search_knowledge": "Searching the playbooks and product documents…",
     }
     return ProgressEvent("lookup", messages.get(name, f"Calling {name}…"), name)
 

@@ -84,6 +84,11 @@ class Settings(BaseSettings):
     copilot_model: str = Field(default=OFFLINE_MODEL, alias="COPILOT_MODEL")
     """``provider:model`` for ``init_chat_model`` (e.g. ``azure_openai:gpt-4.1``) or ``offline``
     (the default; local development only)."""
+    copilot_embeddings: str | None = Field(default=None, alias="COPILOT_EMBEDDINGS")
+    """``provider:model`` for ``init_embeddings`` (e.g. ``azure_openai:text-embedding-3-small``):
+    adds vector similarity to knowledge search; unset = full-text search only."""
+    knowledge_results: int = Field(default=4, ge=1, le=20, alias="COPILOT_KNOWLEDGE_RESULTS")
+    """How many knowledge chunks one ``search_knowledge`` call returns."""
     fallback_models: str = Field(default="", alias="COPILOT_FALLBACK_MODELS")
     """Comma-separated ``provider:model`` list tried in order when the primary model fails."""
     model_call_run_limit: int = Field(default=12, ge=1, alias="COPILOT_MODEL_CALL_RUN_LIMIT")

@@ -21,6 +21,7 @@ from sandbox.access import crm_access_enabled
 from sandbox.config import SandboxSettings
 from sandbox.crm import CrmService
 from sandbox.directory import TENANTS, find_user
+from sandbox.drive import drive_routes
 from sandbox.identity.provider import identity_routes
 from sandbox.knobs import Knobs, KnobState
 from sandbox.mailbox import mailbox_routes
@@ -158,6 +159,7 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
         Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]),
         *identity_routes(settings),
         *mailbox_routes(settings),
+        *drive_routes(settings),
         *_admin_routes(settings, state),
     ]
     return SandboxApp(asgi=Starlette(routes=routes, lifespan=lifespan), knobs=state)

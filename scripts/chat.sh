@@ -21,6 +21,7 @@ else
   healthy || { echo "The sandbox did not start; see .data/sandbox.log" >&2; exit 1; }
 fi
 "$PY" -m copilot db migrate
+PY="$PY" ./scripts/knowledge.sh # the sandbox playbooks into knowledge search
 echo
 echo "Try: summarise Acme | my deals closing this quarter | log a call with Acme — discussed pricing, next step send proposal"
 echo "     push the Acme renewal to Dec 15 and move it to negotiation | draft a follow-up to Maria at Acme about pricing"

@@ -85,6 +85,7 @@ fi
 
 # --- the database -----------------------------------------------------------------------------
 "$PY" -m copilot db migrate
+PY="$PY" ./scripts/knowledge.sh # the sandbox playbooks into knowledge search
 
 # --- the bot dev server -----------------------------------------------------------------------
 if http_ok "http://127.0.0.1:$BOT_PORT/api/health"; then

@@ -63,7 +63,18 @@ def identity_from_assertion(assertion: str) -> RepIdentity:
         aad_object_id=str(claims["oid"]),
         name=str(claims.get("name", "")),
         username=str(claims.get("preferred_username", "")),
+        groups=_claim_list(claims, "groups"),
+        roles=_claim_list(claims, "roles"),
+        territories=_claim_list(claims, "territories"),
     )
+
+
+def _claim_list(claims: dict[str, Any], name: str) -> tuple[str, ...]:
+    """A list claim as strings; absent or malformed = none (access is then not widened)."""
+    value = claims.get(name)
+    if not isinstance(value, list):
+        return ()
+    return tuple(str(v) for v in value if isinstance(v, str | int) and str(v).strip())
 
 
 def _no_access(message: str) -> bool:
@@ -139,6 +150,11 @@ class OboTokenBroker:
     async def crm_token(self, *, write: bool) -> str:
         """A CRM token with ``crm.read`` (and ``crm.write`` only when ``write``)."""
         return await self._token(self.settings.crm_scopes(write=write))
+
+    async def token_for(self, scopes: list[str]) -> str:
+        """A delegated token for other ``scopes`` of one resource (e.g. the document library's
+        ``Sites.Read.All`` for knowledge ingestion), cached like the others."""
+        return await self._token(scopes)
 
     async def graph_token(self) -> str:
         """A Graph token for the rep's mailbox (drafts)."""

@@ -44,6 +44,7 @@ ItemKind = Literal[
     "propose.log",
     "injection",
     "multiturn",
+    "knowledge.next_step",
 ]
 
 

@@ -60,6 +60,21 @@ class EvalEnvironment:
         return SignedInRep(handle, identity, OboTokenBroker(settings, identity, assertion))
 
 
+async def _ingest_knowledge(env: EvalEnvironment, progress: Progress) -> None:
+    """The sandbox's document library into knowledge search, read as the configured manager
+    (the knowledge items expect its playbooks; restricted ones must stay unseen)."""
+    from copilot.evals.generate import load_config
+    from copilot.knowledge.library import ingest_library, library_token
+    from copilot.persistence.database import connect
+
+    progress("eval: ingesting the sandbox's document library")
+    manager = await env.sign_in(load_config().manager)
+    settings = env.settings()
+    token = await library_token(settings, manager.broker)
+    async with connect(settings) as conn:
+        await ingest_library(conn, settings, token, manager.identity.tenant_id)
+
+
 @asynccontextmanager
 async def sandbox_environment(progress: Progress) -> AsyncIterator[EvalEnvironment]:
     """A freshly seeded sandbox and reps signed in to it, without a database (enough to read
@@ -89,7 +104,9 @@ async def eval_environment(progress: Progress) -> AsyncIterator[EvalEnvironment]
         try:
             progress("eval: creating and migrating a fresh database")
             async with fresh_database(base, app_role=base.db_app_role) as url:
-                yield EvalEnvironment(sandbox, bench_variables(url, sandbox, work), work)
+                env = EvalEnvironment(sandbox, bench_variables(url, sandbox, work), work)
+                await _ingest_knowledge(env, progress)
+                yield env
         finally:
             await stop_sandbox(sandbox)
     finally:

@@ -20,6 +20,7 @@ import random
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,10 @@ class RepView:
     """Opportunity id → numeric fields the manager sees and the rep does not."""
     pipeline: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     """Window in days → the rep's open opportunities closing within it."""
+    playbooks: dict[str, str] = field(default_factory=dict)
+    """Stage → the chunk id of its playbook's "Next steps" (in the rep's tenant's library)."""
+    unreadable_chunks: list[str] = field(default_factory=list)
+    """Chunk ids of library documents the rep's groups may not read."""
 
 
 @dataclass
@@ -186,6 +191,7 @@ async def read_world(
                     }
                     if hidden:
                         view.hidden[str(opp["id"])] = hidden
+        await _read_playbooks(settings, manager, rep, view)
         reps.append(view)
     outsiders: list[Outsider] = []
     seen_by_reps = {a.id for view in reps for a in view.accounts}
@@ -196,6 +202,29 @@ async def read_world(
             if account.id not in seen_by_reps:
                 outsiders.append(Outsider(handle, user.identity.tenant_id, account))
     return World(today, reps, outsiders)
+
+
+async def _read_playbooks(settings: Any, manager: SignedInRep, rep: SignedInRep, view: RepView) -> None:
+    """The rep's tenant's document library, chunked as ingestion chunks it: which chunk holds
+    each stage's next steps, and which chunks the rep may not read (by the files' groups)."""
+    from copilot.knowledge.library import library_token, read_library
+    from copilot.knowledge.store import chunk_id
+
+    if manager.identity.tenant_id != rep.identity.tenant_id:
+        return
+    documents = await read_library(settings, await library_token(settings, manager.broker))
+    groups = {g.lower() for g in rep.identity.groups}
+    for doc in documents:
+        ids = [chunk_id(view.tenant, doc.document_id, n) for n in range(len(doc.chunks))]
+        if doc.groups and not groups & set(doc.groups):
+            view.unreadable_chunks += ids
+            continue
+        stage = doc.title.removesuffix(" stage playbook")
+        if stage != doc.title:
+            for number, chunk in enumerate(doc.chunks):
+                if chunk.metadata.get("section") == "Next steps":
+                    view.playbooks[stage] = ids[number]
+                    break
 
 
 class _Items:
@@ -474,7 +503,20 @@ def _split_items(
             Expect(tools=[OPP_READS], facts=[TextFact(text=opp["stage"])], records=[opp["id"]]),
             more=[Turn(text=second, expect=Expect(tools=reads, facts=[fact], records=[opp["id"]]))],
         )  # fmt: skip
+    for view, account in pick(lambda v, a: any(o.get("stage") in v.playbooks for o in a.open)):
+        opp = opp_of(account, partial(_has_playbook, set(view.playbooks)))
+        assert opp is not None
+        # The live deal and the playbook of its stage, both cited; restricted documents unseen.
+        out.add(
+            "knowledge.next_step", view.handle, "knowledge.next_step", {"opportunity": opp["name"]},
+            Expect(tools=[OPP_READS, ["search_knowledge"]], records=[opp["id"], view.playbooks[opp["stage"]]],
+                   forbidden_ids=view.unreadable_chunks),
+        )  # fmt: skip
     return out.items
+
+
+def _has_playbook(stages: set[str], opp: dict[str, Any]) -> bool:
+    return opp.get("stage") in stages
 
 
 def _keyword(topic: str) -> str:

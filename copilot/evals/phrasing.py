@@ -33,6 +33,10 @@ TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
         "dev": ("what's the next step on {opportunity}?", "next step for {opportunity}?"),
         "heldout": ("what do we need to do next on {opportunity}", "what's the plan for {opportunity} now?"),
     },
+    "knowledge.next_step": {
+        "dev": ("what should I do next on {opportunity}?", "any advice for {opportunity}?"),
+        "heldout": ("what do you recommend for {opportunity} now", "what should we do next on {opportunity}"),
+    },
     "lookup.close_date": {
         "dev": ("when does {opportunity} close?", "what's the close date of {opportunity}?"),
         "heldout": ("when is {opportunity} expected to close", "expected close for {opportunity}?"),

@@ -15,6 +15,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.runtime import Runtime, get_runtime
 
 from copilot.context import AgentContext
+from copilot.tools.knowledge import knowledge_tool
 from copilot.tools.preferences import load_preferences
 from copilot.tools.recent_writes import recent_writes_tool
 from copilot.tools.schemas import NoArgs
@@ -46,4 +47,5 @@ def local_read_tools() -> list[BaseTool]:
             metadata={"readOnlyHint": True},
         ),
         recent_writes_tool(),
+        knowledge_tool(),
     ]

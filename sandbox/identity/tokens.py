@@ -89,6 +89,13 @@ def issue_token(
         "appid": settings.bot_app_id,
         "azpacr": "1",
         "uti": uuid.uuid4().hex,
+        # Entra's app-role and group claims, and a territory claim (an optional claim a
+        # tenant can map): what the copilot's knowledge search matches access lists on.
+        "roles": [user.role],
+        "groups": ["sales"]
+        + (["sales-managers"] if user.role == "manager" else [])
+        + ([f"sales-{user.territory.lower()}"] if user.territory else []),
+        "territories": [user.territory] if user.territory else [],
     }
     claims.update(extra_claims or {})
     return jwt.encode(claims, key.private_key, algorithm="RS256", headers={"kid": key.kid, "typ": "JWT"})

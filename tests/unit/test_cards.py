@@ -760,3 +760,28 @@ def test_an_undo_approval_card_shows_current_next_to_restored_values_and_nothing
     assert "Put back the values" in all_text(card)
     assert title("undo_write") in all_text(card)
     assert [a["title"] for a in card["actions"]] == ["Approve", "Reject…"]
+
+
+def test_answer_card_shows_a_cited_document_by_its_title_linked_to_its_source_once_per_document():
+    card = answer_card(
+        "Renewal 2027 [opp-acme-renewal] is in Proposal. Present it live [kb-1a2b3c4d5e-2] [kb-1a2b3c4d5e-3].",
+        ["opp-acme-renewal", "kb-1a2b3c4d5e-2", "kb-1a2b3c4d5e-3"],
+        record_url_template="https://crm.example.com/records/{id}",
+        documents={
+            "kb-1a2b3c4d5e-2": (
+                "Proposal stage playbook",
+                "https://contoso.sharepoint.example/playbook-proposal.md",
+            ),
+            "kb-1a2b3c4d5e-3": (
+                "Proposal stage playbook",
+                "https://contoso.sharepoint.example/playbook-proposal.md",
+            ),
+        },
+    )
+    sources = card["body"][-1]["items"][1]["text"]
+    assert sources == (
+        "[opp-acme-renewal](https://crm.example.com/records/opp-acme-renewal)"
+        " · [Proposal stage playbook](https://contoso.sharepoint.example/playbook-proposal.md)"
+    )
+    local = answer_card("See [kb-1]", ["kb-1"], documents={"kb-1": ("Guide [v2]", "file:///srv/guide.md")})
+    assert local["body"][-1]["items"][1]["text"] == "Guide (v2)"  # no link a Teams client cannot open

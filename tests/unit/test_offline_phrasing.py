@@ -757,7 +757,10 @@ def test_a_draft_names_its_addressee_right_after_the_verb(question: str, contact
 
 @pytest.mark.parametrize(
     "question",
-    ["add a call to Kestrel about the renewal pricing", "Kindly add a meeting with kestrel regarding the pilot"],
+    [
+        "add a call to Kestrel about the renewal pricing",
+        "Kindly add a meeting with kestrel regarding the pilot",
+    ],
 )
 def test_adding_a_call_or_a_meeting_is_logging_it(question: str) -> None:
     _, produced, _ = ask(question)

@@ -379,6 +379,7 @@ def test_the_offline_package_names_no_sandbox_or_copilot_tool() -> None:
         "get_preferences",
         "undo_write",
         "recent_writes",
+        "search_knowledge",
     }
     pattern = re.compile(r"\b(" + "|".join(sorted(map(re.escape, names))) + r")\b")
     sources = _package_sources()

@@ -209,6 +209,10 @@ class Request:
     """Continues the previous answer ("and its next step?", "what about the amount?")."""
     activity_type: str | None = None
     """The kind of activity a read asks about ("any meetings with …", "last call")."""
+    guidance: bool = False
+    """Asks how to sell ("what should I do next", "how do I handle …"): playbooks apply."""
+    about_documents: bool = False
+    """Names what only documents hold (a playbook, an objection, pricing guidance)."""
 
     @property
     def deal_fields(self) -> list[Focus]:
@@ -445,6 +449,14 @@ _OVERVIEW = (
     r"|show me|snapshot|rundown|background)\b"
 )
 _PIPELINE = r"\b(pipeline|forecast|quota|commit|weighted)\b"
+_GUIDANCE = (
+    r"\b(what should (i|we) do|what do (i|we) do (next|now)|what to do next|how (do|should|can) (i|we)"
+    r"|best practices?|advice|advise|recommend(ed|ation)?s?|tips?)\b"
+)
+_DOCUMENT_TOPICS = (
+    r"\b(playbooks?|objections?|product sheets?|pricing guid\w*|discount (authority|policy|guid\w*)"
+    r"|sales guid\w*|field guide|battle ?cards?)\b"
+)
 _OPPS = r"\b(deals?|opportunit(?:y|ies)|opps?|closing|renewals?)\b"
 _ACTIVITY = (
     r"\b(activit(?:y|ies)|last discuss|discussed|interactions?|touch ?points?|history|last (?:call|meeting|spoke|talked|contact)"
@@ -491,6 +503,8 @@ def parse_request(
     req.refers_back = _has(_REFERS_BACK, lower)
     req.follow_up = _has(_FOLLOW_UP, lower)
     req.team = _has(r"\b(team|team's|my reps|everyone|all reps|territory)\b", lower)
+    req.about_documents = _has(_DOCUMENT_TOPICS, lower)
+    req.guidance = req.about_documents or _has(_GUIDANCE, lower)
     req.owner = (
         "any" if req.team or _has(r"\b(all|everyone's)\s+(deals|opportunities|opps)\b", lower) else "me"
     )

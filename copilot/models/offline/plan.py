@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from copilot.models.offline import reads, undo, writes
+from copilot.models.offline import knowledge, reads, undo, writes
 from copilot.models.offline.context import PlanContext
 from copilot.models.offline.intents import Intent
 from copilot.models.offline.lookup import check_typed_ids
@@ -22,6 +22,8 @@ from copilot.models.offline.steps import Step
 def plan(ctx: PlanContext) -> Step:
     """The next step: tool calls to make now, or the final answer."""
     intents = ctx.req.intents
+    if _documents_only(ctx, intents[0]):
+        return knowledge.documents_answer(ctx)
     if intents == ["help"]:
         return ctx.help()
     first = intents[0]
@@ -45,6 +47,14 @@ def plan(ctx: PlanContext) -> Step:
             return reads.plan_reads(ctx)
         case _:
             assert_never(first)
+
+
+def _documents_only(ctx: PlanContext, first: Intent) -> bool:
+    """A how-to-sell question that names no record: the playbooks answer it alone."""
+    req = ctx.req
+    if not ctx.tools.has("knowledge_search") or req.records or first not in ("overview", "help"):
+        return False
+    return req.about_documents or (req.guidance and first == "help")
 
 
 def _kinds_to_check(first: Intent) -> tuple[Kind, ...]:

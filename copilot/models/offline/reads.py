@@ -10,6 +10,7 @@ from typing import Any
 
 from copilot.models.offline import compose as c
 from copilot.models.offline import focus as f
+from copilot.models.offline import knowledge as k
 from copilot.models.offline.context import PlanContext, ReadCall
 from copilot.models.offline.lookup import (
     choose_opportunity,
@@ -84,9 +85,13 @@ def deal_reads(ctx: PlanContext, opportunity_id: str) -> Step:
     if not result.ok:
         return answer(c.error_sentence(result, f"opportunity {opportunity_id}"))
     fields = ctx.req.deal_fields
-    if not fields:
-        return answer(c.opportunity_line(result.obj, with_account=True).removeprefix("- "))
-    return answer(f.deal_facts(result.obj, fields))
+    text = (
+        f.deal_facts(result.obj, fields)
+        if fields
+        else c.opportunity_line(result.obj, with_account=True).removeprefix("- ")
+    )
+    guidance = k.playbook_for_deal(ctx, result.obj) if ctx.req.guidance else ""
+    return guidance if isinstance(guidance, Step) else answer(text + guidance)
 
 
 def account_reads(ctx: PlanContext) -> Step:
@@ -114,9 +119,29 @@ def account_reads(ctx: PlanContext) -> Step:
     results = ctx.read_all(calls)
     if isinstance(results, Step):
         return results
+    guidance = _deal_guidance(ctx, account, results)
+    if isinstance(guidance, Step):
+        return guidance
     if "overview" in intents:
-        return answer(compose_account(ctx, account, results))
-    return answer(compose_focused(ctx, account, results))
+        return answer(compose_account(ctx, account, results) + guidance)
+    return answer(compose_focused(ctx, account, results) + guidance)
+
+
+def _deal_guidance(
+    ctx: PlanContext, account: dict[str, Any], results: dict[ReadRole, ToolResult]
+) -> str | Step:
+    """For "what should I do next on <deal>?": the playbook of the deal's stage (or nothing)."""
+    opps = results.get("opportunity_list")
+    if not ctx.req.guidance or opps is None or not opps.ok or not opps.items:
+        return ""
+    chosen = choose_opportunity(ctx, account, opps.items, must_choose=False)
+    if not isinstance(chosen, dict):
+        # A deal named in full ("… on Lamna Logistics — Training Package") is that deal, even
+        # when its name's words read as another account's.
+        text = " ".join(ctx.req.text.lower().split())
+        named = [o for o in opps.items if " ".join(str(o.get("name") or "").lower().split()) in text]
+        chosen = named[0] if len(named) == 1 and named[0].get("name") else None
+    return k.playbook_for_deal(ctx, chosen) if isinstance(chosen, dict) else ""
 
 
 def activity_scope(period: Period | None) -> str:

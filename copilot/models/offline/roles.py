@@ -24,6 +24,7 @@ ReadRole = Literal[
     "pipeline",
     "preferences_read",
     "write_history",
+    "knowledge_search",
 ]
 WriteRole = Literal["activity_log", "opportunity_update", "email_draft", "preferences_update", "write_undo"]
 Role = ReadRole | WriteRole
@@ -40,6 +41,7 @@ CONTACT_WORDS = ("contact", "people", "stakeholder")
 PIPELINE_WORDS = ("pipeline", "forecast")
 PREFERENCE_WORDS = ("preference", "setting")
 EMAIL_WORDS = ("email", "mail", "draft", "followup")
+KNOWLEDGE_WORDS = ("knowledge", "playbook", "guidance", "document")
 LOG_WORDS = ("log", *ACTIVITY_WORDS)
 HISTORY_WORDS = ("write", "change", "undo")
 UNDO_WORDS = ("undo", "revert", "reverse")
@@ -51,6 +53,7 @@ SUBJECT_WORDS: tuple[tuple[str, ...], ...] = (
     PIPELINE_WORDS,
     PREFERENCE_WORDS,
     EMAIL_WORDS,
+    KNOWLEDGE_WORDS,
 )
 
 _PAGING = frozenset({"limit", "cursor", "query", "page", "offset"})
@@ -115,6 +118,7 @@ ROLES: dict[Role, RoleSpec] = {
         excludes=frozenset({"account_id", "opportunity_id", "query", "owner", "stage"}),
         no_required=True,
     ),
+    "knowledge_search": RoleSpec(True, KNOWLEDGE_WORDS, needs=frozenset({"query"})),
     "activity_log": RoleSpec(
         False, LOG_WORDS, needs=frozenset({"subject", "notes", "account_id"}), kind="activity"
     ),
