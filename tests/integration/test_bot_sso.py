@@ -128,7 +128,8 @@ async def test_a_signed_in_rep_keeps_one_broker_until_their_stored_token_changes
 
     one = await reps.rep_for(identity.tenant_id, identity.aad_object_id)
     two = await reps.rep_for(identity.tenant_id, identity.aad_object_id)
-    assert one is not None and two is not None
+    assert one is not None
+    assert two is not None
     # The same broker: the tokens it exchanged are not exchanged again next turn.
     assert two.broker is one.broker
     assert one.broker.user_assertion == first
@@ -136,7 +137,8 @@ async def test_a_signed_in_rep_keeps_one_broker_until_their_stored_token_changes
     second = await dev_sign_in(copilot_settings, "alex")
     await reps.save(second)
     again = await reps.rep_for(identity.tenant_id, identity.aad_object_id)
-    assert again is not None and again.broker is not one.broker
+    assert again is not None
+    assert again.broker is not one.broker
     assert again.broker.user_assertion == second
 
     assert copilot_settings.database_url is not None
