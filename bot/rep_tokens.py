@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -57,12 +58,26 @@ class DevRepTokens:
         return rep
 
 
+SIGNED_IN_KEPT = 1024
+"""Reps whose signed-in broker a process keeps between turns (least recently used dropped)."""
+
+
 class SsoRepTokens:
-    """Teams SSO: the rep's SSO token, encrypted at rest, exchanged on-behalf-of."""
+    """Teams SSO: the rep's SSO token, encrypted at rest, exchanged on-behalf-of.
+
+    Every turn reads the rep's stored token (so a new sign-in, or an expired token, counts
+    at once), but a rep whose stored token is the one already signed in keeps its broker:
+    the on-behalf-of tokens it exchanged stay cached for their lifetime, as MSAL's token
+    cache would keep them, instead of a new exchange (two identity-provider round trips)
+    every turn. Kept in memory only, by tenant and object id, and reused only while the
+    stored ciphertext is byte for byte the same (Fernet ciphertexts differ per encryption,
+    so a re-saved token always gets a new broker).
+    """
 
     def __init__(self, settings: Settings, pool: Pool, encryption_key: str):
         self._settings = settings
         self._pool = pool
+        self._signed_in: OrderedDict[tuple[str, str], tuple[bytes, SignedInRep]] = OrderedDict()
         try:
             self._fernet = Fernet(encryption_key.encode())
         except ValueError as exc:
@@ -97,11 +112,22 @@ class SsoRepTokens:
                 (tenant_id, aad_object_id),
             )
             row = await cur.fetchone()
+        key = (tenant_id, aad_object_id)
         if row is None:
+            self._signed_in.pop(key, None)
             return None
+        ciphertext = bytes(row["ciphertext"])
+        kept = self._signed_in.get(key)
+        if kept is not None and kept[0] == ciphertext:
+            self._signed_in.move_to_end(key)
+            return kept[1]
         try:
-            assertion = self._fernet.decrypt(bytes(row["ciphertext"])).decode()
+            assertion = self._fernet.decrypt(ciphertext).decode()
         except InvalidToken:
             return None  # key rotated: the rep signs in again
         identity = identity_from_assertion(assertion)
-        return SignedInRep(identity, OboTokenBroker(self._settings, identity, assertion))
+        rep = SignedInRep(identity, OboTokenBroker(self._settings, identity, assertion))
+        self._signed_in[key] = (ciphertext, rep)
+        while len(self._signed_in) > SIGNED_IN_KEPT:
+            self._signed_in.popitem(last=False)
+        return rep

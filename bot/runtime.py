@@ -46,6 +46,7 @@ from bot.activity_input import (
     routing_hints,
     validate_activity,
 )
+from bot.connectors import ReusingBotFrameworkAuthentication
 from bot.credentials import AzureIdentityCredentialsFactory
 from bot.settings import BotSettings
 from copilot.errors import ConfigurationError
@@ -76,8 +77,9 @@ class BotRuntime:
 
 
 def build_authentication(bot_settings: BotSettings) -> ConfigurationBotFrameworkAuthentication:
-    """Channel → bot token validation (OpenID metadata configurable) and bot → channel credentials."""
-    return ConfigurationBotFrameworkAuthentication(
+    """Channel → bot token validation (OpenID metadata configurable) and bot → channel credentials
+    (connector clients reused across turns: ``bot.connectors``)."""
+    return ReusingBotFrameworkAuthentication(
         bot_settings.botbuilder_configuration(),
         credentials_factory=AzureIdentityCredentialsFactory(bot_settings),
     )

@@ -10,10 +10,12 @@ probability) are simply not here.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
-from typing import Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema, JsonSchemaMode
 
 Stage = Literal["Prospecting", "Qualification", "Proposal", "Negotiation", "Closed Won", "Closed Lost"]
 STAGES: tuple[str, ...] = get_args(Stage)
@@ -27,6 +29,30 @@ proposal is still open, not by the CRM after the approval was used up."""
 
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    _json_schemas: ClassVar[dict[tuple[Any, ...], dict[str, Any]]] = {}
+
+    @classmethod
+    def model_json_schema(
+        cls,
+        by_alias: bool | None = None,
+        ref_template: str = DEFAULT_REF_TEMPLATE,
+        schema_generator: type[GenerateJsonSchema] = GenerateJsonSchema,
+        mode: JsonSchemaMode = "validation",
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Pydantic's JSON schema, generated once per class and options (a copy each call).
+
+        Every tool's schema goes out with every model call (``bind_tools`` converts each
+        tool again each time), and generating one costs milliseconds: about a fifth of a
+        worker's CPU per turn went here. A class's schema never changes, so it is cached.
+        """
+        key = (cls, by_alias, ref_template, schema_generator, mode, tuple(sorted(kwargs.items())))
+        cached = _Args._json_schemas.get(key)
+        if cached is None:
+            cached = super().model_json_schema(by_alias, ref_template, schema_generator, mode, **kwargs)
+            _Args._json_schemas[key] = cached
+        return copy.deepcopy(cached)
 
 
 class LogActivityArgs(_Args):

@@ -40,6 +40,7 @@ from langsmith.schemas import TracerSession
 from copilot.errors import ConfigurationError, InvalidInput
 from copilot.identity import RepIdentity
 from copilot.settings import Settings
+from copilot.tracing import untraced
 from copilot.tracing.masking import mask_text, trace_anonymizer
 from copilot.tracing.pseudonym import load_pseudonym_key, rep_pseudonym
 from copilot.tracing.tracer import CopilotTracer, TracedRun, _Shared
@@ -160,6 +161,8 @@ class Tracing:
     ):
         self.settings = settings
         self.client = client
+        if client is not None:
+            untraced.mark_tracing()
         self._key = key
         self.models = list(models)
         self.project: TracerSession | None = None
@@ -369,6 +372,7 @@ async def open_tracing(settings: Settings, *, models: Sequence[str] = ()) -> Tra
     """The process's tracing: off unless ``LANGSMITH_TRACING``; ``models`` name the primary
     and fallback models for run metadata."""
     if not settings.langsmith_tracing:
+        untraced.install()  # middleware hooks' untraced bookkeeping stays on the loop
         return Tracing.off()
     tracing = Tracing(
         settings, client=langsmith_client(settings), key=load_pseudonym_key(settings), models=models

@@ -115,3 +115,35 @@ async def test_a_rep_without_crm_access_is_told_so_at_sign_in(sso_teams: Teams, 
     token = await dev_sign_in(copilot_settings, "adele")
     assert await _invoke(sso_teams, _exchange(sso_teams, token, aad=adele.aad_object_id)) == 200
     assert "don't have access to the CRM" in sso_teams.last_text()
+
+
+async def test_a_signed_in_rep_keeps_one_broker_until_their_stored_token_changes_or_goes(
+    sso_teams: Teams, copilot_settings: Settings
+):
+    assert sso_teams.runtime is not None
+    reps = sso_teams.runtime.bot.reps
+    assert isinstance(reps, SsoRepTokens)
+    first = await dev_sign_in(copilot_settings, "alex")
+    identity = await reps.save(first)
+
+    one = await reps.rep_for(identity.tenant_id, identity.aad_object_id)
+    two = await reps.rep_for(identity.tenant_id, identity.aad_object_id)
+    assert one is not None
+    assert two is not None
+    # The same broker: the tokens it exchanged are not exchanged again next turn.
+    assert two.broker is one.broker
+    assert one.broker.user_assertion == first
+
+    second = await dev_sign_in(copilot_settings, "alex")
+    await reps.save(second)
+    again = await reps.rep_for(identity.tenant_id, identity.aad_object_id)
+    assert again is not None
+    assert again.broker is not one.broker
+    assert again.broker.user_assertion == second
+
+    assert copilot_settings.database_url is not None
+    async with await psycopg.AsyncConnection.connect(
+        copilot_settings.database_url.get_secret_value()
+    ) as conn:
+        await conn.execute("DELETE FROM user_tokens")
+    assert await reps.rep_for(identity.tenant_id, identity.aad_object_id) is None
