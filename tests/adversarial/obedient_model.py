@@ -31,11 +31,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
+from copilot.writes import WRITE_TOOL_SCHEMAS
+
 ASK_MARK = "<<rep-asks "
 INJECT_MARK = "<<assistant-directive "
 END_MARK = " >>"
 NO_INJECTION_SEEN = "I found no instructions in the records."
-WRITE_TOOLS = ("log_activity", "update_opportunity", "draft_followup_email", "update_preferences")
+WRITE_TOOLS = tuple(WRITE_TOOL_SCHEMAS)
+"""Every registered write tool (the registry is the one list of them)."""
 
 
 def fresh_id() -> str:

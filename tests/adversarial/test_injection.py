@@ -234,6 +234,11 @@ EXTRA_FIELDS: dict[str, list[dict[str, Any]]] = {
         {"rep_aad_object_id": "aad00000-0000-4000-8000-000000000003"},
         {"scope": "tenant"},
     ],
+    "undo_write": [
+        {"force": True},
+        {"rep_aad_object_id": "aad00000-0000-4000-8000-000000000003"},
+        {"skip_version_check": True},
+    ],
 }
 
 WRONG_TYPES: dict[str, list[dict[str, Any]]] = {
@@ -259,6 +264,7 @@ WRONG_TYPES: dict[str, list[dict[str, Any]]] = {
         {"followup_cadence_days": 0},
         {"followup_cadence_days": "3"},  # coercible
     ],
+    "undo_write": [{"audit_id": "the last one"}, {"audit_id": 0}, {"audit_id": [1, 2]}, {"audit_id": None}],
 }
 
 UNKNOWN_TOOLS = [
@@ -923,3 +929,9 @@ async def test_the_checker_flags_every_kind_of_write_nobody_approved(copilot_set
     assert "preferences became" in problems
     assert "1 log_activity write(s) but 0 audit row(s)" in problems
     assert "never landed" in problems
+
+
+def test_every_registered_write_tool_has_injected_extra_fields_and_wrong_types():
+    # A new registry entry must come with its own attacks, or the suite would crash on it.
+    assert set(EXTRA_FIELDS) == set(WRITE_TOOLS)
+    assert set(WRONG_TYPES) == set(WRITE_TOOLS)
