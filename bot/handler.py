@@ -452,20 +452,28 @@ class CopilotBot(TeamsActivityHandler):
         if previous is None:
             await turn_context.send_activity(NOT_YOURS)
             return
-        try:
-            pending = (await self.service.pending(rep.identity, thread_id)).proposals
-        except (ThreadAccessDenied, ThreadNotFound):
-            await turn_context.send_activity(NOT_YOURS)
-            return
-        proposal = next((p for p in pending if p.tool_call_id == tool_call_id), None)
+        proposal = await self._still_pending(turn_context, rep, thread_id, tool_call_id)
         if proposal is None:
-            await turn_context.send_activity(ALREADY_DECIDED)
             return
         posted = await self._send_card(turn_context, thread_id, proposal)
         if posted is not None and posted != previous.activity_id:
             await self._replace_card(
                 turn_context, previous.conversation_id, previous.activity_id, cards.moved_card(proposal)
             )
+
+    async def _still_pending(
+        self, turn_context: TurnContext, rep: SignedInRep, thread_id: str, tool_call_id: str
+    ) -> Proposal | None:
+        """The proposal if it still waits in the rep's own thread; else the rep is told why not."""
+        try:
+            pending = (await self.service.pending(rep.identity, thread_id)).proposals
+        except (ThreadAccessDenied, ThreadNotFound):
+            await turn_context.send_activity(NOT_YOURS)
+            return None
+        proposal = next((p for p in pending if p.tool_call_id == tool_call_id), None)
+        if proposal is None:
+            await turn_context.send_activity(ALREADY_DECIDED)
+        return proposal
 
     async def _on_view(self, turn_context: TurnContext, value: dict[str, Any]) -> None:
         """Edit…, Reject… or Back on an approval card: the card, updated in place, with that
@@ -480,14 +488,8 @@ class CopilotBot(TeamsActivityHandler):
         if copy is None or view is None:
             await turn_context.send_activity(NOT_YOURS)
             return
-        try:
-            pending = (await self.service.pending(rep.identity, thread_id)).proposals
-        except (ThreadAccessDenied, ThreadNotFound):
-            await turn_context.send_activity(NOT_YOURS)
-            return
-        proposal = next((p for p in pending if p.tool_call_id == tool_call_id), None)
+        proposal = await self._still_pending(turn_context, rep, thread_id, tool_call_id)
         if proposal is None:
-            await turn_context.send_activity(ALREADY_DECIDED)
             return
         card = cards.approval_card(
             proposal, thread_id=thread_id, locale=turn_context.activity.locale, view=view
