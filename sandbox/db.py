@@ -2,16 +2,19 @@
 idempotency records and per-user CRM access overrides.
 
 Many threads (the MCP layer runs service calls in a thread pool) and several
-processes (server, CLI, tests) share one database file, so every operation opens
-its own connection, the file runs in WAL mode (readers never block the writer)
-and writes take the write lock up front with ``BEGIN IMMEDIATE`` (no lock
-upgrades mid-transaction, which is where SQLite deadlocks come from).
+processes (server, CLI, tests) share one database file, so each thread keeps a
+connection of its own (reopened when the file is replaced), the file runs in WAL mode
+(readers never block the writer) and writes take the write lock up front with
+``BEGIN IMMEDIATE`` (no lock upgrades mid-transaction, which is where SQLite deadlocks
+come from).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -197,27 +200,83 @@ def connect(path: Path) -> sqlite3.Connection:
     conn.row_factory = _dict_row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
+    # In WAL mode NORMAL loses no committed transaction when a process dies (only on a
+    # power cut), and spares a disk flush per commit: the request log commits per call.
+    conn.execute("PRAGMA synchronous = NORMAL")
     return conn
+
+
+_threads = threading.local()
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _thread_connection(path: Path) -> sqlite3.Connection:
+    """This thread's open connection to ``path``, reopened when the file was replaced.
+
+    Kept open because opening one per operation costs more than the operation, and
+    because closing the last connection to a WAL database checkpoints and deletes the
+    WAL file: once per request, with a connection per operation.
+    """
+    open_connections: dict[str, tuple[sqlite3.Connection, tuple[int, int] | None]]
+    open_connections = getattr(_threads, "connections", None) or {}
+    _threads.connections = open_connections
+    key = str(path)
+    identity = _file_identity(path)
+    cached = open_connections.get(key)
+    if cached is not None:
+        conn, opened_on = cached
+        if identity is not None and identity == opened_on and not conn.in_transaction:
+            return conn
+        del open_connections[key]
+        conn.close()
+    conn = connect(path)
+    open_connections[key] = (conn, _file_identity(path))
+    return conn
+
+
+def _forget_thread_connection(path: Path, conn: sqlite3.Connection) -> None:
+    open_connections = getattr(_threads, "connections", None) or {}
+    cached = open_connections.get(str(path))
+    if cached is not None and cached[0] is conn:
+        del open_connections[str(path)]
+    conn.close()
 
 
 @contextmanager
 def transaction(path: Path, write: bool) -> Iterator[sqlite3.Connection]:
-    """One transaction on a fresh connection; commits on success, rolls back on error.
+    """One transaction on this thread's connection; commits on success, rolls back on error.
 
     Writers use ``BEGIN IMMEDIATE`` so that a read-then-write (version checks,
     idempotent upserts) cannot interleave with another writer.
     """
-    conn = connect(path)
+    conn = _thread_connection(path)
     try:
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    except BaseException:
+        _forget_thread_connection(path, conn)
+        raise
+    try:
+        yield conn
+    except BaseException:
         try:
-            yield conn
-        except BaseException:
             conn.execute("ROLLBACK")
-            raise
+        except sqlite3.Error:
+            # SQLite may have rolled back already (a full disk, an interrupt); the
+            # connection is not reused, and the error that got here is the one raised.
+            _forget_thread_connection(path, conn)
+        raise
+    try:
         conn.execute("COMMIT")
-    finally:
-        conn.close()
+    except BaseException:
+        _forget_thread_connection(path, conn)
+        raise
 
 
 def _enable_wal(path: Path, attempts: int = 100) -> None:
