@@ -22,6 +22,7 @@ from copilot.identity import RepIdentity
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, open_crm_session, read_tool_definitions
 from copilot.tools.session_host import SessionHost, SessionOpener
+from copilot.tools.session_pool import CrmSessionPool, PooledSession, TokenOpener
 
 
 @dataclass
@@ -40,10 +41,9 @@ class AgentContext:
     guard's executors, after an approval, ever use it."""
 
 
-def _crm_opener(settings: Settings, tokens: TokenBroker, *, write: bool) -> SessionOpener:
+def _token_opener(settings: Settings) -> TokenOpener:
     @asynccontextmanager
-    async def open_session() -> AsyncIterator[ClientSession]:
-        token = await tokens.crm_token(write=write)
+    async def open_session(token: str) -> AsyncIterator[ClientSession]:
         async with open_crm_session(settings, token) as session:
             # The MCP client lists the server's tools after a call whose output schema it
             # has not seen; two parallel first calls would each list them. Once, up front.
@@ -53,12 +53,41 @@ def _crm_opener(settings: Settings, tokens: TokenBroker, *, write: bool) -> Sess
     return open_session
 
 
-def crm_gateway(stack: AsyncExitStack, settings: Settings, tokens: TokenBroker, *, write: bool) -> CrmGateway:
-    """A CRM session as the rep (``crm.write`` or ``crm.read`` token), opened on first use
-    and closed when ``stack`` closes; for a run, or the copilot's own direct reads."""
-    host = SessionHost(_crm_opener(settings, tokens, write=write), name="crm.write" if write else "crm.read")
-    stack.push_async_callback(host.aclose)
-    return CrmGateway(host)
+def _crm_opener(settings: Settings, tokens: TokenBroker, *, write: bool) -> SessionOpener:
+    opened_with = _token_opener(settings)
+
+    @asynccontextmanager
+    async def open_session() -> AsyncIterator[ClientSession]:
+        async with opened_with(await tokens.crm_token(write=write)) as session:
+            yield session
+
+    return open_session
+
+
+def crm_gateway(
+    stack: AsyncExitStack,
+    settings: Settings,
+    tokens: TokenBroker,
+    *,
+    write: bool,
+    sessions: CrmSessionPool | None = None,
+) -> CrmGateway:
+    """A CRM session as the rep (``crm.write`` or ``crm.read`` token), opened on first use;
+    for a run, or the copilot's own direct reads. With ``sessions`` it is the process's kept
+    session for the rep's token (given back when ``stack`` closes), else one of its own
+    (closed when ``stack`` closes)."""
+    name = "crm.write" if write else "crm.read"
+    source: PooledSession | SessionHost
+    if sessions is not None:
+
+        async def token() -> str:
+            return await tokens.crm_token(write=write)
+
+        source = PooledSession(sessions, token, _token_opener(settings), name=name)
+    else:
+        source = SessionHost(_crm_opener(settings, tokens, write=write), name=name)
+    stack.push_async_callback(source.aclose)
+    return CrmGateway(source)
 
 
 async def run_context(
@@ -69,14 +98,16 @@ async def run_context(
     thread_id: str,
     tokens: TokenBroker,
     pool: AsyncConnectionPool[AsyncConnection[DictRow]],
+    sessions: CrmSessionPool | None = None,
 ) -> AgentContext:
-    """The context of one run; its sessions are closed when ``stack`` closes."""
+    """The context of one run; its sessions are closed (or given back to ``sessions``, the
+    process's kept ones) when ``stack`` closes."""
     return AgentContext(
         settings=settings,
         identity=identity,
         thread_id=thread_id,
         tokens=tokens,
         pool=pool,
-        crm=crm_gateway(stack, settings, tokens, write=False),
-        crm_write=crm_gateway(stack, settings, tokens, write=True),
+        crm=crm_gateway(stack, settings, tokens, write=False, sessions=sessions),
+        crm_write=crm_gateway(stack, settings, tokens, write=True, sessions=sessions),
     )

@@ -62,6 +62,7 @@ from copilot.progress import ProgressEvent, describe_tool_call, names_in
 from copilot.proposals import ProposalRecord, args_digest
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, parse_result_text, read_tool_definitions, read_tools
+from copilot.tools.session_pool import CrmSessionPool
 from copilot.tracing import Tracing, current_trace, model_labels, open_tracing
 from copilot.writes import WriteOutcome, backends
 
@@ -199,6 +200,7 @@ class CopilotService:
         write_guard_factory: Callable[[], WriteGuardMiddleware] = WriteGuardMiddleware,
         lock_pool: AsyncConnectionPool[AsyncConnection[DictRow]] | None = None,
         tracing: Tracing | None = None,
+        crm_sessions: CrmSessionPool | None = None,
     ):
         self.settings = settings
         self.pool = pool
@@ -214,6 +216,8 @@ class CopilotService:
         )
         self._write_guard_factory = write_guard_factory
         self.tracing = tracing or Tracing.off()
+        self.crm_sessions = crm_sessions
+        """The process's kept CRM sessions, one per rep token (None: a session per run)."""
         self._agent: Any = None
         self._reader: Any = None
         self._compile_lock = asyncio.Lock()
@@ -243,30 +247,38 @@ class CopilotService:
             if isinstance(run, TurnResult):
                 return run
             agent, ctx, config = run
-            state = await agent.aget_state(config)
-            # A run cut short (a crash between its steps) left tool calls without their
-            # results: finish it first, so the history stays one a model accepts.
-            if state.next and not state.interrupts:
-                if not await self._stream(agent, None, config, ctx, on_progress):
-                    return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
+            try:
                 state = await agent.aget_state(config)
-            messages = (state.values or {}).get("messages", [])
-            if message_id is not None and (
-                any(isinstance(m, HumanMessage) and m.id == message_id for m in messages)
-                or await self._answered(thread_id, message_id)
-            ):
-                return self._result(state, thread_id)
-            pending = self._proposals(state)
-            if pending:
-                return await self._side_answer(agent, ctx, thread_id, text, pending, on_progress, message_id)
-            question = HumanMessage(text, id=message_id) if message_id is not None else HumanMessage(text)
-            finished = await self._stream(agent, {"messages": [question]}, config, ctx, on_progress)
-            if message_id is not None:
-                async with self.pool.connection() as conn:
-                    await threads.mark_answered(conn, thread_id, message_id)
-            if not finished:
-                return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
-            return self._result(await agent.aget_state(config), thread_id)
+                # A run cut short (a crash between its steps) left tool calls without their
+                # results: finish it first, so the history stays one a model accepts.
+                if state.next and not state.interrupts:
+                    if not await self._stream(agent, None, config, ctx, on_progress):
+                        return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
+                    state = await agent.aget_state(config)
+                messages = (state.values or {}).get("messages", [])
+                if message_id is not None and (
+                    any(isinstance(m, HumanMessage) and m.id == message_id for m in messages)
+                    or await self._answered(thread_id, message_id)
+                ):
+                    return self._result(state, thread_id)
+                pending = self._proposals(state)
+                if pending:
+                    return await self._side_answer(
+                        agent, ctx, thread_id, text, pending, on_progress, message_id
+                    )
+                question = HumanMessage(text, id=message_id) if message_id is not None else HumanMessage(text)
+                finished = await self._stream(agent, {"messages": [question]}, config, ctx, on_progress)
+                if message_id is not None:
+                    async with self.pool.connection() as conn:
+                        await threads.mark_answered(conn, thread_id, message_id)
+                if not finished:
+                    return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
+                return self._result(await agent.aget_state(config), thread_id)
+            except AuthError as exc:
+                # The CRM refused the rep's token mid-turn (access revoked while a session was open).
+                return TurnResult(
+                    thread_id, answer=exc.message, notice="no_crm_access" if exc.no_access else "auth"
+                )
 
     async def _side_answer(
         self,
@@ -574,6 +586,7 @@ class CopilotService:
                 thread_id=thread_id,
                 tokens=tokens,
                 pool=self.pool,
+                sessions=self.crm_sessions,
             )
             try:
                 if read_now:
@@ -744,6 +757,7 @@ async def open_service(
             fallbacks = [build_model(name) for name in settings.fallback_model_names()]
             model = model or build_model(settings.copilot_model)
             tracing = await open_tracing(settings, models=model_labels([model, *fallbacks]))
+            crm_sessions = CrmSessionPool()
             try:
                 yield CopilotService(
                     settings,
@@ -755,8 +769,10 @@ async def open_service(
                     write_guard_factory=write_guard_factory,
                     lock_pool=locks,
                     tracing=tracing,
+                    crm_sessions=crm_sessions,
                 )
             finally:
+                await crm_sessions.aclose()
                 await tracing.aclose()
     finally:
         await locks.close()

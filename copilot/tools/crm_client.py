@@ -1,8 +1,8 @@
 """The CRM over MCP, as the rep: at most one session per scope per run, compact JSON.
 
 ``MultiServerMCPClient`` fixes headers per client, so a client (and one MCP session)
-is built per rep per run with that rep's bearer token, when the run first needs it
-(:class:`~copilot.tools.session_host.SessionHost`); underneath, every session's
+is built per CRM token (a rep's, for one scope) when a run first needs it, and kept for
+that token's later runs (:mod:`~copilot.tools.session_pool`); underneath, every session's
 ``httpx`` client shares the process's TLS context and connection pool
 (:func:`~copilot.tools.mcp_http.shared_transport`), never its headers. The model's read tools are built
 once per process from the CRM's tool definitions and call the session of the run that
@@ -16,7 +16,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from langchain_core.tools import BaseTool
@@ -31,8 +31,7 @@ from mcp.types import Tool as ToolDefinition
 from copilot.errors import AuthError, CopilotError, CrmUnavailable
 from copilot.settings import Settings
 from copilot.tools.compact_schema import compact_json_schema
-from copilot.tools.mcp_http import is_transient, mcp_http_client_factory
-from copilot.tools.session_host import SessionHost
+from copilot.tools.mcp_http import JSONRPC_REFUSED, is_transient, mcp_http_client_factory
 
 
 class CrmCallError(CopilotError):
@@ -75,10 +74,41 @@ def parse_result_text(text: str) -> Any:
     return text
 
 
+class SessionSource(Protocol):
+    """Where a run's session of one scope comes from: its own (:class:`~copilot.tools.session_host.SessionHost`) or the
+    process's kept sessions (:class:`~copilot.tools.session_pool.PooledSession`)."""
+
+    @property
+    def opened(self) -> bool: ...
+
+    async def session(self) -> ClientSession: ...
+
+    def refused(self) -> None: ...
+
+
+CRM_REFUSED_MESSAGE = (
+    "You don't have access to the CRM (it refused your sign-in). Ask your CRM administrator."
+)
+"""What a rep is told when the CRM refuses their token (access revoked, licence removed)."""
+_ACCESS_STATUSES = frozenset({401, 403})
+
+
+def _http_status(exc: McpError) -> int | None:
+    data = exc.error.data if isinstance(exc.error.data, dict) else {}
+    status = data.get("status")
+    return status if isinstance(status, int) else None
+
+
+def _session_gone(exc: McpError) -> bool:
+    """The session is no good any more: the CRM refused it at the HTTP level (a revoked
+    token), or ended it (an expired server-side session)."""
+    return exc.error.code == JSONRPC_REFUSED or "session terminated" in exc.error.message.lower()
+
+
 class CrmGateway:
     """One scope's CRM session for a run, and the copilot's own direct calls through it."""
 
-    def __init__(self, host: SessionHost):
+    def __init__(self, host: SessionSource):
         self._host = host
 
     @property
@@ -90,11 +120,20 @@ class CrmGateway:
         """The MCP session (opened on first use; ``AuthError`` / ``CrmUnavailable`` if it cannot be)."""
         return await self._host.session()
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Call a CRM tool; returns its JSON object or raises ``CrmCallError`` / ``CrmUnavailable``."""
+    async def call_tool(self, tool: str, arguments: dict[str, Any] | None, **kwargs: Any) -> CallToolResult:
+        """The MCP call itself, through the session; a session the CRM refused is not kept."""
         session = await self._host.session()
         try:
-            result = await session.call_tool(tool, arguments)
+            return await session.call_tool(tool, arguments, **kwargs)
+        except McpError as exc:
+            if _session_gone(exc):
+                self._host.refused()
+            raise
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Call a CRM tool; returns its JSON object or raises ``CrmCallError`` / ``CrmUnavailable``."""
+        try:
+            result = await self.call_tool(tool, arguments)
         except McpError as exc:
             if is_transient(exc):
                 raise CrmUnavailable(f"live CRM data is unavailable ({exc.error.message})") from exc
@@ -143,10 +182,7 @@ async def open_crm_session(settings: Settings, token: str) -> AsyncIterator[Clie
         await stack.aclose()
         refusals = [e for e in _leaves(group) if isinstance(e, McpError) and not is_transient(e)]
         if refusals:
-            raise AuthError(
-                "You don't have access to the CRM (it refused your sign-in). Ask your CRM administrator.",
-                no_access=True,
-            ) from group
+            raise AuthError(CRM_REFUSED_MESSAGE, no_access=True) from group
         raise CrmUnavailable("live CRM data is unavailable: could not open a CRM session") from group
     try:
         async with stack:
@@ -188,8 +224,14 @@ class _RunSession:
     ) -> CallToolResult:
         context: Any = get_runtime().context
         crm: CrmGateway = context.crm
-        session = await crm.session()
-        return compact_result(await session.call_tool(name, arguments, **kwargs))
+        try:
+            return compact_result(await crm.call_tool(name, arguments, **kwargs))
+        except McpError as exc:
+            # The rep's token refused mid-conversation: the turn ends with the same plain
+            # answer as a sign-in the CRM refuses (not a tool error for the model to guess at).
+            if _http_status(exc) in _ACCESS_STATUSES:
+                raise AuthError(CRM_REFUSED_MESSAGE, no_access=True) from exc
+            raise
 
 
 def compact_result(result: CallToolResult) -> CallToolResult:

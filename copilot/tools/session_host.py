@@ -9,6 +9,7 @@ that never needs a backend exchanges no token for it and opens no connection.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -27,9 +28,12 @@ SessionOpener = Callable[[], AbstractAsyncContextManager[ClientSession]]
 class SessionHost:
     """One lazily opened MCP session for one run (see the module docstring)."""
 
-    def __init__(self, open_session: SessionOpener, *, name: str):
+    def __init__(self, open_session: SessionOpener, *, name: str, detached: bool = False):
         self._open = open_session
         self.name = name
+        # A detached host (a session kept between runs) runs in a context of its own, not
+        # a copy of the run that happened to open it (its tracer, its graph runtime).
+        self._detached = detached
         self._lock = asyncio.Lock()
         self._closing = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -40,6 +44,15 @@ class SessionHost:
     def opened(self) -> bool:
         """Whether the session was opened in this run."""
         return self._session is not None
+
+    @property
+    def usable(self) -> bool:
+        """Whether the session can (still) be used: not closed, and not ended by an error."""
+        return not self._closed and (self._task is None or not self._task.done())
+
+    def refused(self) -> None:
+        """The backend refused a call through this session: nothing to do for a run's own
+        session, which ends with the run (a kept one is dropped instead)."""
 
     async def session(self) -> ClientSession:
         """The session, opened now if this is its first use.
@@ -52,7 +65,11 @@ class SessionHost:
                 raise CrmUnavailable(f"the {self.name} session of this run is already closed")
             if self._session is None:
                 ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
-                task = asyncio.create_task(self._host(ready), name=f"mcp-session-{self.name}")
+                task = asyncio.create_task(
+                    self._host(ready),
+                    name=f"mcp-session-{self.name}",
+                    context=contextvars.Context() if self._detached else None,
+                )
                 # Shielded: a caller cancelled while waiting must not cancel the open for others.
                 self._session = await asyncio.shield(ready)
                 self._task = task
