@@ -55,7 +55,7 @@ def build_agent(
     assert_every_write_is_interrupted(tools, hitl, read_only={t.name for t in reads})
     middleware: list[AgentMiddleware[Any, Any, Any]] = [
         RepContextMiddleware(),
-        *pii_middleware(settings.phone_region),
+        pii_middleware(settings.phone_region),
         SummarizationMiddleware(
             with_fallbacks(model, fallbacks),
             trigger=("tokens", settings.summarization_trigger_tokens),

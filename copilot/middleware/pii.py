@@ -1,8 +1,8 @@
 """Contact emails and phone numbers never reach the model.
 
-LangChain's ``PIIMiddleware`` redacts them in the rep's input and in tool results
-before each model call. Tools that need an address (drafts) resolve the contact by
-record id inside the CRM instead.
+LangChain's ``PIIMiddleware`` machinery redacts them in the rep's input and in tool
+results before each model call, both in one graph node (``ContactPIIMiddleware``). Tools
+that need an address (drafts) resolve the contact by record id inside the CRM instead.
 
 Phone numbers are found by Google's libphonenumber (the ``phonenumbers`` package), whose
 metadata knows every country's numbering plan, rather than by hand-written shapes that
@@ -14,12 +14,13 @@ fictional area codes, and vanity numbers spelt with letters.
 from __future__ import annotations
 
 import re
-from functools import cache, lru_cache
+from collections.abc import Sequence
+from functools import cache, lru_cache, partial
 from typing import Any, Literal
 
 import phonenumbers
-from langchain.agents.middleware import PIIMiddleware
-from langchain.agents.middleware._redaction import PIIMatch, apply_strategy, detect_email
+from langchain.agents.middleware import AgentMiddleware, PIIMiddleware
+from langchain.agents.middleware._redaction import PIIMatch, RedactionRule, ResolvedRedactionRule
 from phonenumbers import Leniency, PhoneMetadata, PhoneNumberMatcher
 
 DEFAULT_REGION = "US"
@@ -229,33 +230,87 @@ def _home_region(phone_region: str) -> str:
     return home
 
 
-def pii_middleware(phone_region: str = DEFAULT_REGION) -> list[PIIMiddleware[Any, Any]]:
-    """Email and phone redaction on input and tool results.
+# What is redacted, in this order: emails, then phone numbers in the email-redacted text (so
+# the digits of an address are never read as a number). The one definition that both the
+# middleware and ``redact_pii`` apply.
+def _redaction_rules(home: str) -> tuple[RedactionRule, ...]:
+    return (
+        RedactionRule("email", strategy=STRATEGY),
+        RedactionRule("phone_number", strategy=STRATEGY, detector=partial(detect_phone_numbers, region=home)),
+    )
+
+
+@cache
+def _resolved_rules(home: str) -> tuple[ResolvedRedactionRule, ...]:
+    return tuple(rule.resolve() for rule in _redaction_rules(home))
+
+
+class ContactPIIMiddleware(PIIMiddleware[Any, Any]):
+    """LangChain's ``PIIMiddleware`` for several PII types in ONE graph node.
+
+    A ``PIIMiddleware`` takes one type, and each instance adds two LangGraph nodes (its
+    ``after_model`` exists even with ``apply_to_output`` off), so email and phone cost four
+    steps per model call. This one keeps ``PIIMiddleware.before_model`` (which messages:
+    the rep's last message and the tool results since the last AI message) and runs each
+    rule's own ``PIIMiddleware`` content processing on them in turn, each on the previous
+    rule's output, exactly as the separate nodes did; it has no after_model hook. Its stream
+    transformers are the rules' own, in the same order. Input and tool results only.
+    """
+
+    # create_agent adds a hook's node only when the class overrides AgentMiddleware's hook.
+    after_model = AgentMiddleware.after_model
+    aafter_model = AgentMiddleware.aafter_model
+
+    def __init__(self, rules: Sequence[RedactionRule]) -> None:
+        if not rules:
+            raise ValueError("ContactPIIMiddleware needs at least one redaction rule")
+        parts = tuple(
+            PIIMiddleware[Any, Any](
+                rule.pii_type,
+                strategy=rule.strategy,
+                detector=rule.detector,
+                apply_to_input=True,
+                apply_to_tool_results=True,
+            )
+            for rule in rules
+        )
+        first = rules[0]
+        super().__init__(
+            first.pii_type,
+            strategy=first.strategy,
+            detector=first.detector,
+            apply_to_input=True,
+            apply_to_tool_results=True,
+        )
+        # The inherited ``detector`` and ``strategy`` are the first rule's and go unused:
+        # ``_process_content``, their only reader, is overridden below.
+        self.pii_type = "+".join(part.pii_type for part in parts)
+        self.parts = parts
+        self.transformers = tuple(t for part in parts for t in part.transformers)
+
+    def _process_content(
+        self, content: str | list[str | dict[str, Any]]
+    ) -> tuple[str | list[str | dict[str, Any]], bool]:
+        changed = False
+        for part in self.parts:
+            content, redacted = part._process_content(content)
+            changed = changed or redacted
+        return content, changed
+
+
+def pii_middleware(phone_region: str = DEFAULT_REGION) -> ContactPIIMiddleware:
+    """Email and phone redaction on input and tool results, as one before_model node.
 
     ``phone_region`` is the tenant's home region for national phone formats (see
     ``detect_phone_numbers``); an unknown region is refused here rather than silently
     finding no national numbers.
     """
-    home = _home_region(phone_region)
-
-    def detect(text: str) -> list[PIIMatch]:
-        return detect_phone_numbers(text, home)
-
-    return [
-        PIIMiddleware("email", strategy=STRATEGY, apply_to_input=True, apply_to_tool_results=True),
-        PIIMiddleware(
-            "phone_number",
-            detector=detect,
-            strategy=STRATEGY,
-            apply_to_input=True,
-            apply_to_tool_results=True,
-        ),
-    ]
+    return ContactPIIMiddleware(_redaction_rules(_home_region(phone_region)))
 
 
 def redact_pii(text: str, phone_region: str = DEFAULT_REGION) -> str:
-    """``text`` as the model would see it: the middleware's detectors and strategy, applied
-    outside the agent (traces, feedback comments). Emails first, as the middleware does."""
-    home = _home_region(phone_region)
-    text = apply_strategy(text, detect_email(text), STRATEGY)
-    return apply_strategy(text, detect_phone_numbers(text, home), STRATEGY)
+    """``text`` as the model would see it: the middleware's rules, in its order, applied
+    outside the agent (traces, feedback comments)."""
+    for rule in _resolved_rules(_home_region(phone_region)):
+        text, _ = rule.apply(text)
+    return text

@@ -237,14 +237,11 @@ def _state(question: str, tool_content: Any) -> dict[str, Any]:
 
 
 async def _what_the_model_receives(state: dict[str, Any]) -> list[BaseMessage]:
-    """The state after every PII hook of the real chain ran, in the agent's order."""
+    """The state after the agent's PII hook (email, then phone) ran."""
     messages: list[BaseMessage] = state["messages"]
-    for middleware in pii_middleware(HOME):
-        current: Any = {"messages": messages}  # the agent state the hook reads
-        update = await middleware.abefore_model(current, NO_RUNTIME)
-        if update is not None:
-            messages = update["messages"]
-    return messages
+    current: Any = state  # the agent state the hook reads
+    update = await pii_middleware(HOME).abefore_model(current, NO_RUNTIME)
+    return messages if update is None else update["messages"]
 
 
 def _content(message: BaseMessage) -> Any:

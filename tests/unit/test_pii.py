@@ -5,10 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from langchain.agents.middleware import PIIMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from copilot.agent import build_agent
 from copilot.citations import message_text
-from copilot.middleware.pii import detect_phone_numbers, pii_middleware
+from copilot.middleware.pii import detect_phone_numbers, pii_middleware, redact_pii
+from copilot.middleware.resilience import CircuitBreaker
+from copilot.models.offline.model import OfflineChatModel
+from copilot.settings import Settings
 
 EMAIL = "maria.garcia@acme.example"
 PHONE = "+1 415-555-0133"
@@ -196,7 +201,7 @@ def test_numbers_in_crm_json_of_several_regions_are_all_found_and_the_rest_stays
 
 
 def test_the_configured_region_is_used_and_an_unknown_one_is_refused():
-    [_, phone] = pii_middleware("gb")
+    [_, phone] = pii_middleware("gb").parts
 
     assert [m["value"] for m in phone.detector("ring 07700 900123")] == ["07700 900123"]
     with pytest.raises(ValueError, match="phone region"):
@@ -206,19 +211,34 @@ def test_the_configured_region_is_used_and_an_unknown_one_is_refused():
 # --- the middleware ---------------------------------------------------------------------------
 
 
-def _middleware(pii_type: str) -> Any:
-    [found] = [m for m in pii_middleware() if m.pii_type == pii_type]
-    return found
-
-
 def test_both_emails_and_phone_numbers_are_redacted_in_input_and_tool_results():
-    chain = pii_middleware()
+    middleware = pii_middleware()
 
-    assert sorted(m.pii_type for m in chain) == ["email", "phone_number"]
-    for middleware in chain:
-        assert middleware.strategy == "redact"
-        assert middleware.apply_to_input
-        assert middleware.apply_to_tool_results
+    assert [part.pii_type for part in middleware.parts] == ["email", "phone_number"]  # emails first
+    for configured in (middleware, *middleware.parts):
+        assert configured.strategy == "redact"
+        assert configured.apply_to_input
+        assert configured.apply_to_tool_results
+        assert not configured.apply_to_output
+
+
+def _agent_nodes() -> list[str]:
+    agent = build_agent(
+        settings=Settings(),
+        model=OfflineChatModel(),
+        fallbacks=[],
+        crm_read_tools=[],
+        checkpointer=None,
+        store=None,
+        breaker=CircuitBreaker(5, 30),
+    )
+    return list(agent.get_graph().nodes)
+
+
+def test_the_agent_redacts_pii_in_one_graph_step_before_the_model_and_none_after_it():
+    pii_nodes = [node for node in _agent_nodes() if "PII" in node]
+
+    assert pii_nodes == [f"{pii_middleware().name}.before_model"]
 
 
 def _state(tool_content: Any, question: str = "who is at acme?") -> Any:
@@ -248,7 +268,7 @@ async def test_an_email_in_a_tool_result_with_content_blocks_is_redacted():
     ]
     state = _state(blocks)
 
-    messages = _redacted(await _middleware("email").abefore_model(state, NO_RUNTIME))
+    messages = _redacted(await pii_middleware().abefore_model(state, NO_RUNTIME))
 
     tool = messages[2]
     assert isinstance(tool, ToolMessage)
@@ -269,7 +289,7 @@ async def test_an_email_in_a_tool_result_with_content_blocks_is_redacted():
 async def test_a_phone_number_in_a_string_tool_result_is_redacted_but_dates_and_amounts_stay():
     content = f'{{"name": "Maria Garcia", "phone": "{PHONE}", "close_date": "2026-12-15", "amount": 150000}}'
 
-    messages = _redacted(await _middleware("phone_number").abefore_model(_state(content), NO_RUNTIME))
+    messages = _redacted(await pii_middleware().abefore_model(_state(content), NO_RUNTIME))
 
     text = message_text(messages[2])
     assert PHONE not in text
@@ -280,9 +300,7 @@ async def test_a_phone_number_in_a_string_tool_result_is_redacted_but_dates_and_
 
 async def test_a_national_number_of_another_region_in_a_tool_result_is_redacted():
     content = '{"id": "con-1", "name": "Oliver Smith", "phone": "020 7946 0958", "close_date": "2026-12-15"}'
-    [_, phone] = pii_middleware("US")
-
-    messages = _redacted(await phone.abefore_model(_state(content), NO_RUNTIME))
+    messages = _redacted(await pii_middleware("US").abefore_model(_state(content), NO_RUNTIME))
 
     text = message_text(messages[2])
     assert "7946" not in text
@@ -293,20 +311,81 @@ async def test_a_national_number_of_another_region_in_a_tool_result_is_redacted(
 async def test_the_reps_own_input_is_redacted_too():
     state = _state("{}", question=f"email {EMAIL} or call {PHONE} about opp-0012")
 
-    after_email = _redacted(await _middleware("email").abefore_model(state, NO_RUNTIME))
-    after_phone = _redacted(
-        await _middleware("phone_number").abefore_model({"messages": after_email}, NO_RUNTIME)
-    )
+    messages = _redacted(await pii_middleware().abefore_model(state, NO_RUNTIME))
 
-    question = message_text(after_phone[0])
+    question = message_text(messages[0])
     assert EMAIL not in question
     assert PHONE not in question
     assert "opp-0012" in question
-    assert after_phone[0].id == "h1"
+    assert messages[0].id == "h1"
+
+
+def test_an_email_and_a_phone_number_in_one_tool_result_and_one_question_are_both_redacted_in_one_step():
+    content = f'{{"id": "con-0001", "name": "Maria Garcia", "email": "{EMAIL}", "phone": "{PHONE}"}}'
+    state = _state(content, question=f"is {EMAIL} still on {PHONE}?")
+
+    messages = _redacted(pii_middleware().before_model(state, NO_RUNTIME))
+
+    assert message_text(messages[0]) == "is [REDACTED_EMAIL] still on [REDACTED_PHONE_NUMBER]?"
+    assert message_text(messages[2]) == (
+        '{"id": "con-0001", "name": "Maria Garcia", "email": "[REDACTED_EMAIL]",'
+        ' "phone": "[REDACTED_PHONE_NUMBER]"}'
+    )
+    # Already redacted: the next model call of the run finds nothing left to change.
+    next_call: Any = {"messages": messages}
+    assert pii_middleware().before_model(next_call, NO_RUNTIME) is None
+
+
+# The first two come out differently with phone numbers redacted first, or with both types
+# detected in the original text at once: an address's digits are a phone number on their own.
+_ORDER_SENSITIVE = [
+    f"reach 4155550133@acme.example or {PHONE}",
+    "maria.2065550123@acme.example",
+    f"{EMAIL}, +44 20 7946 0958 and 020 7946 0958",
+]
+
+
+@pytest.mark.parametrize("text", _ORDER_SENSITIVE)
+async def test_the_one_step_redacts_exactly_as_langchains_email_then_phone_middlewares_did(text: str):
+    state = _state([{"type": "text", "text": text}, {"type": "image", "url": "x"}], question=text)
+    separate = [
+        PIIMiddleware[Any, Any]("email", strategy="redact", apply_to_input=True, apply_to_tool_results=True),
+        PIIMiddleware[Any, Any](
+            "phone_number",
+            detector=detect_phone_numbers,
+            strategy="redact",
+            apply_to_input=True,
+            apply_to_tool_results=True,
+        ),
+    ]
+    expected: list[BaseMessage] = state["messages"]
+    for middleware in separate:  # one graph step each, as the agent ran them before
+        step: Any = {"messages": expected}
+        update = await middleware.abefore_model(step, NO_RUNTIME)
+        expected = update["messages"] if update else expected
+
+    messages = _redacted(await pii_middleware().abefore_model(state, NO_RUNTIME))
+
+    assert [m.content for m in messages] == [m.content for m in expected]
+    assert message_text(messages[0]) == redact_pii(text)  # traces see what the model sees
+
+
+def test_a_streamed_tool_result_is_redacted_for_both_types_in_order():
+    written = f"{EMAIL} or {PHONE}"
+    event: Any = {
+        "method": "tools",
+        "params": {"data": {"event": "tool-finished", "tool_call_id": "call_1", "output": written}},
+    }
+
+    for factory in pii_middleware().transformers:
+        assert factory(()).process(event)  # the root scope
+
+    assert event["params"]["data"]["output"] == redact_pii(written)
+    assert event["params"]["data"]["output"] == "[REDACTED_EMAIL] or [REDACTED_PHONE_NUMBER]"
 
 
 async def test_messages_without_pii_are_left_alone():
     state = _state('{"id": "acc-acme", "name": "Acme Corporation", "amount": 150000}')
 
-    for middleware in pii_middleware():
-        assert await middleware.abefore_model(state, NO_RUNTIME) is None
+    assert await pii_middleware().abefore_model(state, NO_RUNTIME) is None
+    assert pii_middleware().before_model(state, NO_RUNTIME) is None
