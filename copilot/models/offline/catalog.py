@@ -5,6 +5,10 @@ class) into a :class:`BoundTool`: its name, description, argument schema and whe
 is read-only. Only a tool annotated ``readOnlyHint: True`` (MCP tool annotations, which
 langchain-mcp-adapters puts into ``BaseTool.metadata``) counts as a read; anything else
 may change data and is only ever proposed for a write the rep asked for.
+
+``create_agent`` binds the same tools before every model call: each tool's description
+and each bound list's catalog are worked out once and kept (:mod:`memo`), for as long as
+the same objects are bound unchanged.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from copilot.models.offline.memo import IdentityCache
 from copilot.models.offline.roles import ROLES, SUBJECT_WORDS, Role, RoleSpec
 
 _WORD_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -93,6 +98,30 @@ def describe_tool(tool: object) -> BoundTool:
     )
 
 
+_DESCRIBED: IdentityCache[dict[str, Any]] = IdentityCache(size=512)
+
+
+def described(tool: object) -> dict[str, Any]:
+    """``describe_tool(tool).as_dict()``, worked out once per tool object while it is unchanged.
+
+    Callers must not change the dict: the same one is handed out for every binding.
+    """
+    return _DESCRIBED.get((tool,), _described_from(tool), lambda: describe_tool(tool).as_dict())
+
+
+def _described_from(tool: object) -> object:
+    """Everything :func:`describe_tool` reads from ``tool`` that could change in place
+    (a Pydantic schema class or a function is taken as fixed)."""
+    if isinstance(tool, BaseTool):
+        # Of its metadata only the annotations read (not all of it: it may hold anything).
+        meta = tool.metadata or {}
+        annotations = (meta.get("readOnlyHint"), meta.get("title"))
+        return (type(tool), tool.name, tool.description, tool.args_schema, annotations)
+    if isinstance(tool, Mapping):
+        return tool
+    return None
+
+
 def _with_field_titles(tool: BaseTool, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` with each argument's ``title`` (its label) put back where the tool has one.
 
@@ -118,31 +147,62 @@ def words(text: str) -> set[str]:
     return {w.lower() for w in _WORD_RE.findall(text)}
 
 
-def _mentions(found: set[str], stems: Iterable[str]) -> bool:
-    return any(w.startswith(stem) for w in found for stem in stems)
+def _mentions(found: Iterable[str], stems: tuple[str, ...]) -> bool:
+    return any(w.startswith(stems) for w in found)
 
 
-def score(tool: BoundTool, spec: RoleSpec) -> int | None:
-    """How well ``tool`` fits the role (higher is better), or ``None`` if it cannot serve it."""
+@dataclass(frozen=True)
+class ToolTraits:
+    """What :func:`score` looks at in one tool, read once for all roles."""
+
+    properties: frozenset[str]
+    required: frozenset[str]
+    named: frozenset[str]
+    """Words of its name and title."""
+    described: frozenset[str]
+    """Words of its description."""
+    name_subjects: tuple[tuple[str, ...], ...]
+    """The groups of :data:`SUBJECT_WORDS` its name or title speaks of."""
+
+    @classmethod
+    def of(cls, tool: BoundTool) -> ToolTraits:
+        """The traits of ``tool``."""
+        named = frozenset(words(tool.name) | words(tool.title))
+        return cls(
+            properties=frozenset(tool.properties),
+            required=frozenset(tool.required),
+            named=named,
+            described=frozenset(words(tool.description)),
+            name_subjects=tuple(group for group in SUBJECT_WORDS if _mentions(named, group)),
+        )
+
+
+def score(tool: BoundTool, spec: RoleSpec, traits: ToolTraits | None = None) -> int | None:
+    """How well ``tool`` fits the role (higher is better), or ``None`` if it cannot serve it.
+
+    ``traits`` are ``ToolTraits.of(tool)`` when the caller already has them.
+    """
     if tool.read_only != spec.read_only:
         return None
-    props = set(tool.properties)
+    t = traits or ToolTraits.of(tool)
+    props = t.properties
     if not spec.needs <= props or (spec.needs_any and not spec.needs_any & props):
         return None
     if spec.excludes & props:
         return None
-    if spec.single_record and not tool.required <= spec.needs:
+    if spec.single_record and not t.required <= spec.needs:
         return None
-    if spec.no_required and tool.required:
+    if spec.no_required and t.required:
         return None
-    named = words(tool.name) | words(tool.title)
-    described = words(tool.description)
-    own_name = _mentions(named, spec.topics)
-    other_name = any(_mentions(named, group) for group in SUBJECT_WORDS if group != spec.topics)
-    points = 3 * own_name + _mentions(described, spec.topics)
+    own_name = _mentions(t.named, spec.topics)
+    other_name = any(group != spec.topics for group in t.name_subjects)
+    points = 3 * own_name + _mentions(t.described, spec.topics)
     if other_name and not own_name:
         points -= 3
     return points if points > 0 else None
+
+
+_CATALOGS: IdentityCache[ToolCatalog] = IdentityCache(size=64)
 
 
 class ToolCatalog:
@@ -151,18 +211,25 @@ class ToolCatalog:
     def __init__(self, tools: Sequence[BoundTool]):
         self.tools: dict[str, BoundTool] = {t.name: t for t in tools if t.name}
         self._by_role: dict[Role, BoundTool] = {}
+        traits = [(t, ToolTraits.of(t)) for t in self.tools.values()]
         for role, spec in ROLES.items():
-            scored = [
-                (s, -i, t) for i, t in enumerate(self.tools.values()) if (s := score(t, spec)) is not None
-            ]
+            scored = [(s, -i, t) for i, (t, tt) in enumerate(traits) if (s := score(t, spec, tt)) is not None]
             if scored:
                 self._by_role[role] = max(scored, key=lambda entry: (entry[0], entry[1]))[2]
 
     @classmethod
     def from_kwargs(cls, bound: object) -> ToolCatalog:
-        """The catalog from the ``tools`` kwarg ``bind_tools`` bound (JSON dicts)."""
-        items = bound if isinstance(bound, list | tuple) else []
-        return cls([BoundTool.from_dict(item) for item in items if isinstance(item, Mapping)])
+        """The catalog from the ``tools`` kwarg ``bind_tools`` bound (JSON dicts).
+
+        Kept per bound list while its dicts are the same objects, unchanged (every model
+        call of a run brings back the same ones); a catalog is never changed once built.
+        """
+        items = tuple(bound) if isinstance(bound, list | tuple) else ()
+        return _CATALOGS.get(
+            (cls, *items),
+            items,
+            lambda: cls([BoundTool.from_dict(item) for item in items if isinstance(item, Mapping)]),
+        )
 
     def __bool__(self) -> bool:
         return bool(self.tools)

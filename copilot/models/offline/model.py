@@ -31,7 +31,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
-from copilot.models.offline.catalog import ToolCatalog, describe_tool
+from copilot.models.offline.catalog import ToolCatalog, described
 from copilot.models.offline.context import PlanContext
 from copilot.models.offline.intents import parse_request
 from copilot.models.offline.plan import plan
@@ -113,11 +113,15 @@ class OfflineChatModel(BaseChatModel):
         tool_choice: str | dict[str, Any] | bool | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
-        """Bind tools (described as JSON: name, description, schema, read-only) and an optional ``tool_choice``."""
-        described = [describe_tool(tool).as_dict() for tool in tools]
+        """Bind tools (described as JSON: name, description, schema, read-only) and an optional ``tool_choice``.
+
+        Each tool is described once and the description kept (``create_agent`` binds the
+        same tools before every model call), so the bound dicts are shared: read-only.
+        """
+        bound = [described(tool) for tool in tools]
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice
-        return self.bind(tools=described, **kwargs)
+        return self.bind(tools=bound, **kwargs)
 
     def _generate(
         self,

@@ -77,19 +77,22 @@ def _walk(node: Any, kind: Kind | None, index: RecordIndex) -> None:
             if isinstance(parent, str) and parent and kind != "account":
                 index.parents.setdefault(own.lower(), parent)
         for key, child in node.items():
-            if key == "id":
+            # Only a reference or a nested record can hold an id: a key's kind is looked up
+            # for those alone (most values of a result are plain fields).
+            if key == "id" or not isinstance(child, str | list | dict):
                 continue
-            key_kind = kind_of_key(key)
-            if isinstance(child, str) and key.endswith("_id"):
-                index.add(child, key_kind)
+            if isinstance(child, str):
+                if key.endswith("_id"):
+                    index.add(child, kind_of_key(key))
             elif isinstance(child, list) and key.endswith("_ids"):
+                key_kind = kind_of_key(key)
                 for value in child:
                     if isinstance(value, str):
                         index.add(value, key_kind)
             elif key == "items":
                 _walk(child, kind, index)  # a list result: its items are the tool's records
             else:
-                _walk(child, key_kind, index)
+                _walk(child, kind_of_key(key), index)
     elif isinstance(node, list):
         for child in node:
             _walk(child, kind, index)
