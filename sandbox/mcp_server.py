@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -96,6 +97,10 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "https://localhost:*"],
         ),
     )
+    # The version the server reports (the SDK's own, as before). Left unset, the SDK looks
+    # it up in the installed packages' metadata on every stateless request, a scan of
+    # site-packages that cost more than the tool call itself.
+    mcp._mcp_server.version = version("mcp")
 
     async def run(ctx: Context[Any, Any, Any], tool: str, call: Callable[[User], Any]) -> CallToolResult:
         caller = _caller(ctx)
