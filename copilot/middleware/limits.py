@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain.agents.middleware import ModelCallLimitMiddleware
+from langchain.agents.middleware import AgentMiddleware, ModelCallLimitMiddleware
 from langchain.agents.middleware.types import hook_config
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
@@ -23,10 +23,30 @@ def _softened(update: dict[str, Any]) -> bool:
 
 
 class FriendlyModelCallLimit(ModelCallLimitMiddleware):
-    """``ModelCallLimitMiddleware`` whose stop message is written for the rep, not a developer."""
+    """``ModelCallLimitMiddleware`` whose stop message is written for the rep, not a developer,
+    and which counts a model call as it lets it through, in its one ``before_model`` step.
 
-    def _soften(self, update: dict[str, Any] | None) -> dict[str, Any] | None:
-        if update and update.get("jump_to") == "end":
+    LangChain's counts after the call, in an ``after_model`` hook: one more graph step per
+    model call (each step is LangGraph bookkeeping, a good part of a short turn's CPU). The
+    count is the same: the model step runs right after, and a model step that fails ends the
+    run either way.
+    """
+
+    # No after-model step (create_agent adds a node only for hooks a class overrides).
+    after_model = AgentMiddleware.after_model  # type: ignore[assignment]
+    aafter_model = AgentMiddleware.aafter_model  # type: ignore[assignment]
+
+    @staticmethod
+    def _counted(state: Any) -> dict[str, Any]:
+        return {
+            "thread_model_call_count": state.get("thread_model_call_count", 0) + 1,
+            "run_model_call_count": state.get("run_model_call_count", 0) + 1,
+        }
+
+    def _soften(self, update: dict[str, Any] | None, state: Any) -> dict[str, Any] | None:
+        if update is None:
+            return self._counted(state)
+        if update.get("jump_to") == "end":
             if not _softened(update):  # the async hook may hand over the sync hook's update
                 trace_event("model_call_limit", run_limit=self.run_limit, thread_limit=self.thread_limit)
             update = {
@@ -37,8 +57,8 @@ class FriendlyModelCallLimit(ModelCallLimitMiddleware):
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self._soften(super().before_model(state, runtime))
+        return self._soften(super().before_model(state, runtime), state)
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self._soften(await super().abefore_model(state, runtime))
+        return self._soften(await super().abefore_model(state, runtime), state)

@@ -1131,3 +1131,35 @@ async def test_a_redelivered_message_is_not_asked_again_after_summarisation_fold
     assert after is not None
     assert after.checkpoint["id"] == before.checkpoint["id"]  # nothing was run again
     assert again.proposals == []
+
+
+async def test_each_model_call_is_counted_once_against_the_thread_limit_in_one_step(
+    copilot_settings, sandbox
+):
+    from tests.support.copilot_env import copilot_settings as make_settings
+
+    # Two model calls per turn (a read, then the answer); the thread allows five.
+    settings = make_settings(
+        copilot_settings.database_url.get_secret_value(), sandbox, COPILOT_MODEL_CALL_THREAD_LIMIT=5
+    )
+
+    def read_then_answer(messages: list[BaseMessage]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage):
+            return AIMessage(content="Acme is doing fine.")
+        return calls(call("get_account", account_id="acc-acme"))
+
+    rep = await sign_in(settings, "alex")
+    async with service(settings, ScriptedChatModel(steps=[read_then_answer] * 10)) as svc:
+        first = await svc.run_turn(rep.identity, rep.broker, None, "how is Acme?")
+        saved = await svc.saver.aget_tuple({"configurable": {"thread_id": first.thread_id}})
+        assert saved is not None
+        assert saved.checkpoint["channel_values"]["thread_model_call_count"] == 2
+        second = await svc.run_turn(rep.identity, rep.broker, first.thread_id, "and again?")
+        assert second.notice is None
+        # Four calls made; the fifth is allowed, the sixth is not: the third turn's read
+        # is answered, then the limit ends it.
+        third = await svc.run_turn(rep.identity, rep.broker, first.thread_id, "once more?")
+        assert third.notice == "limit_reached", third
+        nodes = set(svc._agent.nodes)
+    assert not any(name.startswith("FriendlyModelCallLimit.after_model") for name in nodes), nodes
+    assert "FriendlyModelCallLimit.before_model" in nodes
