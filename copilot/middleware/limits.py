@@ -33,8 +33,8 @@ class FriendlyModelCallLimit(ModelCallLimitMiddleware):
     """
 
     # No after-model step (create_agent adds a node only for hooks a class overrides).
-    after_model = AgentMiddleware.after_model  # type: ignore[assignment]
-    aafter_model = AgentMiddleware.aafter_model  # type: ignore[assignment]
+    after_model = AgentMiddleware.after_model
+    aafter_model = AgentMiddleware.aafter_model
 
     @staticmethod
     def _counted(state: Any) -> dict[str, Any]:
