@@ -27,6 +27,7 @@ from copilot.models.fallback import TracedModelFallback, with_fallbacks
 from copilot.prompts import system_prompt
 from copilot.settings import Settings
 from copilot.tools.write_tools import local_read_tools, write_tools
+from copilot.tracing.untraced import hooks_untraced
 from copilot.writes import REGISTRY
 
 
@@ -89,12 +90,13 @@ def build_agent(
         CitationCheckMiddleware(),
     ]
     assert set(REGISTRY) <= {t.name for t in tools}
-    return create_agent(
-        model,
-        tools,
-        system_prompt=system_prompt(REGISTRY),
-        middleware=middleware,
-        context_schema=AgentContext,
-        checkpointer=checkpointer,
-        store=store,
-    )
+    with hooks_untraced():
+        return create_agent(
+            model,
+            tools,
+            system_prompt=system_prompt(REGISTRY),
+            middleware=middleware,
+            context_schema=AgentContext,
+            checkpointer=checkpointer,
+            store=store,
+        )

@@ -13,12 +13,19 @@ once any :class:`~copilot.tracing.runs.Tracing` with a client exists in the proc
 LangSmith's environment enables tracing, every call takes LangSmith's default path again
 (a traced run's bookkeeping can do more than decide). What is traced never changes, only
 which thread runs the bookkeeping.
+
+:func:`hooks_untraced` goes one step further where it can: an agent compiled while the
+process traces nothing gets its middleware hooks without the ``@traceable`` wrappers at all
+(even inline, each wrapper's set-up cost about 0.15 ms per hook call, a dozen per turn). An
+agent is compiled per service (``CopilotService._compiled``), after its tracing was set up,
+so a process that traces compiles its agents with the wrappers.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from langsmith import utils as ls_utils
@@ -50,3 +57,26 @@ def install() -> None:
     """Run LangSmith's untraced bookkeeping inline (unless someone installed an override already)."""
     if get_runtime_overrides().aio_to_thread is None:
         set_runtime_overrides(aio_to_thread=_inline_unless_tracing)
+
+
+def _not_traced(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def unwrapped(func: Callable[..., Any]) -> Callable[..., Any]:
+        return func
+
+    return unwrapped
+
+
+@contextmanager
+def hooks_untraced() -> Iterator[None]:
+    """While compiling an agent in a process that traces nothing: middleware hooks unwrapped."""
+    if _tracing_in_process or ls_utils.tracing_is_enabled():
+        yield
+        return
+    from langchain.agents import factory
+
+    wrapper = factory.traceable
+    factory.traceable = _not_traced  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        factory.traceable = wrapper

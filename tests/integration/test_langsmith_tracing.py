@@ -173,6 +173,8 @@ async def test_a_traced_turn_arrives_as_one_run_tree_with_its_metadata_and_no_to
     assert len([r for r in trace if r["run_type"] == "llm"]) == 2  # the reads, then the answer
     tools = [r for r in trace if r["run_type"] == "tool"]
     assert sorted(r["name"] for r in tools) == ["get_account", "list_contacts"]
+    # A traced process compiles its agent with LangChain's spans around middleware hooks.
+    assert any(r["name"].endswith(".awrap_tool_call") for r in trace), [r["name"] for r in trace]
     assert {_metadata(r)["tool_call_id"] for r in tools} == tool_call_ids
     assert set(_metadata(root)["tool_call_ids"]) == tool_call_ids
     assert all("tool_call_ids" not in _metadata(r) for r in trace if r is not root)
@@ -420,8 +422,22 @@ async def test_a_reps_thumbs_down_on_an_answer_becomes_masked_feedback_on_its_ru
 
 
 async def test_with_tracing_off_nothing_is_sent_and_everything_still_works(
-    copilot_settings, sandbox, fake_langsmith
+    copilot_settings, sandbox, fake_langsmith, monkeypatch
 ):
+    from langsmith import run_helpers
+
+    from copilot.tracing import untraced
+
+    # As in a process that never traced (earlier tests in this one did).
+    monkeypatch.setattr(untraced, "_tracing_in_process", False)
+    set_up: list[object] = []
+    real_setup = run_helpers._setup_run
+
+    def counted_setup(*args: Any, **kwargs: Any) -> Any:
+        set_up.append(args)
+        return real_setup(*args, **kwargs)
+
+    monkeypatch.setattr(run_helpers, "_setup_run", counted_setup)
     settings = _settings(copilot_settings, sandbox, fake_langsmith, LANGSMITH_TRACING=False)
     rep = await sign_in(settings, "alex")
     async with service(settings, ScriptedChatModel(steps=[calls(_log("Untraced"))], final="Logged.")) as svc:
@@ -442,6 +458,8 @@ async def test_with_tracing_off_nothing_is_sent_and_everything_still_works(
     (row,) = await _audit_rows(settings)
     assert row.entry.trace_url is None
     assert fake_langsmith.received == []
+    # Compiled untraced: no middleware hook went through LangSmith's @traceable set-up.
+    assert set_up == []
 
 
 async def test_an_unreachable_langsmith_fails_no_turn_and_no_write(copilot_settings, sandbox):
