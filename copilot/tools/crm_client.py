@@ -121,14 +121,25 @@ class CrmGateway:
         return await self._host.session()
 
     async def call_tool(self, tool: str, arguments: dict[str, Any] | None, **kwargs: Any) -> CallToolResult:
-        """The MCP call itself, through the session; a session the CRM refused is not kept."""
+        """The MCP call itself, through the session; a session the CRM refused is not kept.
+
+        A kept session the server has ended (MCP's "session terminated", a stateful server's
+        expiry or restart) is replaced and the call made once more on the new one, as MCP
+        asks of a client; a refusal (401/403) is not retried.
+        """
         session = await self._host.session()
         try:
             return await session.call_tool(tool, arguments, **kwargs)
         except McpError as exc:
-            if _session_gone(exc):
-                self._host.refused()
-            raise
+            if not _session_gone(exc):
+                raise
+            self._host.refused()
+            if _http_status(exc) is not None:
+                raise
+            replacement = await self._host.session()
+            if replacement is session:
+                raise
+        return await replacement.call_tool(tool, arguments, **kwargs)
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Call a CRM tool; returns its JSON object or raises ``CrmCallError`` / ``CrmUnavailable``."""

@@ -202,11 +202,12 @@ class PooledSession:
         return self._lease is not None
 
     async def session(self) -> ClientSession:
-        """The session (leased now if this is its first use, or if the one leased broke)."""
+        """The session (leased now if this is its first use, or if the one leased broke or
+        was dropped)."""
         async with self._lock:
             if self._closed:
                 raise CrmUnavailable(f"the {self.name} session of this run is already closed")
-            if self._lease is not None and not self._lease.kept.host.usable:
+            if self._lease is not None and (self._lease.kept.dropped or not self._lease.kept.host.usable):
                 self._lease.release()
                 self._lease = None
             if self._lease is None:

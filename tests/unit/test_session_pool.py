@@ -11,8 +11,12 @@ from typing import Any, cast
 
 import pytest
 from mcp import ClientSession
+from mcp.shared.exceptions import McpError
+from mcp.types import CallToolResult, ErrorData, TextContent
 
 from copilot.errors import CrmUnavailable
+from copilot.tools.crm_client import CrmCallError, CrmGateway
+from copilot.tools.mcp_http import JSONRPC_REFUSED
 from copilot.tools.session_pool import CrmSessionPool, PooledSession
 
 
@@ -141,4 +145,55 @@ async def test_a_runs_pooled_session_asks_for_the_token_once_and_is_refused_afte
     nxt = PooledSession(pool, token, opener, name="crm.read")
     await nxt.session()
     assert opener.opened == ["token-a"]
+    await pool.aclose()
+
+
+class EndingSession:
+    """A stand-in session whose server ended it (as a stateful MCP server answers 404)."""
+
+    def __init__(self, error: McpError | None) -> None:
+        self.error = error
+        self.calls = 0
+
+    async def call_tool(self, name: str, arguments: Any = None, **kwargs: Any) -> CallToolResult:
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+        return CallToolResult(content=[TextContent(type="text", text='{"ok": true}')])
+
+
+def _gateway(sessions: list[EndingSession]) -> tuple[CrmGateway, CrmSessionPool]:
+    pool = CrmSessionPool()
+    handed = iter(sessions)
+
+    @asynccontextmanager
+    async def opener(token: str) -> AsyncIterator[ClientSession]:
+        yield cast(ClientSession, next(handed))
+
+    async def token() -> str:
+        return "token-a"
+
+    return CrmGateway(PooledSession(pool, token, opener, name="crm.read")), pool
+
+
+async def test_a_kept_session_the_server_ended_is_replaced_and_the_call_made_once_more():
+    ended = EndingSession(McpError(ErrorData(code=32600, message="Session terminated")))
+    fresh = EndingSession(None)
+    crm, pool = _gateway([ended, fresh])
+    assert await crm.call("get_account", {"account_id": "acc-1"}) == {"ok": True}
+    assert (ended.calls, fresh.calls) == (1, 1)
+    assert pool.opened == 2
+    await pool.aclose()
+
+
+async def test_a_refused_kept_session_is_dropped_and_the_call_is_not_retried():
+    refused = EndingSession(
+        McpError(ErrorData(code=JSONRPC_REFUSED, message="CRM answered HTTP 401", data={"status": 401}))
+    )
+    crm, pool = _gateway([refused, EndingSession(None)])
+    with pytest.raises(CrmCallError):
+        await crm.call("get_account", {"account_id": "acc-1"})
+    assert refused.calls == 1
+    assert pool.opened == 1
+    assert len(pool) == 0
     await pool.aclose()
