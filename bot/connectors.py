@@ -16,12 +16,21 @@ authentication with two changes, and nothing else:
   (off the event loop) before every hand-out exactly as for a new client;
 * its user-token client is built on first use, not on every activity.
 
+Each reused connector client sends over the process's one aiohttp session, on the event
+loop (``bot.connector_http``: msrest's pipeline, policies and retry rules kept, only the
+sender changed), instead of msrest's default ``requests`` sender run in a thread per
+request. The session is made on the running loop with the first client and closed by
+:meth:`ReusingBotFrameworkAuthentication.close` (``bot.runtime.open_runtime`` calls it
+when the runtime stops); a turn after that opens a new one.
+
 The clients carry the bot's own app-only credentials, the same for every rep: nothing of
 a rep is cached here.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -34,29 +43,55 @@ from botframework.connector.auth import (
     UserTokenClient,
 )
 
+from bot.connector_http import ConnectorHttp, aiohttp_pipeline
+
 if TYPE_CHECKING:
     from botframework.connector.aio import ConnectorClient
+
+logger = logging.getLogger(__name__)
 
 CONNECTORS_KEPT = 64
 """Connector clients a process keeps (one per service URL and audience; Teams has a few)."""
 
 
 class _Connectors:
-    """The process's connector clients, least recently used dropped beyond ``CONNECTORS_KEPT``."""
+    """The process's connector clients, least recently used dropped beyond ``CONNECTORS_KEPT``,
+    and the HTTP transport (one aiohttp session) they all send with."""
 
     def __init__(self) -> None:
         self._clients: OrderedDict[tuple[str, str, str | None], ConnectorClient] = OrderedDict()
+        self._http = ConnectorHttp()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _on_this_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            # Only tests run a process on several loops; a session is bound to the loop it
+            # was made on, so clients sending with another loop's session start over.
+            if self._loop is not None:
+                logger.warning("connector clients were made on another event loop; making new ones")
+            self._clients.clear()
+            self._http = ConnectorHttp()
+            self._loop = loop
 
     def get(self, key: tuple[str, str, str | None]) -> ConnectorClient | None:
+        self._on_this_loop()
         client = self._clients.get(key)
         if client is not None:
             self._clients.move_to_end(key)
         return client
 
     def put(self, key: tuple[str, str, str | None], client: ConnectorClient) -> None:
+        self._on_this_loop()
+        client.config.pipeline = aiohttp_pipeline(client.config, self._http)
         self._clients[key] = client
         while len(self._clients) > CONNECTORS_KEPT:
             self._clients.popitem(last=False)
+
+    async def close(self) -> None:
+        """Forget the clients and close their session (the runtime is stopping)."""
+        self._clients.clear()
+        await self._http.close()
 
 
 class _ReusingConnectorFactory(ConnectorFactory):
@@ -148,3 +183,7 @@ class ReusingBotFrameworkAuthentication(ConfigurationBotFrameworkAuthentication)
 
     async def create_user_token_client(self, claims_identity: ClaimsIdentity) -> UserTokenClient:
         return _LazyUserTokenClient(self, claims_identity)
+
+    async def close(self) -> None:
+        """Close the connector clients' HTTP session; a later turn would open a new one."""
+        await self._connectors.close()

@@ -118,10 +118,16 @@ async def open_runtime(
             reps = DevRepTokens(settings)
         else:
             reps = SsoRepTokens(settings, service.pool, sso_token_key(bot_settings))
-        adapter = CloudAdapter(authentication or build_authentication(bot_settings))
+        auth = authentication or build_authentication(bot_settings)
+        adapter = CloudAdapter(auth)
         adapter.on_turn_error = on_turn_error
         bot = CopilotBot(service, reps, bot_settings)
-        yield BotRuntime(settings, bot_settings, service, adapter, bot, reps)
+        try:
+            yield BotRuntime(settings, bot_settings, service, adapter, bot, reps)
+        finally:
+            if isinstance(auth, ReusingBotFrameworkAuthentication):
+                # The connector clients' aiohttp session: only the turns reply through it.
+                await auth.close()
 
 
 class Unauthenticated(Exception):

@@ -2,7 +2,8 @@
 
 Speaks the Bot Connector REST protocol the bot uses: ``POST
 /v3/conversations/{id}/activities[/{replyToId}]`` (send / reply) and ``PUT
-/v3/conversations/{id}/activities/{activityId}`` (update in place).
+/v3/conversations/{id}/activities/{activityId}`` (update in place). ``fail_next`` queues error responses (e.g. Teams' throttling: 429 with
+``Retry-After``) given, in order, to the next requests instead of accepting them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,21 @@ class FakeConnector:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _runner: web.AppRunner | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    fail_next: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    """(status, headers) to answer the next requests with, before anything is recorded."""
+    failed: list[tuple[str, int, str | None]] = field(default_factory=list)
+    """Each request failed so: method, status given, its Authorization header."""
+
+    def _injected_failure(self, request: web.Request) -> web.Response | None:
+        if not self.fail_next:
+            return None
+        status, headers = self.fail_next.pop(0)
+        self.failed.append((request.method, status, request.headers.get("Authorization")))
+        return web.json_response(
+            {"error": {"code": "Throttled" if status == 429 else "ServiceError", "message": "try again"}},
+            status=status,
+            headers=headers,
+        )
 
     async def start(self) -> None:
         app = web.Application()
@@ -50,6 +66,8 @@ class FakeConnector:
 
     async def _send(self, request: web.Request) -> web.Response:
         body = await request.json()
+        if (failure := self._injected_failure(request)) is not None:
+            return failure
         activity_id = f"act-{next(self._ids)}"
         self.calls.append(
             Recorded(
@@ -65,6 +83,8 @@ class FakeConnector:
 
     async def _update(self, request: web.Request) -> web.Response:
         body = await request.json()
+        if (failure := self._injected_failure(request)) is not None:
+            return failure
         self.calls.append(
             Recorded(
                 "PUT",
