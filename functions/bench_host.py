@@ -30,17 +30,17 @@ import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import azure.functions as func
 from aiohttp import web
 
+from copilot.bench.host_json import HOST_JSON, QueueOptions
+
 Handler = Callable[[func.HttpRequest], Awaitable[func.HttpResponse]]
 QueueHandler = Callable[[func.QueueMessage], Awaitable[None]]
 
-HOST_JSON = Path(__file__).resolve().parent.parent / "host.json"
 RECEIVE_VISIBILITY_SECONDS = 600
 """What the Functions host receives queue messages with (10 minutes)."""
 MIN_POLLING_INTERVAL = 0.1
@@ -83,35 +83,6 @@ def _bare_function() -> Handler:
         return func.HttpResponse(status_code=202)
 
     return bare
-
-
-def _timespan(text: str) -> float:
-    """A .NET TimeSpan as host.json writes it (``hh:mm:ss[.fff]``), in seconds."""
-    hours, minutes, seconds = text.split(":")
-    return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
-
-
-@dataclass(frozen=True)
-class QueueOptions:
-    """``extensions.queues`` of host.json (with the Functions host's defaults)."""
-
-    batch_size: int
-    new_batch_threshold: int
-    max_dequeue_count: int
-    visibility_timeout: float
-    max_polling_interval: float
-
-    @classmethod
-    def from_host_json(cls, path: Path = HOST_JSON) -> QueueOptions:
-        queues = json.loads(path.read_text()).get("extensions", {}).get("queues", {})
-        batch = int(queues.get("batchSize", 16))
-        return cls(
-            batch_size=batch,
-            new_batch_threshold=int(queues.get("newBatchThreshold", batch // 2)),
-            max_dequeue_count=int(queues.get("maxDequeueCount", 5)),
-            visibility_timeout=_timespan(str(queues.get("visibilityTimeout", "00:00:00"))),
-            max_polling_interval=_timespan(str(queues.get("maxPollingInterval", "00:01:00"))),
-        )
 
 
 class QueueListener:

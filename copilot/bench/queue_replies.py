@@ -27,7 +27,6 @@ of its own (distinct conversation ids: distinct threads).
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -39,11 +38,11 @@ from copilot.bench.azurite import running_azurite
 from copilot.bench.bots import Connector, teams_activity
 from copilot.bench.channel import running_issuer
 from copilot.bench.environment import BenchEnvironment
+from copilot.bench.host_json import QueueOptions
 from copilot.bench.load import LoadFailed, TimedWithErrors, alternate
 from copilot.bench.processes import http_server
 from copilot.bench.sandbox import free_port
 from copilot.bench.stats import Comparison, Progress
-from copilot.settings import PROJECT_ROOT
 
 REPLY_TIMEOUT_SECONDS = 30.0
 """A turn not answered within this (from its POST) is an error."""
@@ -205,7 +204,4 @@ async def queue_replies(
 
 
 def _most_at_once() -> int:
-    """How many queued turns host.json lets one instance run at once (batchSize + newBatchThreshold)."""
-    queues = json.loads((PROJECT_ROOT / "host.json").read_text()).get("extensions", {}).get("queues", {})
-    batch = int(queues.get("batchSize", 16))
-    return batch + int(queues.get("newBatchThreshold", batch // 2))
+    return QueueOptions.from_host_json().most_at_once

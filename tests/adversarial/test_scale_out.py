@@ -59,6 +59,7 @@ from psycopg.rows import dict_row
 from bot.cards import AUDIT_ELEMENT_PREFIX, card_element_id
 from bot.rep_tokens import SsoRepTokens
 from copilot.auth.tokens import dev_sign_in
+from copilot.bench.host_json import QueueOptions
 from copilot.settings import Settings
 from functions.host import get_host, reset_host
 from sandbox.directory import find_user
@@ -68,7 +69,7 @@ from tests.support.azurite import Azurite, run_azurite
 from tests.support.channel_tokens import ChannelTokens, channel_tokens
 from tests.support.fake_connector import FakeConnector, Recorded, card_of
 from tests.support.postgres import fresh_database
-from tests.support.queue_worker import PROJECT_ROOT, WorkerPool, queue_options
+from tests.support.queue_worker import PROJECT_ROOT, WorkerPool
 from tests.support.sandbox_process import SandboxProcess
 
 pytestmark = pytest.mark.integration
@@ -997,7 +998,7 @@ async def test_workers_killed_mid_turn_lose_no_turn_write_each_approval_once_and
 async def test_a_turn_failing_on_every_delivery_moves_to_the_poison_queue_and_the_rep_is_told(
     deployment: Deployment, channel: ChannelTokens, sandbox: SandboxProcess
 ):
-    max_dequeue = queue_options().max_dequeue_count
+    max_dequeue = QueueOptions.from_host_json().max_dequeue_count
     pool, connector = deployment.pool, deployment.connector
     before = sandbox.admin("GET", "/admin/export")
     alex = rep("alex", before)

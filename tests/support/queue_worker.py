@@ -46,8 +46,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
+from copilot.bench.host_json import HOST_JSON, QueueOptions
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-HOST_JSON = PROJECT_ROOT / "host.json"
 
 MIN_POLLING_INTERVAL = 0.1
 """The host's first poll delay after an empty receive (it doubles up to maxPollingInterval)."""
@@ -58,43 +59,6 @@ logger = logging.getLogger("queue_worker")
 
 
 # --- host.json --------------------------------------------------------------------------------------
-
-
-def parse_timespan(text: str) -> float:
-    """A .NET TimeSpan as host.json writes it (``[d.]hh:mm:ss[.fff]``), in seconds."""
-    days = 0
-    head, _, rest = text.partition(":")
-    if "." in head:
-        day_text, head = head.split(".", 1)
-        days = int(day_text)
-    minutes, _, seconds = rest.partition(":")
-    return days * 86400 + int(head) * 3600 + int(minutes) * 60 + float(seconds or 0)
-
-
-@dataclass(frozen=True)
-class QueueOptions:
-    """``extensions.queues`` of host.json, with the Functions host's defaults."""
-
-    batch_size: int = 16
-    new_batch_threshold: int = 8
-    max_dequeue_count: int = 5
-    visibility_timeout: float = 0.0
-    """Delay before a failed message is retried (not the receive visibility)."""
-    max_polling_interval: float = 60.0
-    message_encoding: str = "base64"
-
-
-def queue_options(host_json: Path = HOST_JSON) -> QueueOptions:
-    queues = json.loads(host_json.read_text()).get("extensions", {}).get("queues", {})
-    batch = int(queues.get("batchSize", 16))
-    return QueueOptions(
-        batch_size=batch,
-        new_batch_threshold=int(queues.get("newBatchThreshold", batch // 2)),
-        max_dequeue_count=int(queues.get("maxDequeueCount", 5)),
-        visibility_timeout=parse_timespan(str(queues.get("visibilityTimeout", "00:00:00"))),
-        max_polling_interval=parse_timespan(str(queues.get("maxPollingInterval", "00:01:00"))),
-        message_encoding=str(queues.get("messageEncoding", "base64")).lower(),
-    )
 
 
 # --- the worker process -------------------------------------------------------------------------------
@@ -422,7 +386,7 @@ def _watch_parent(parent_pid: int) -> None:
 async def serve(args: argparse.Namespace) -> None:
     from functions.host import reset_host
 
-    options = queue_options(Path(args.host_json))
+    options = QueueOptions.from_host_json(Path(args.host_json))
     if args.max_dequeue_count is not None:
         options = dataclasses.replace(options, max_dequeue_count=args.max_dequeue_count)
     retry_delay = int(options.visibility_timeout if args.retry_delay is None else args.retry_delay)
