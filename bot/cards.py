@@ -411,19 +411,22 @@ def _restore_blocks(record: dict[str, Any], locale: str | None) -> list[Card]:
     if record.get("summary"):
         blocks.append(_text(str(record["summary"]), spacing="Medium"))
     for name, value in (record.get("restored") or {}).items():
-        facts = [
-            ("Current", format_value(current.get(name), field=name, currency=currency, locale=locale)),
-            ("Restored", format_value(value, field=name, currency=currency, locale=locale)),
-        ]
-        blocks.append(
-            {
-                "type": "Container",
-                "separator": True,
-                "spacing": "Medium",
-                "items": [_text(field_label(name), weight="Bolder"), _facts(facts)],
-            }
-        )
+        blocks.append(_compared(name, current.get(name), "Restored", value, currency, locale))
     return blocks
+
+
+def _compared(name: str, current: Any, label: str, value: Any, currency: Any, locale: str | None) -> Card:
+    """One field's block: its label, then its current value above the ``label``led one."""
+    facts = [
+        ("Current", format_value(current, field=name, currency=currency, locale=locale)),
+        (label, format_value(value, field=name, currency=currency, locale=locale)),
+    ]
+    return {
+        "type": "Container",
+        "separator": True,
+        "spacing": "Medium",
+        "items": [_text(field_label(name), weight="Bolder"), _facts(facts)],
+    }
 
 
 def _field_blocks(proposal: Proposal, locale: str | None) -> list[Card]:
@@ -440,17 +443,8 @@ def _field_blocks(proposal: Proposal, locale: str | None) -> list[Card]:
     blocks: list[Card] = []
     if _changes_record(proposal.tool) or any(n in current for n in names):
         for name in names:
-            facts = [
-                ("Current", format_value(current.get(name), field=name, currency=currency, locale=locale)),
-                ("Proposed", format_value(proposal.args[name], field=name, currency=currency, locale=locale)),
-            ]
             blocks.append(
-                {
-                    "type": "Container",
-                    "separator": True,
-                    "spacing": "Medium",
-                    "items": [_text(field_label(name), weight="Bolder"), _facts(facts)],
-                }
+                _compared(name, current.get(name), "Proposed", proposal.args[name], currency, locale)
             )
         return blocks
     short = [n for n in names if n not in _multiline(proposal.tool)]

@@ -13,9 +13,9 @@ def _normalised(values: Iterable[str]) -> list[str]:
     return sorted({v.strip().lower() for v in values if v.strip()})
 
 
-class Acl(BaseModel):
-    """A document's access list. Empty lists do not restrict; a non-empty one must overlap
-    the reader's values. The tenant always has to match."""
+class _Access(BaseModel):
+    """Tenant, groups, roles and territories, the values an ACL and a reader are compared on
+    (lists trimmed, lower-cased, sorted, without duplicates)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -28,6 +28,11 @@ class Acl(BaseModel):
     @classmethod
     def _lower(cls, values: list[str]) -> list[str]:
         return _normalised(values)
+
+
+class Acl(_Access):
+    """A document's access list. Empty lists do not restrict; a non-empty one must overlap
+    the reader's values. The tenant always has to match."""
 
     @field_validator("tenant_id")
     @classmethod
@@ -37,20 +42,8 @@ class Acl(BaseModel):
         return value.strip()
 
 
-class Reader(BaseModel):
+class Reader(_Access):
     """The rep a search runs for, as far as access goes: from their identity (token claims)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    tenant_id: str
-    groups: list[str] = []
-    roles: list[str] = []
-    territories: list[str] = []
-
-    @field_validator("groups", "roles", "territories")
-    @classmethod
-    def _lower(cls, values: list[str]) -> list[str]:
-        return _normalised(values)
 
     @classmethod
     def of(cls, identity: RepIdentity) -> Reader:
