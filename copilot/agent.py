@@ -17,6 +17,7 @@ from copilot.context import AgentContext
 from copilot.middleware.approval import approval_middleware, assert_every_write_is_interrupted
 from copilot.middleware.citations import CitationCheckMiddleware
 from copilot.middleware.context import RepContextMiddleware
+from copilot.middleware.grounding import GroundingMiddleware
 from copilot.middleware.limits import FriendlyModelCallLimit
 from copilot.middleware.pii import pii_middleware
 from copilot.middleware.proposals import ProposalSnapshotMiddleware
@@ -69,6 +70,13 @@ def build_agent(
         ),
         # Outside the fallback, so whichever model answered, its tool call ids are ours.
         ToolCallIdMiddleware(),
+        # Inside the ids (recovered calls get ours), outside the fallback (a retry may be
+        # answered by whichever model is up): every model's answers grounded or refused.
+        GroundingMiddleware(
+            read_tools={t.name for t in reads},
+            run_limit=settings.model_call_run_limit,
+            thread_limit=settings.model_call_thread_limit,
+        ),
     ]
     if fallbacks:
         middleware.append(TracedModelFallback(*fallbacks))

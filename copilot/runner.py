@@ -99,7 +99,13 @@ def waiting_line(n: int) -> str:
 
 
 Notice = Literal[
-    "limit_reached", "proposals_pending", "crm_unavailable", "mailbox_unavailable", "auth", "no_crm_access"
+    "limit_reached",
+    "proposals_pending",
+    "crm_unavailable",
+    "mailbox_unavailable",
+    "auth",
+    "no_crm_access",
+    "ungrounded",
 ]
 """Why a result is not (only) an answer; ``None`` when it is one."""
 
@@ -160,6 +166,15 @@ class TurnResult:
             "outcomes": self.outcomes,
             "notice": self.notice,
         }
+
+
+def _answer_notice(answer: AIMessage) -> Notice | None:
+    """Why a final answer is not a plain answer: the limit's stop, or the grounding gate's refusal."""
+    if answer.response_metadata.get("limit_reached"):
+        return "limit_reached"
+    if (answer.response_metadata.get("grounding") or {}).get("outcome") == "refused":
+        return "ungrounded"
+    return None
 
 
 def recursion_limit(agent: Any, model_call_run_limit: int) -> int:
@@ -694,7 +709,7 @@ class CopilotService:
             citations=cited,
             sources=cited_records(current_run(messages), cited),
             unverified_citations=list(check.get("unverified", [])),
-            notice="limit_reached" if last.response_metadata.get("limit_reached") else None,
+            notice=_answer_notice(last),
         )
 
     @staticmethod

@@ -3,7 +3,6 @@ recovered as real calls or refused (invariant 8). Pure parts here; the middlewar
 them is :mod:`copilot.middleware.grounding`."""
 
 COULD_NOT_LOOK_UP = (
-    "I couldn't look that up reliably — try again or rephrase. "
-    "Nothing was changed in the CRM."
+    "I couldn't look that up reliably — try again or rephrase. Nothing was changed in the CRM."
 )
 """The honest answer when a model's reply could not be grounded in this run's reads."""

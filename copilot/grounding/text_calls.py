@@ -165,7 +165,9 @@ def find_text_calls(text: str, tool_names: Collection[str] = ()) -> TextCalls | 
     take(_FUNCTION_NAMED, lambda m: _inner_calls(m.group(2), name=m.group(1)))
     if tool_names:
         named = "|".join(re.escape(n) for n in sorted(tool_names, key=len, reverse=True))
-        take(re.compile(rf"<({named})>(.*?)(?:</\1>|\Z)", re.S), lambda m: _inner_calls(m.group(2), m.group(1)))
+        take(
+            re.compile(rf"<({named})>(.*?)(?:</\1>|\Z)", re.S), lambda m: _inner_calls(m.group(2), m.group(1))
+        )
 
     def fenced(match: re.Match[str]) -> list[TextCall] | None:
         body = match.group(2)

@@ -1145,7 +1145,7 @@ async def test_each_model_call_is_counted_once_against_the_thread_limit_in_one_s
 
     def read_then_answer(messages: list[BaseMessage]) -> AIMessage:
         if isinstance(messages[-1], ToolMessage):
-            return AIMessage(content="Acme is doing fine.")
+            return AIMessage(content="Acme is doing fine [acc-acme].")
         return calls(call("get_account", account_id="acc-acme"))
 
     rep = await sign_in(settings, "alex")

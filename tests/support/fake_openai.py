@@ -52,6 +52,13 @@ class ToolCall:
     name: str
     arguments: dict[str, Any]
     id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:24]}")
+    raw_arguments: str | None = None
+    """Sent instead of ``arguments`` as the wire's argument string: malformed JSON, as small
+    models and truncated generations produce."""
+
+    @property
+    def wire_arguments(self) -> str:
+        return self.raw_arguments if self.raw_arguments is not None else json.dumps(self.arguments)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,8 @@ class Completion:
 
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+    refusal: str | None = None
+    """OpenAI's ``message.refusal`` (structured-output models refuse there, content null)."""
     prompt_tokens: int | None = None
     """``None``: a rough count of the request (about four characters a token)."""
     completion_tokens: int | None = None
@@ -154,6 +163,34 @@ class ChatRequest:
     @property
     def streamed(self) -> bool:
         return bool(self.body.get("stream"))
+
+    @property
+    def tool_choice(self) -> Any:
+        """The body's ``tool_choice``: ``None``, ``"auto"``, ``"required"`` or a named function."""
+        return self.body.get("tool_choice")
+
+    @property
+    def forced_function(self) -> str | None:
+        """The function ``tool_choice`` names, if it names one."""
+        choice = self.tool_choice
+        if isinstance(choice, dict):
+            return str((choice.get("function") or {}).get("name") or "") or None
+        return None
+
+    def latest_user_text(self) -> str:
+        """The text of the last ``user`` message (the rep's question, or a check's prompt)."""
+        users = [m for m in self.messages if m.get("role") == "user"]
+        return _text(users[-1].get("content")) if users else ""
+
+    def turn_tool_results(self) -> list[dict[str, Any]]:
+        """The ``tool`` messages since the last ``user`` message (this question's results)."""
+        results: list[dict[str, Any]] = []
+        for message in self.messages:
+            if message.get("role") == "user":
+                results = []
+            elif message.get("role") == "tool":
+                results.append(message)
+        return results
 
     def tool_results(self) -> list[dict[str, Any]]:
         """The ``tool`` messages, in order."""
@@ -334,12 +371,12 @@ def _wire_call(tool_call: ToolCall) -> dict[str, Any]:
     return {
         "id": tool_call.id,
         "type": "function",
-        "function": {"name": tool_call.name, "arguments": json.dumps(tool_call.arguments)},
+        "function": {"name": tool_call.name, "arguments": tool_call.wire_arguments},
     }
 
 
 def _completion(completion_id: str, request: ChatRequest, reply: Completion) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": reply.refusal}
     if reply.tool_calls:
         message["tool_calls"] = [_wire_call(c) for c in reply.tool_calls]
     return {
@@ -377,6 +414,8 @@ async def _chunks(
         return [{"index": 0, "delta": fields, "logprobs": None, "finish_reason": finish_reason}]
 
     yield chunk(delta({"role": "assistant", "content": ""}))
+    if reply.refusal:
+        yield chunk(delta({"refusal": reply.refusal}))
     if reply.content:
         for piece in _pieces(reply.content, 7):
             yield chunk(delta({"content": piece}))
@@ -395,7 +434,7 @@ async def _chunks(
                 }
             )
         )
-        for piece in _pieces(json.dumps(tool_call.arguments), 9):
+        for piece in _pieces(tool_call.wire_arguments, 9):
             yield chunk(delta({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
     yield chunk(delta({}, reply.finish_reason))
     if include_usage:

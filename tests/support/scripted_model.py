@@ -17,6 +17,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
+from copilot.grounding.rules import FACTS_CHECK_TOOL
+
 Step = Callable[[list[BaseMessage]], AIMessage] | AIMessage
 
 
@@ -30,11 +32,18 @@ def calls(*tool_calls: dict[str, Any]) -> AIMessage:
 
 
 class ScriptedChatModel(BaseChatModel):
-    """Returns ``steps`` in order; after the script ends, answers ``final``."""
+    """Returns ``steps`` in order; after the script ends, answers ``final``.
+
+    The grounding gate's facts check (a call forced to ``FACTS_CHECK_TOOL`` after an answer
+    given without a read) is answered ``states_facts``, as a real model answers a forced
+    tool call, without using a step; it is recorded in ``checks``, not ``received``.
+    """
 
     steps: list[Any] = Field(default_factory=list)
     final: str = "Done."
+    states_facts: bool = False
     _received: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _checks: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _position: int = PrivateAttr(default=0)
 
     @property
@@ -46,8 +55,13 @@ class ScriptedChatModel(BaseChatModel):
         """Every message list the model was called with (what it 'saw')."""
         return self._received
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
-        return self
+    @property
+    def checks(self) -> list[list[BaseMessage]]:
+        """The message lists of the facts checks the gate asked for."""
+        return self._checks
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        return self if tool_choice is None else self.bind(tool_choice=tool_choice)
 
     def _generate(
         self,
@@ -56,6 +70,12 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        if kwargs.get("tool_choice") == FACTS_CHECK_TOOL:
+            self._checks.append(list(messages))
+            check = AIMessage(
+                content="", tool_calls=[call(FACTS_CHECK_TOOL, states_record_facts=self.states_facts)]
+            )
+            return ChatResult(generations=[ChatGeneration(message=check)])
         self._received.append(list(messages))
         if self._position < len(self.steps):
             step = self.steps[self._position]

@@ -1,0 +1,325 @@
+"""What to do with one model response, by the grounding rules (pure).
+
+Given the run so far and the model's response, :func:`judge` says one of:
+
+* :class:`Accept`: use it (possibly changed: tool calls written as text recovered as real
+  calls, a provider refusal given its text);
+* :class:`Correct`: ask the model once more, with the reason: a tool error for calls it
+  wrote that cannot be used, or a note in the system prompt for an answer that is not
+  grounded (``force_tool``: that ask is made with ``tool_choice="required"``);
+* :class:`CheckFacts`: a final answer from a run that made no read: whether it states facts
+  about CRM records is for the model to say (:data:`FACTS_CHECK_TOOL`), not a phrase list;
+* the caller refuses (:data:`copilot.grounding.COULD_NOT_LOOK_UP`) when a correction is
+  due and none is left.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jsonschema
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ValidationError
+
+from copilot.citations import cited_ids, current_run, ids_in_tool_results, message_text
+from copilot.grounding.text_calls import TextCall, find_text_calls
+
+Reason = Literal["text_call_unusable", "invalid_tool_call", "repeated_call", "empty", "no_read", "uncited"]
+"""Why a response was not used as it came."""
+
+
+@dataclass(frozen=True)
+class Accept:
+    message: AIMessage
+    recovered: int = 0
+    """How many tool calls were recovered from the message's text."""
+
+
+@dataclass(frozen=True)
+class Correct:
+    reason: Reason
+    feedback: tuple[BaseMessage, ...] = ()
+    """Messages appended for the next ask (a tool-call exchange ending in the tool errors)."""
+    note: str | None = None
+    """A line for the system prompt of the next ask."""
+    force_tool: bool = False
+    otherwise: AIMessage | None = None
+    """What to use when no correction is left, instead of refusing (repeated reads: they run,
+    and the model-call limit ends a model that keeps at it)."""
+
+
+@dataclass(frozen=True)
+class CheckFacts:
+    """A final answer with no read behind it: the model is asked whether it states facts."""
+
+    message: AIMessage
+
+
+Judgement = Accept | Correct | CheckFacts
+
+
+@dataclass(frozen=True)
+class RunSoFar:
+    """What the grounding rules need of the run: its messages since the rep's, and the tools."""
+
+    messages: Sequence[BaseMessage]
+    tools: Mapping[str, BaseTool | dict[str, Any]]
+    read_tools: Collection[str]
+    run: list[BaseMessage] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "run", current_run(self.messages))
+
+    def reads(self) -> list[ToolMessage]:
+        return [m for m in self.run if isinstance(m, ToolMessage) and m.name in self.read_tools]
+
+    def latest_batch_read(self) -> bool:
+        """Whether the tool results the model is answering now include a read (not only
+        write outcomes or rejections, which the rep sees typed on their cards)."""
+        batch: list[ToolMessage] = []
+        for message in reversed(self.run):
+            if isinstance(message, ToolMessage):
+                batch.append(message)
+            elif batch:
+                break
+        return any(m.name in self.read_tools for m in batch)
+
+    def earlier_calls(self) -> set[str]:
+        return {
+            _call_key(call["name"], call["args"])
+            for m in self.run
+            if isinstance(m, AIMessage)
+            for call in m.tool_calls
+        }
+
+
+def _call_key(name: str, args: Mapping[str, Any]) -> str:
+    return name + json.dumps(args, sort_keys=True, default=str)
+
+
+# --- the rules ---------------------------------------------------------------------------------
+
+
+NO_READ_NOTE = (
+    "Your previous reply to the rep's latest message stated facts without calling any tool, so "
+    "it was not shown. Call the tools that read what the rep asked about, then answer only "
+    "from their results, citing each record id."
+)
+UNCITED_NOTE = (
+    "Your previous reply was not shown: it cited no record id from this turn's tool results. "
+    "Answer again only from those results, citing each fact's record as <name> [<record id>]; "
+    "if the results hold nothing relevant, say plainly that nothing was found."
+)
+EMPTY_NOTE = "Your previous reply was empty. Answer the rep's latest message."
+TEXT_CALL_HINT = (
+    " Call tools through the tool-calling interface (not as text), with one of the bound tools "
+    "and arguments that match its schema."
+)
+REPEATED_RESULT = (
+    "Not run again: this exact call was already made in this turn and its result is above. "
+    "Answer from it, or make a different call."
+)
+
+
+def judge(response: AIMessage, run: RunSoFar) -> Judgement:
+    """The grounding rules applied to one model response (see the module docstring)."""
+    if response.tool_calls:
+        return _calls(Accept(response), run)
+    text = message_text(response)
+    refusal = response.additional_kwargs.get("refusal")
+    if not text.strip() and isinstance(refusal, str) and refusal.strip():
+        # A provider refusal (OpenAI's ``refusal`` field) states no record facts: say it.
+        return Accept(response.model_copy(update={"content": refusal.strip()}))
+    found = find_text_calls(text, run.tools.keys())
+    if found is not None:
+        return _from_text(response, found.calls, found.preamble, run)
+    if response.invalid_tool_calls:
+        errors = [
+            (
+                TextCall(c.get("name"), None, c.get("error") or "the call's arguments could not be read"),
+                "its arguments are not valid JSON",
+            )
+            for c in response.invalid_tool_calls
+        ]
+        return Correct("invalid_tool_call", feedback=_error_exchange(errors))
+    if not text.strip():
+        return Correct("empty", note=EMPTY_NOTE)
+    if any(isinstance(m, ToolMessage) for m in run.run) and not run.latest_batch_read():
+        # It answers write outcomes or rejections, which the rep also sees typed on the cards.
+        return Accept(response)
+    reads = run.reads()
+    if not reads:
+        return CheckFacts(response)
+    # "Nothing found" is allowed when a read ran and returned nothing; when every read
+    # returned records, an answer must cite at least one of them.
+    if run.latest_batch_read() and all(ids_in_tool_results([m]) for m in reads):
+        seen = ids_in_tool_results(run.run)
+        if not any(ident in seen for ident in cited_ids(text)):
+            return Correct("uncited", note=UNCITED_NOTE)
+    return Accept(response)
+
+
+def _calls(accepted: Accept, run: RunSoFar) -> Judgement:
+    """Tool calls are made, unless every one repeats a read this run already made."""
+    calls = accepted.message.tool_calls
+    earlier = run.earlier_calls()
+    # Only reads: a write proposed again (after a conflict, say) is a fresh approval.
+    if all(c["name"] in run.read_tools and _call_key(c["name"], c["args"]) in earlier for c in calls):
+        return Correct(
+            "repeated_call", feedback=_exchange(calls, REPEATED_RESULT), otherwise=accepted.message
+        )
+    return accepted
+
+
+def _from_text(response: AIMessage, calls: Sequence[TextCall], preamble: str, run: RunSoFar) -> Judgement:
+    usable: list[ToolCall] = []
+    errors: list[tuple[TextCall, str]] = []
+    for call in calls:
+        problem = _problem(call, run.tools)
+        if problem is None:
+            assert call.name is not None
+            assert call.arguments is not None
+            usable.append(ToolCall(name=call.name, args=call.arguments, id=_call_id(), type="tool_call"))
+        else:
+            errors.append((call, problem))
+    if usable:
+        # The calls that can be used run as if the model had made them through the protocol
+        # (fresh ids, the same approval for writes); the tool results tell it what happened.
+        recovered = AIMessage(
+            content=preamble,
+            tool_calls=usable,
+            id=response.id,
+            response_metadata=response.response_metadata,
+            usage_metadata=response.usage_metadata,
+        )
+        return _calls(Accept(recovered, recovered=len(usable)), run)
+    return Correct("text_call_unusable", feedback=_error_exchange(errors))
+
+
+def _problem(call: TextCall, tools: Mapping[str, BaseTool | dict[str, Any]]) -> str | None:
+    """Why a call read from text cannot be made; ``None`` when it can."""
+    if call.error is not None:
+        return call.error
+    if call.name is None or call.name not in tools:
+        known = ", ".join(sorted(tools))
+        return f"there is no tool named {call.name!r} (the tools are: {known})"
+    assert call.arguments is not None
+    return schema_problem(tools[call.name], call.arguments)
+
+
+def schema_problem(tool: BaseTool | dict[str, Any], args: Mapping[str, Any]) -> str | None:
+    """Why ``args`` do not fit the tool's argument schema (the same schema a structured call is
+    checked against); ``None`` when they do."""
+    schema: Any = tool.args_schema if isinstance(tool, BaseTool) else tool.get("parameters")
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        try:
+            schema.model_validate(dict(args))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "arguments"
+            return f"the arguments do not fit the tool's schema ({where}: {first['msg']})"
+        return None
+    if isinstance(schema, dict):
+        error = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(schema).iter_errors(dict(args))
+        )
+        if error is not None:
+            where = ".".join(str(p) for p in error.absolute_path) or "arguments"
+            return f"the arguments do not fit the tool's schema ({where}: {error.message})"
+    return None
+
+
+def _call_id() -> str:
+    # Replaced by ToolCallIdMiddleware's fresh id before anything else sees the message.
+    return f"text_call_{uuid.uuid4().hex[:16]}"
+
+
+def _exchange(calls: Sequence[ToolCall], result: str) -> tuple[BaseMessage, ...]:
+    ids = [_call_id() for _ in calls]
+    asked = AIMessage(content="", tool_calls=[{**c, "id": i} for c, i in zip(calls, ids, strict=True)])
+    return (
+        asked,
+        *(ToolMessage(result, tool_call_id=i, name=c["name"]) for c, i in zip(calls, ids, strict=True)),
+    )
+
+
+def _error_exchange(errors: Sequence[tuple[TextCall, str]]) -> tuple[BaseMessage, ...]:
+    """The unusable calls as a tool-call exchange whose results are the errors: the model sees
+    its mistake the way the protocol reports any tool error."""
+    calls = [
+        ToolCall(name=call.name or "unnamed_tool", args=call.arguments or {}, id=_call_id(), type="tool_call")
+        for call, _ in errors
+    ]
+    asked = AIMessage(content="", tool_calls=calls)
+    results = [
+        ToolMessage(
+            f"Error: the call was not made: {problem}.{TEXT_CALL_HINT}",
+            tool_call_id=c["id"],
+            name=c["name"],
+            status="error",
+        )
+        for c, (_, problem) in zip(calls, errors, strict=True)
+    ]
+    return (asked, *results)
+
+
+# --- the facts check ---------------------------------------------------------------------------
+
+FACTS_CHECK_TOOL = "report_reply_kind"
+
+FACTS_CHECK_SYSTEM = (
+    "You review a CRM sales copilot's reply that was written without looking anything up. "
+    f"Call {FACTS_CHECK_TOOL} once."
+)
+
+
+def facts_check_tool() -> dict[str, Any]:
+    """The tool the model fills to say whether a reply states CRM facts (an OpenAI function)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": FACTS_CHECK_TOOL,
+            "description": "Say whether the reply states facts about CRM records or documents.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "states_record_facts": {
+                        "type": "boolean",
+                        "description": (
+                            "True if the reply says anything about specific accounts, deals, "
+                            "contacts, activities, people, amounts, dates or documents, including "
+                            "that none exist or that nothing was found. False if it only greets, "
+                            "thanks, explains what the copilot can do, or asks the rep to clarify."
+                        ),
+                    }
+                },
+                "required": ["states_record_facts"],
+            },
+        },
+    }
+
+
+def facts_check_prompt(question: str, reply: str) -> str:
+    return f"The rep wrote:\n<message>\n{question}\n</message>\n\nThe reply was:\n<reply>\n{reply}\n</reply>"
+
+
+def states_facts(response: AIMessage) -> bool:
+    """The model's answer to the facts check; an answer that cannot be read counts as "states
+    facts", so an unreadable check never lets an answer through."""
+    calls = list(response.tool_calls)
+    if not calls:
+        found = find_text_calls(message_text(response), [FACTS_CHECK_TOOL])
+        calls = [
+            ToolCall(name=c.name, args=c.arguments, id="", type="tool_call")
+            for c in (found.calls if found else ())
+            if c.name and c.arguments is not None
+        ]
+    for call in calls:
+        if call["name"] == FACTS_CHECK_TOOL and isinstance(call["args"].get("states_record_facts"), bool):
+            return bool(call["args"]["states_record_facts"])
+    return True
