@@ -34,6 +34,7 @@ from copilot.evals.metrics import (
     score_turn,
 )
 from copilot.evals.observe import observing
+from copilot.evals.scripted import is_scripted, scripted_model
 from copilot.runner import CopilotService, TurnResult, open_service
 
 Progress = Callable[[str], None]
@@ -166,14 +167,16 @@ async def run_item(
 async def evaluate_model(
     model: str, items: Sequence[EvalItem], thresholds: Thresholds, progress: Progress
 ) -> ModelReport:
-    """``items`` through a copilot whose only model is ``model``."""
+    """``items`` through a copilot whose only model is ``model`` (a ``scripted:`` name is one
+    of the eval's own misbehaving models, :mod:`copilot.evals.scripted`)."""
     started = time.monotonic()
+    override = scripted_model(model) if is_scripted(model) else None
     records: list[ItemRecord] = []
     async with eval_environment(progress) as env:
         # The sandbox was seeded just now: its dates are offsets from today (UTC).
         seeded = dt.datetime.now(dt.UTC).date()
         reps: dict[str, SignedInRep] = {}
-        async with open_service(env.settings(model)) as service:
+        async with open_service(env.settings(model), model=override) as service:
             queue = ordered(items)
             for number, item in enumerate(queue, start=1):
                 if item.rep not in reps:
