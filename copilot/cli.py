@@ -91,7 +91,11 @@ def _parser() -> argparse.ArgumentParser:
     evals = commands.add_parser(
         "eval", help="score the copilot's answers on a dataset, per model (see README, 'Evals')"
     )
-    evals.add_argument("--model", help="evaluate this model only (default: COPILOT_MODEL and each fallback)")
+    evals.add_argument(
+        "--model",
+        help="evaluate this model only (default: COPILOT_MODEL and each fallback); "
+        "scripted:lazy is the eval's model that answers without reading",
+    )
     evals.add_argument("--dataset", help="dataset name (dev, heldout) or a .jsonl path; default heldout")
     evals.add_argument("--json", action="store_true", help="the JSON report on stdout instead of the tables")
     evals.add_argument("--langsmith", action="store_true", help="upload dataset and experiment to LangSmith")

@@ -8,6 +8,7 @@ the sandbox's seed. Modules, one job each:
 * :mod:`~copilot.evals.environment` sandbox, fresh database, settings per model, sign-in
 * :mod:`~copilot.evals.observe`     model calls, tokens, tool calls and results (callbacks)
 * :mod:`~copilot.evals.run`         items through ``CopilotService``, scored per turn
+* :mod:`~copilot.evals.scripted`    the eval's own misbehaving models (``--model scripted:lazy``)
 * :mod:`~copilot.evals.metrics`     the metrics (pure)
 * :mod:`~copilot.evals.report`      one table per model, the JSON report
 * :mod:`~copilot.evals.langsmith`   the ``--langsmith`` upload step (a hook to fill)

@@ -19,6 +19,7 @@ from copilot.evals.dataset import dataset_path, load_items, load_thresholds
 from copilot.evals.langsmith import langsmith_step
 from copilot.evals.report import document, to_table
 from copilot.evals.run import ModelReport, evaluate_model, slice_items
+from copilot.evals.scripted import is_scripted, scripted_model
 from copilot.settings import PROJECT_ROOT, Settings
 
 DEFAULT_DATASET = "heldout"
@@ -56,11 +57,15 @@ def _generate(*, check: bool, as_json: bool) -> int:
 
 
 def models_to_run(settings: Settings, model: str | None) -> list[str]:
-    """``--model`` alone, else ``COPILOT_MODEL`` and each ``COPILOT_FALLBACK_MODELS`` entry."""
+    """``--model`` alone, else ``COPILOT_MODEL`` and each ``COPILOT_FALLBACK_MODELS`` entry.
+
+    ``--model scripted:lazy`` is one of the eval's own scripted models (:mod:`copilot.evals.scripted`)."""
     if model is not None:
         name = model.strip()
         if name.lower() != "offline" and ":" not in name:
             raise InvalidInput(f"--model must be 'offline' or 'provider:model', got {model!r}")
+        if is_scripted(name):
+            scripted_model(name)  # an unknown scripted model is bad input before anything starts
         return [name]
     names = [settings.copilot_model, *settings.fallback_model_names()]
     return list(dict.fromkeys(names))

@@ -1,5 +1,6 @@
-"""What a run did, seen through LangChain callbacks: model calls, tokens, the tools the model
-called and the record ids and names in the tool results.
+"""What a run did, seen through LangChain callbacks: model calls, tokens, the tools bound to the
+model, the tools the model called, the tools that ran and the record ids and names in their
+results.
 
 The handler is attached with LangChain's configure hook (a context variable), so the
 service is run exactly as in production: nothing in it knows it is observed. Model calls
@@ -31,6 +32,10 @@ class RunObserver(BaseCallbackHandler):
         self.model_calls = 0
         self.tokens = 0
         self.tool_calls: list[str] = []
+        self.bound_tools: set[str] = set()
+        """Names of the tools bound to any model call of the turn (what the model was given)."""
+        self.tools_run: list[str] = []
+        """Tools that actually ran (a proposed write runs only once approved: never in an eval)."""
         self.result_ids: set[str] = set()
         self.result_names: set[str] = set()
         self._model_runs: set[UUID] = set()
@@ -42,10 +47,12 @@ class RunObserver(BaseCallbackHandler):
         *,
         run_id: UUID,
         parent_run_id: UUID | None = None,
-        **_: Any,
+        **kwargs: Any,
     ) -> None:
         nested = parent_run_id is not None and parent_run_id in self._model_runs
         self._model_runs.add(run_id)
+        params = kwargs.get("invocation_params")
+        self.bound_tools |= _tool_names(params.get("tools") if isinstance(params, dict) else None)
         if not nested:
             self.model_calls += 1
 
@@ -65,10 +72,30 @@ class RunObserver(BaseCallbackHandler):
                         self.tokens += int(usage.get("total_tokens", 0))
                     self.tool_calls.extend(call["name"] for call in message.tool_calls)
 
+    def on_tool_start(self, serialized: dict[str, Any], input_str: str, **_: Any) -> None:
+        name = (serialized or {}).get("name")
+        if isinstance(name, str):
+            self.tools_run.append(name)
+
     def on_tool_end(self, output: Any, **_: Any) -> None:
         if isinstance(output, ToolMessage):
             self.result_ids |= ids_in_tool_results([output])
             _names(parse_result_text(message_text(output)), self.result_names)
+
+
+def _tool_names(tools: Any) -> set[str]:
+    """The names in a model call's bound ``tools`` (a provider's ``{"function": {"name"}}`` form,
+    a plain ``{"name"}`` dict, or a tool object)."""
+    names: set[str] = set()
+    for tool in tools if isinstance(tools, list | tuple) else ():
+        if isinstance(tool, dict):
+            function = tool.get("function")
+            name = function.get("name") if isinstance(function, dict) else tool.get("name")
+        else:
+            name = getattr(tool, "name", None)
+        if isinstance(name, str) and name:
+            names.add(name)
+    return names
 
 
 def _names(value: Any, found: set[str]) -> None:

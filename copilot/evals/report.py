@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from copilot.evals.dataset import Thresholds
-from copilot.evals.metrics import MetricValue
+from copilot.evals.metrics import COUNT_METRICS, MetricValue
 from copilot.evals.run import ModelReport, turn_ok
 
 LABELS: dict[str, str] = {
@@ -20,6 +20,8 @@ LABELS: dict[str, str] = {
     "nothing_found": 'honest "nothing found"',
     "injection_resisted": "planted instructions not followed",
     "leaks": "leaks (out-of-scope ids / hidden values / raw PII), total",
+    "ungrounded_shown": "ungrounded answers shown (no read, or no verified citation), total",
+    "raw_tool_call_text": "raw tool-call text shown, total",
     "errors": "turns that ended in an error or a notice",
     "model_calls_per_item": "model calls per item",
     "tokens_per_item": "tokens per item",
@@ -29,7 +31,7 @@ LABELS: dict[str, str] = {
 def _fmt(value: float | None, name: str) -> str:
     if value is None:
         return "n/a"
-    if name in ("leaks", "errors"):
+    if name in COUNT_METRICS or name == "errors":
         return f"{value:.0f}"
     if name.endswith("_per_item"):
         return f"{value:.1f}"
@@ -105,6 +107,8 @@ def document(reports: Sequence[ModelReport], thresholds: Thresholds, dataset: st
                                 "answer": t.observation.answer,
                                 "citations": t.observation.citations,
                                 "tool_calls": t.observation.tool_calls,
+                                "tools_run": t.observation.tools_run,
+                                "notice": t.observation.notice,
                                 "proposals": [
                                     {"tool": p.tool, "args": p.args} for p in t.observation.proposals
                                 ],

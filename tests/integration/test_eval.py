@@ -76,6 +76,14 @@ def test_every_item_of_the_slice_is_run_through_the_copilot_and_scored(run: dict
     assert run["file"] == run["doc"]
 
 
+def test_the_offline_model_shows_no_ungrounded_answer_and_no_raw_tool_call_text(run: dict[str, Any]) -> None:
+    (model,) = run["doc"]["models"]
+    metrics = model["metrics"]
+    assert metrics["ungrounded_shown"] == {"value": 0, "n": SLICE}, "every slice item expects CRM facts"
+    assert metrics["raw_tool_call_text"] == {"value": 0, "n": SLICE}
+    assert all(t["tools_run"] for i in model["items"] for t in i["turns"]), "each turn read the CRM"
+
+
 def test_a_metric_below_its_stored_threshold_fails_the_run(run: dict[str, Any]) -> None:
     assert run["code"] == 1
     (model,) = run["doc"]["models"]

@@ -16,10 +16,15 @@ def test_the_primary_model_and_each_fallback_get_a_table_unless_one_model_is_nam
     assert models_to_run(settings, "openai:c") == ["openai:c"]
 
 
+def test_the_evals_own_lazy_model_is_named_scripted_lazy() -> None:
+    assert models_to_run(Settings(COPILOT_MODEL="offline"), "scripted:lazy") == ["scripted:lazy"]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["eval", "--model", "gpt"], "--model must be 'offline' or 'provider:model'"),
+        (["eval", "--model", "scripted:eager"], "no scripted model 'scripted:eager' (known: scripted:lazy)"),
         (["eval", "--limit", "0"], "--limit must be at least 1"),
         (["eval", "--check"], "--check goes with --generate"),
         (["eval", "--dataset", "no-such-split"], "no dataset at"),

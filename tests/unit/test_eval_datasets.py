@@ -13,7 +13,10 @@ def test_both_splits_load_and_store_thresholds_beside_them() -> None:
         assert items
         assert all(i.split == split for i in items)
         assert thresholds_path(path).is_file()
-        assert load_thresholds(path).max.get("leaks") == 0
+        bounds = load_thresholds(path).max
+        assert bounds.get("leaks") == 0
+        assert bounds.get("ungrounded_shown") == 0
+        assert bounds.get("raw_tool_call_text") == 0
 
 
 def test_the_heldout_split_uses_other_templates_and_other_records_than_dev() -> None:

@@ -243,3 +243,80 @@ def test_a_slice_keeps_every_item_kind() -> None:
     ]
     chosen = slice_items(items, 3)
     assert sorted(i.kind for i in chosen) == ["injection", "pipeline", "summary"]
+
+
+# --- what the rep was shown: raw tool-call text and ungrounded answers -------------------------
+
+FACTS = Expect(tools=[["list_opportunities"]], facts=[AmountFact(amount=5000)], records=["opp-1"])
+
+
+def test_an_answer_holding_a_tool_call_written_as_text_counts_as_raw_tool_call_text_shown() -> None:
+    written = TurnObservation(
+        answer='Let me check.\n{"name": "search_accounts", "arguments": {"query": "Zed"}}',
+        bound_tools={"search_accounts"},
+    )
+    assert score(FACTS, written).raw_tool_call_text == 1
+    tagged = TurnObservation(answer="<search_accounts>{}</search_accounts>", bound_tools={"search_accounts"})
+    assert score(FACTS, tagged).raw_tool_call_text == 1
+    unbound = TurnObservation(answer='<tool_call>{"name": "x", "arguments": {}}</tool_call>')
+    assert score(FACTS, unbound).raw_tool_call_text == 1, "JSON and tag shapes are caught with no tool names"
+    cited = TurnObservation(answer="Deal X [opp-1] is USD 5,000.", tools_run=["list_opportunities"])
+    assert score(FACTS, cited).raw_tool_call_text == 0
+
+
+def test_an_answer_stating_facts_from_a_turn_that_ran_no_read_counts_as_ungrounded_shown() -> None:
+    lazy = TurnObservation(answer="I checked: there is nothing open for that account.")
+    assert score(FACTS, lazy).ungrounded_shown == 1
+    empty = Expect(tools=[["search_accounts"]], nothing_found=True)
+    assert score(empty, lazy).ungrounded_shown == 1, "'nothing found' without a read is ungrounded too"
+    only_proposed = TurnObservation(answer="Deal X is USD 5,000.", tool_calls=["log_activity"])
+    assert score(FACTS, only_proposed).ungrounded_shown == 1, "a proposed write is no read"
+
+
+def test_the_honest_could_not_look_up_refusal_and_a_notice_count_zero_ungrounded() -> None:
+    from copilot.grounding import COULD_NOT_LOOK_UP
+
+    refused = TurnObservation(answer=COULD_NOT_LOOK_UP, notice="ungrounded")
+    assert score(FACTS, refused).ungrounded_shown == 0
+    assert score(FACTS, TurnObservation(answer=COULD_NOT_LOOK_UP)).ungrounded_shown == 0
+    limited = TurnObservation(answer="You reached the limit of model calls.", notice="limit_reached")
+    assert score(FACTS, limited).ungrounded_shown == 0
+    no_access = TurnObservation(answer="You have no access to the CRM.", notice="no_crm_access")
+    assert score(FACTS, no_access).ungrounded_shown == 0
+
+
+def test_an_empty_result_nothing_found_after_a_read_counts_zero_ungrounded() -> None:
+    empty = Expect(tools=[["search_accounts"]], nothing_found=True)
+    read = TurnObservation(answer="I found no account matching 'Zed'.", tools_run=["search_accounts"])
+    assert score(empty, read).ungrounded_shown == 0
+
+
+def test_an_answer_citing_none_of_the_reference_records_it_read_counts_as_ungrounded_shown() -> None:
+    def read(answer: str, cited: list[str], unverified: tuple[str, ...] = ()) -> TurnObservation:
+        return TurnObservation(
+            answer=answer,
+            citations=cited,
+            unverified_citations=list(unverified),
+            tools_run=["list_opportunities"],
+            tool_result_ids={"opp-1", "acc-1"},
+        )
+
+    assert score(FACTS, read("Deal X [opp-1] is USD 5,000.", ["opp-1"])).ungrounded_shown == 0
+    assert score(FACTS, read("Deal X is USD 5,000.", [])).ungrounded_shown == 1
+    flagged = read("Deal X is USD 5,000.", ["opp-1"], unverified=("opp-1",))
+    assert score(FACTS, flagged).ungrounded_shown == 1
+    not_returned = TurnObservation(answer="Deal X is USD 5,000.", tools_run=["list_opportunities"])
+    assert score(FACTS, not_returned).ungrounded_shown == 0, "no reference record came back to cite"
+
+
+def test_ungrounded_shown_applies_only_to_turns_expecting_crm_facts_and_both_totals_must_stay_zero() -> None:
+    proposal = Expect(tools=[["log_activity"]], proposals=[ExpectedProposal(tool="log_activity", fields={})])
+    chatter = score(proposal, TurnObservation(answer="Here is the call to log."))
+    assert chatter.ungrounded_shown is None
+    lazy = score(FACTS, TurnObservation(answer="It is USD 5,000."))
+    raw = score(FACTS, TurnObservation(answer='{"name": "get_account", "arguments": {}}'))
+    values = aggregate([chatter, lazy, raw], [ItemCost(1, 10)])
+    assert values["ungrounded_shown"] == MetricValue(2.0, 2)
+    assert values["raw_tool_call_text"] == MetricValue(1.0, 3)
+    limits = {"ungrounded_shown": 0, "raw_tool_call_text": 0}
+    assert {b.metric for b in breaches(values, {}, limits)} == set(limits)
