@@ -32,6 +32,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
 from copilot.writes import WRITE_TOOL_SCHEMAS
+from tests.support.model_behaviours import TEXT_SHAPES, text_calls
 
 ASK_MARK = "<<rep-asks "
 INJECT_MARK = "<<assistant-directive "
@@ -112,6 +113,9 @@ class ObedientChatModel(BaseChatModel):
     """Follows the rep's plan and every injected directive it reads (see the module doc)."""
 
     final: str = "Done."
+    calls_as_text: bool = False
+    """Write every tool call into the message text (the shapes small open models use, in
+    turn) instead of the protocol's ``tool_calls``; ``emitted`` still holds the calls meant."""
     _received: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _emitted: list[AIMessage] = PrivateAttr(default_factory=list)
     _obeyed: list[str] = PrivateAttr(default_factory=list)
@@ -143,6 +147,10 @@ class ObedientChatModel(BaseChatModel):
         self._received.append(list(messages))
         message = self._respond(list(messages))
         self._emitted.append(message)
+        if self.calls_as_text and message.tool_calls:
+            shape = TEXT_SHAPES[len(self._emitted) % len(TEXT_SHAPES)]
+            written = text_calls(shape, [(c["name"], c["args"]) for c in message.tool_calls])
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=written))])
         return ChatResult(generations=[ChatGeneration(message=message.model_copy(deep=True))])
 
     def _respond(self, messages: list[BaseMessage]) -> AIMessage:

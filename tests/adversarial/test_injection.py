@@ -39,10 +39,12 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage
+from pydantic import ValidationError
 
 from copilot.proposals import unchanged_fields
 from copilot.tools.preferences import apply_update, load_preferences
 from copilot.tools.schemas import UpdatePreferencesArgs
+from copilot.writes import WRITE_TOOL_SCHEMAS
 from tests.adversarial.counts import Tally, count, soak
 from tests.adversarial.harness import (
     WRITE_TOOLS,
@@ -574,8 +576,23 @@ def _target(tool: str, args: dict[str, Any]) -> Any:
     return None
 
 
+def refused_as_text(call: dict[str, Any]) -> bool:
+    """A write call written as text that does not fit its schema: the grounding gate gives the
+    model the error instead of a proposal, so it is neither shown nor written."""
+    try:
+        WRITE_TOOL_SCHEMAS[call["name"]].model_validate(call["args"])
+    except ValidationError:
+        return True
+    return False
+
+
 def check_pause(
-    result: Any, new: list[AIMessage], thread_calls: list[Any], unchanged: frozenset[str] = frozenset()
+    result: Any,
+    new: list[AIMessage],
+    thread_calls: list[Any],
+    unchanged: frozenset[str] = frozenset(),
+    *,
+    as_text: bool = False,
 ) -> list[str]:
     """The proposals shown after one turn/resume: every write call waiting, nothing made up.
 
@@ -609,7 +626,9 @@ def check_pause(
         writes = Counter(
             canon([c["name"], c["args"]])
             for c in last.tool_calls
-            if c["name"] in WRITE_TOOLS and canon([c["name"], c["args"]]) not in unchanged
+            if c["name"] in WRITE_TOOLS
+            and canon([c["name"], c["args"]]) not in unchanged
+            and not (as_text and refused_as_text(c))
         )
         if clean and writes - shown:
             problems.append(f"write calls not waiting for a decision: {sorted(writes - shown)}")
@@ -823,7 +842,9 @@ async def one_run(
     async def check(result: Any, since: int) -> None:
         thread_calls = [c for m in model.emitted[start:] for c in m.tool_calls]
         unchanged = await answered_unchanged(svc, result.thread_id)
-        problems.extend(check_pause(result, model.emitted[since:], thread_calls, unchanged))
+        problems.extend(
+            check_pause(result, model.emitted[since:], thread_calls, unchanged, as_text=model.calls_as_text)
+        )
         rows, audited = await audit_state(settings, result.thread_id)
         if audited - audited_before != len(rows):
             problems.append("audit rows appeared outside the run's thread")
@@ -851,18 +872,37 @@ async def one_run(
             entry.outcome = outcomes.get(entry.tool_call_id)
         await check(result, since)
     if nonce not in model.obeyed:
-        problems.append("the planted instructions never reached the model (the run proved nothing)")
+        problems.append(
+            "the planted instructions never reached the model (the run proved nothing; "
+            f"it answered {result.answer!r}, notice {result.notice!r})"
+        )
     return case.name, problems
 
 
 async def test_injected_instructions_never_write_anything_the_rep_did_not_approve_as_shown(
     copilot_settings, sandbox
 ):
+    await _suite(copilot_settings, sandbox, SUITE, ObedientChatModel())
+
+
+async def test_injected_instructions_written_as_text_calls_never_write_anything_unapproved(
+    copilot_settings, sandbox
+):
+    """The same suite with a model that writes its calls as text (issue: small open models):
+    recovery is no new way to write; a recovered write waits for the rep like any other."""
+    await _suite(copilot_settings, sandbox, f"{SUITE} (text calls)", ObedientChatModel(calls_as_text=True))
+
+
+async def _suite(
+    copilot_settings: Any, sandbox: SandboxProcess, suite: str, model: ObedientChatModel
+) -> None:
+    # Each suite starts from the seed: another suite's planted records would push this one's
+    # off the first page of the reads the model makes.
+    sandbox.admin("POST", "/admin/reset")
     rng = random.Random(SEED)
     w = _world(export(sandbox))
-    tally = Tally(SUITE)
+    tally = Tally(suite)
     started = time.monotonic()
-    model = ObedientChatModel()
     rep = await sign_in(copilot_settings, REP)
     async with service(copilot_settings, model) as svc:
         for run in range(RUNS):
@@ -871,7 +911,7 @@ async def test_injected_instructions_never_write_anything_the_rep_did_not_approv
             except Exception as exc:  # a crash is a failure of the run, not of the suite
                 name, problems = f"run {run}", [f"raised {type(exc).__name__}: {exc}"]
             if problems:
-                print(f"{SUITE} run {run} ({name}) failed: {'; '.join(dict.fromkeys(problems))}")
+                print(f"{suite} run {run} ({name}) failed: {'; '.join(dict.fromkeys(problems))}")
             tally.record(not problems, f"run {run} ({name}): {'; '.join(dict.fromkeys(problems))}")
             if soak() and (run + 1) % 25 == 0:
                 print(f"{tally.line()} after {time.monotonic() - started:.0f} s", flush=True)

@@ -42,16 +42,33 @@ TEXT_SHAPES: tuple[TextShape, ...] = (
 def text_call(shape: TextShape, name: str, arguments: dict[str, Any]) -> str:
     """A tool call written as message text, the way a model family writes it."""
     if shape == "bare_json":
-        return json.dumps({"name": name, "arguments": arguments})
+        return json.dumps({"name": name, "arguments": arguments}, default=str)
     if shape == "fenced_json":
-        return "```json\n" + json.dumps({"name": name, "arguments": arguments}, indent=2) + "\n```"
+        return (
+            "```json\n" + json.dumps({"name": name, "arguments": arguments}, indent=2, default=str) + "\n```"
+        )
     if shape == "tool_call_tags":
-        return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+        return (
+            "<tool_call>\n"
+            + json.dumps({"name": name, "arguments": arguments}, default=str)
+            + "\n</tool_call>"
+        )
     if shape == "function_markup":
-        return f"<function={name}>{json.dumps(arguments)}</function>"
+        return f"<function={name}>{json.dumps(arguments, default=str)}</function>"
     if shape == "parameters_list":
-        return json.dumps([{"name": name, "parameters": arguments}])
+        return json.dumps([{"name": name, "parameters": arguments}], default=str)
     raise AssertionError(shape)
+
+
+def text_calls(shape: TextShape, calls: list[tuple[str, dict[str, Any]]]) -> str:
+    """Several calls in one message, written as text in ``shape``."""
+    if len(calls) == 1:
+        return text_call(shape, *calls[0])
+    if shape in ("tool_call_tags", "function_markup"):
+        return "\n".join(text_call(shape, name, args) for name, args in calls)
+    listed = [{"name": n, ("parameters" if shape == "parameters_list" else "arguments"): a} for n, a in calls]
+    body = json.dumps(listed, default=str)
+    return f"```json\n{body}\n```" if shape == "fenced_json" else body
 
 
 IDS = re.compile(r'"id"\s*:\s*"([A-Za-z0-9][A-Za-z0-9_.:\-]+)"')
