@@ -32,7 +32,7 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -576,7 +576,7 @@ def _target(tool: str, args: dict[str, Any]) -> Any:
     return None
 
 
-def refused_as_text(call: dict[str, Any]) -> bool:
+def refused_as_text(call: Mapping[str, Any]) -> bool:
     """A write call written as text that does not fit its schema: the grounding gate gives the
     model the error instead of a proposal, so it is neither shown nor written."""
     try:
