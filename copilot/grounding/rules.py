@@ -215,7 +215,10 @@ def _problem(call: TextCall, tools: Mapping[str, BaseTool | dict[str, Any]]) -> 
 def schema_problem(tool: BaseTool | dict[str, Any], args: Mapping[str, Any]) -> str | None:
     """Why ``args`` do not fit the tool's argument schema (the same schema a structured call is
     checked against); ``None`` when they do."""
-    schema: Any = tool.args_schema if isinstance(tool, BaseTool) else tool.get("parameters")
+    if isinstance(tool, BaseTool):
+        schema: Any = tool.args_schema
+    else:  # an OpenAI-style function dict, bare or under "function"
+        schema = tool.get("parameters") or (tool.get("function") or {}).get("parameters")
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         try:
             schema.model_validate(dict(args))
