@@ -52,6 +52,10 @@ typecheck: setup
 test: setup lint typecheck
 	$(PY) -m pytest
 
+# The inner loop: the unit tests only (no services; well under a minute).
+unit: setup
+	$(PY) -m pytest tests/unit -q -m "not integration"
+
 # The adversarial proof suites at their full counts (CI runs them at reduced counts).
 # Each suite prints "<suite>: tried N, failures M"; the lines collect in
 # test-artifacts/adversarial/summary.txt. Takes a few hours on two cores.

@@ -20,6 +20,8 @@ from copilot.knowledge.sources import local_files
 from copilot.persistence.migrations import migrate
 from tests.support.documents import write_docx, write_pdf
 
+pytestmark = pytest.mark.integration
+
 SANDBOX_KNOWLEDGE = Path(__file__).resolve().parents[2] / "sandbox" / "knowledge"
 CONTOSO = "tenant-contoso"
 FABRIKAM = "tenant-fabrikam"
