@@ -73,6 +73,26 @@ TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
         "dev": ("what's my commission on {opportunity}?",),
         "heldout": ("how much commission do I earn on {opportunity}",),
     },
+    "lookup.open_deals": {
+        "dev": ("what deals do I have open right now?", "which opportunities do I have open at the moment?"),
+        "heldout": ("what open deals have I got right now", "show me the deals I have open currently"),
+    },
+    "lookup.largest": {
+        "dev": ("what's my biggest deal?", "which of my open deals is the largest?"),
+        "heldout": ("what is my largest open opportunity", "my most valuable open deal?"),
+    },
+    "lookup.largest.account": {
+        "dev": ("what's the largest {account} opportunity?", "biggest open deal at {account}?"),
+        "heldout": ("the most valuable opportunity at {account}", "which is the largest open deal with {account}"),
+    },
+    "scope.field.largest": {
+        "dev": ("what is the commission on my biggest deal?",),
+        "heldout": ("how much commission do I get on my largest opportunity",),
+    },
+    "empty.field": {
+        "dev": ("what's the {field} on {opportunity}?",),
+        "heldout": ("what is the {field} of {opportunity}",),
+    },
     "draft.followup": {
         "dev": ("draft a follow-up email to {contact} at {account} about {topic}",),
         "heldout": ("write {contact} from {account} a follow up note on {topic}",),

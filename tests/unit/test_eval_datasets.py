@@ -39,3 +39,13 @@ def test_every_kind_the_issue_lists_is_covered_in_both_splits() -> None:
     }  # fmt: skip
     for split in ("dev", "heldout"):
         assert wanted <= {i.kind for i in load_items(dataset_path(split))}, split
+
+
+def test_the_honest_floor_families_are_in_both_splits() -> None:
+    # Open deals "right now", the largest deal (the rep's and an account's), commission on it,
+    # and a field no record has: the shapes new reps type.
+    wanted = {
+        "lookup.open_deals", "lookup.largest", "lookup.largest.account", "scope.field.largest", "empty.field",
+    }  # fmt: skip
+    for split in ("dev", "heldout"):
+        assert wanted <= {i.template.split("#")[0] for i in load_items(dataset_path(split))}, split

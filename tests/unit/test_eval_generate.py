@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from copilot.evals.dataset import AmountFact, CountFact, TextFact
+from copilot.evals.dataset import AmountFact, CountFact, Expect, TextFact
 from copilot.evals.generate import Account, GenerationConfig, Outsider, RepView, World, build_datasets
 
 TODAY = dt.date(2030, 3, 10)
@@ -105,3 +105,46 @@ def test_each_account_belongs_to_one_split() -> None:
     assert accounts("dev")
     assert accounts("heldout")
     assert not accounts("dev") & accounts("heldout")
+
+
+def _two_reps() -> World:
+    world = _world()
+    pat = world.reps[0]
+    pat.open_deals = [o for a in pat.accounts[:3] for o in a.open]
+    # Lee's two largest deals tie: "my biggest deal" has one amount and no one name.
+    lee_deals = [{**o, "amount": 9000.0, "owner": {"id": "u-lee"}} for o in pat.accounts[3].open]
+    lee = RepView("lee", "u-lee", "t1", pat.accounts, open_deals=lee_deals)
+    lee.hidden = {o["id"]: {"commission": 450.0} for o in lee_deals}
+    return World(world.today, [pat, lee], world.outsiders)
+
+
+def test_a_reps_own_book_is_asked_in_one_split_per_rep_and_names_no_reference_records() -> None:
+    datasets = build_datasets(
+        _two_reps(), GenerationConfig(**{**CONFIG.model_dump(), "reps": ["pat", "lee"]})
+    )
+    book = {"lookup.open_deals", "lookup.largest", "scope.field.largest"}
+    for split, rep in (("dev", "pat"), ("heldout", "lee")):
+        items = [i for i in datasets[split] if i.template.split("#")[0] in book]  # type: ignore[index]
+        assert {i.template.split("#")[0] for i in items} == book
+        assert {i.rep for i in items} == {rep}
+        assert all(not turn.expect.records for i in items for turn in i.turns)
+
+
+def test_the_largest_deal_is_expected_by_amount_and_by_name_only_when_one_deal_has_it() -> None:
+    datasets = build_datasets(
+        _two_reps(), GenerationConfig(**{**CONFIG.model_dump(), "reps": ["pat", "lee"]})
+    )
+
+    def expect(split: str, template: str) -> Expect:
+        [item] = [i for i in datasets[split] if i.template.startswith(template + "#")]  # type: ignore[index]
+        return item.turns[0].expect
+
+    top = max((o for a in _world().reps[0].accounts[:3] for o in a.open), key=lambda o: o["amount"])
+    assert expect("dev", "lookup.largest").facts == [
+        AmountFact(amount=top["amount"]),
+        TextFact(text=top["name"]),
+    ]
+    assert expect("heldout", "lookup.largest").facts == [AmountFact(amount=9000.0)]
+    field = expect("heldout", "scope.field.largest")
+    assert field.nothing_found
+    assert field.forbidden_amounts == [450.0, 450.0]

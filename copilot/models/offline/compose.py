@@ -35,6 +35,17 @@ _CAPABILITIES: tuple[tuple[Role, str], ...] = (
 )
 
 
+# Questions a rep can ask when one was not read, by the role that answers each: no record
+# names (the rep's own book, or an account's name to add).
+_EXAMPLES: tuple[tuple[Role, str], ...] = (
+    ("opportunity_list", '"What deals do I have open?"'),
+    ("opportunity_list", '"What is my biggest deal?"'),
+    ("pipeline", '"What\'s in my pipeline this quarter?"'),
+    ("account_search", '"Summarise" and an account\'s name'),
+    ("activity_list", '"What did I do last week?"'),
+)
+
+
 def action(role: WriteRole) -> str:
     """What a write does, as the end of "I did not …"."""
     match role:
@@ -203,6 +214,17 @@ def help_text(has: Callable[[Role], bool]) -> str:
     if not can:
         return "I can't reach the CRM in this session, so I can't look anything up right now."
     return "I can help with your CRM. For example, I can:\n" + "\n".join(f"- {c}" for c in can)
+
+
+def unread_text(has: Callable[[Role], bool]) -> str:
+    """The honest floor: the question was not read, and a few the tools bound here answer."""
+    examples = [text for role, text in _EXAMPLES if has(role)][:4]
+    if not examples:
+        return help_text(has)
+    return (
+        "I couldn't read that question. I can help with your CRM; you could ask, for example:\n"
+        + "\n".join(f"- {e}" for e in examples)
+    )
 
 
 def rejection_sentence(role: WriteRole, reason: str) -> str:

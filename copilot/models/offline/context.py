@@ -33,8 +33,8 @@ class PlanContext:
     today: dt.date
 
     def help(self) -> Step:
-        """What the copilot can do with the tools bound here."""
-        return answer(c.help_text(self.tools.has))
+        """What the copilot can do with the tools bound here (a few examples when the question was not read)."""
+        return answer((c.unread_text if self.req.unread else c.help_text)(self.tools.has))
 
     def require(self, role: Role, what: str) -> Step | None:
         """A plain "I can't" when no bound tool serves ``role``; ``None`` when one does."""

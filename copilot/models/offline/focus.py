@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, assert_never
 
 from copilot.models.offline import compose as c
-from copilot.models.offline.questions import Focus, title_exact, title_score
+from copilot.models.offline.questions import Focus, Rank, title_exact, title_score
 from copilot.models.offline.state import ToolResult
 from copilot.models.offline.text import Period
 
@@ -123,3 +123,23 @@ def title_answer(
         f"None of the contacts at {account} has a title like '{asked_text}'. Its contacts are:\n"
         + "\n".join(lines)
     )
+
+
+def ranked(items: list[dict[str, Any]], rank: Rank) -> dict[str, Any] | None:
+    """The deal with the largest (or smallest) amount; deals without one are not ranked."""
+    priced = [o for o in items if isinstance(o.get("amount"), int | float)]
+    pick = max if rank == "largest" else min
+    return pick(priced, key=lambda o: float(o["amount"])) if priced else None
+
+
+def field_values(records: list[dict[str, Any]], word: str) -> list[str]:
+    """A field asked for by a word of the records' own, one sentence per record that has that
+    key (none: no record shows it, and nothing else stands in for it)."""
+    keys = {word, word.removesuffix("s")}
+    found = [(r, r[k]) for r in records for k in r if k.lower() in keys and not isinstance(r[k], dict | list)]
+    return [
+        f"The {word} of {r.get('name', 'the record')} {c.cite(r.get('id'))} is {c.clean(v)}."
+        if v not in (None, "")
+        else f"{r.get('name', 'The record')} {c.cite(r.get('id'))} has no {word} recorded."
+        for r, v in found
+    ]

@@ -16,9 +16,12 @@ from typing import Literal
 from copilot.models.offline.questions import (
     DEAL_FIELDS,
     Focus,
+    Rank,
     asks_for_a_title,
     correct_typos,
+    find_asked_field,
     find_focus,
+    find_rank,
     is_question,
     title_spans,
 )
@@ -29,7 +32,6 @@ from copilot.models.offline.text import (
     Period,
     Shift,
     Span,
-    account_candidates,
     find_activity_type,
     find_amount,
     find_dates,
@@ -37,6 +39,7 @@ from copilot.models.offline.text import (
     find_shift,
     find_stage,
     mask,
+    name_candidates,
     number_value,
 )
 
@@ -186,6 +189,8 @@ class Request:
     text: str
     intents: list[Intent]
     account_queries: list[str] = field(default_factory=list)
+    tentative: set[str] = field(default_factory=set)
+    """The account queries not typed as names: only a visible record whose name matches makes one a name."""
     records: list[TypedId] = field(default_factory=list)
     """Record ids the rep wrote that tool results returned (so their kind is known)."""
     unverified: list[str] = field(default_factory=list)
@@ -213,6 +218,12 @@ class Request:
     """Asks how to sell ("what should I do next", "how do I handle …"): playbooks apply."""
     about_documents: bool = False
     """Names what only documents hold (a playbook, an objection, pricing guidance)."""
+    rank: Rank | None = None
+    """Asks for the largest (or smallest) deal by amount ("my biggest deal")."""
+    asked_field: str | None = None
+    """A field asked for by a word of the records' own ("commission"): their keys say if it is one."""
+    unread: bool = False
+    """Nothing in the message could be read as a request, not even one for help."""
 
     @property
     def deal_fields(self) -> list[Focus]:
@@ -485,16 +496,20 @@ def parse_request(
     *,
     ruled_out: Iterable[str] = (),
     check_ids: bool = True,
+    words: Iterable[str] = (),
 ) -> Request:
     """Understand one human message: its intents and the entities they need.
 
     ``records`` are the ids earlier tool results returned (a word equal to one is that
     record). With ``check_ids`` (a tool can read a record by id) other words that may be
     ids are set aside as ``unverified``, except those in ``ruled_out`` (already read as
-    ids without that record coming back: they are words).
+    ids without that record coming back: they are words). ``words`` (lower case) were
+    searched as account names and match no visible account: a tentative candidate among
+    them is a word, not a name.
     """
     index = records or RecordIndex()
     excluded = tuple(ruled_out)
+    not_names = {w.lower() for w in words}
     original = text
     text = correct_typos(text)
     lower = text.lower()
@@ -539,6 +554,19 @@ def parse_request(
         req.unverified = [str(s.value) for s in found]
         return found
 
+    dropped: list[str] = []
+
+    def names(part: str, spans: list[Span]) -> list[str]:
+        kept: list[str] = []
+        for name, tentative in name_candidates(part, masked=spans):
+            if tentative and name.lower() in not_names:
+                dropped.append(name)
+                continue
+            kept.append(name)
+            if tentative:
+                req.tentative.add(name)
+        return kept
+
     if _is_log(lower):
         # Notes are the rep's own words: parsed from what they typed, uncorrected.
         text = original
@@ -549,9 +577,9 @@ def parse_request(
         header = text[: sep.start()] if sep else text
         in_header = [s for s in masked if s.end <= len(header)]
         in_header += candidates(header, in_header)
-        req.account_queries = account_candidates(header, masked=in_header)
+        req.account_queries = names(header, in_header)
         if not req.account_queries:
-            req.account_queries = account_candidates(text, masked=masked + in_header)
+            req.account_queries = names(text, masked + in_header)
         req.log = parse_log(text, today)
         req.match_text = mask(header, in_header)
         return req
@@ -565,10 +593,10 @@ def parse_request(
         head = text[:topic_start] if topic_start > 0 else text
         in_head = [s for s in masked if s.end <= len(head)]
         in_head += candidates(head, in_head)
-        names = account_candidates(head, masked=in_head)
+        found = names(head, in_head)
         contact = (req.draft.contact_name or "").lower()
         req.account_queries = [
-            n for n in names if n.lower() != contact and not contact.startswith(n.lower() + " ")
+            n for n in found if n.lower() != contact and not contact.startswith(n.lower() + " ")
         ]
         return req
 
@@ -578,14 +606,23 @@ def parse_request(
         req.update = update[0]
         spans = masked + update[1]
         spans += candidates(text, spans)
-        req.account_queries = account_candidates(text, masked=spans)
+        req.account_queries = names(text, spans)
         req.match_text = mask(text, spans)
         return req
 
     # Reads.
     if period is not None:
         req.period = period[0]
-    req.focus = find_focus(lower)
+    rank = find_rank(lower)
+    if rank is not None:
+        req.rank = "largest" if rank.value == "largest" else "smallest"
+        masked.append(rank)
+    asked = find_asked_field(lower)
+    if asked is not None and not (_has(_CONTACTS, lower) or asks_for_a_title(text)):
+        req.asked_field = str(asked.value)
+        masked.append(asked)
+    # "how much commission": the field asked for, not the amount.
+    req.focus = find_focus(mask(lower, [asked]) if req.asked_field and asked else lower)
     stage = find_stage(text)
     req.stage = stage.value if stage is not None and isinstance(stage.value, str) else None
     if stage is not None:
@@ -597,7 +634,7 @@ def parse_request(
         masked += titles
         wants_contacts = wants_contacts or bool(titles)
     masked += candidates(text, masked)
-    req.account_queries = account_candidates(text, masked=masked)
+    req.account_queries = names(text, masked)
     # A word that may be an id is read as an account first (an overview is an account's).
     has_account = bool(req.account_queries or req.ids_of("account") or req.unverified)
     wants_pipeline = _has(_PIPELINE, lower)
@@ -605,12 +642,12 @@ def parse_request(
     wants_opps = (
         _has(_OPPS, lower)
         or req.stage is not None
-        or bool(req.deal_fields)
+        or bool(req.deal_fields or req.rank or req.asked_field)
         or (req.period is not None and not has_account and not wants_activity and not wants_contacts)
     )
     if "count" in req.focus and not (wants_opps or wants_activity or wants_contacts):
         wants_opps = True
-    wants_overview = _has(_OVERVIEW, lower) and not (req.deal_fields or req.title_words)
+    wants_overview = _has(_OVERVIEW, lower) and not (req.deal_fields or req.title_words or req.asked_field)
     if wants_activity:
         kind = re.search(r"\b(meeting|call|e-?mail|task)s?\b", lower)
         req.activity_type = kind.group(1).replace("-", "") if kind else None
@@ -632,10 +669,14 @@ def parse_request(
         req.intents.append("contacts")  # needs an account: from the conversation, or ask
     if wants_activity:
         req.intents.append("activities")
-    if not req.intents and wants_overview and req.refers_back:
+    # "summarise zorg" when no visible account is called that: which account, not "no such account".
+    if not req.intents and wants_overview and (req.refers_back or dropped):
         req.intents.append("overview")
     if not req.intents:
         req.intents.append("help")
+        req.unread = not _has(
+            r"\bhelp\b|\bwhat (?:can|do) you\b|\bhow do(?:es)? (?:you|this|it) work\b", lower
+        )
     return req
 
 

@@ -10,6 +10,7 @@ from copilot.models.offline import compose as c
 from copilot.models.offline.context import PlanContext, ReadCall
 from copilot.models.offline.records import cited
 from copilot.models.offline.roles import DETAIL_ARGUMENT, DETAIL_ROLES, Kind
+from copilot.models.offline.state import Turn
 from copilot.models.offline.steps import Step, answer
 from copilot.models.offline.text import content_words
 
@@ -92,9 +93,37 @@ def resolve_account(ctx: PlanContext, *, needs_account: bool) -> dict[str, Any] 
             return result
         if not result.ok:
             return answer(c.error_sentence(result, f"an account matching '{query}'"))
-        if result.items:
-            return pick_account(query, result.items)
+        # The CRM matches inside words ("right" is inside "Bright…"): a word not typed as a
+        # name names only the accounts whose name it begins a word of.
+        hits = [i for i in result.items if query not in ctx.req.tentative or names_match(query, i)]
+        if hits:
+            return pick_account(query, hits)
     return did_you_mean(ctx, queries[0])
+
+
+def names_match(query: str, account: dict[str, Any]) -> bool:
+    """Whether each word of ``query`` begins a word of the account's name."""
+    name = re.findall(r"[a-z0-9]+", str(account.get("name", "")).lower())
+    return all(any(n.startswith(q) for n in name) for q in re.findall(r"[a-z0-9]+", query.lower()))
+
+
+def unmatched_words(turn: Turn, search: str | None) -> set[str]:
+    """What this question searched for as account names that no visible account's name
+    matches, even nearly: words, not names (lower case).
+
+    Known only once the rep's accounts were listed (``did_you_mean``'s read): until then a
+    query may still be a misspelt name.
+    """
+    calls = turn.all(search) if search else []
+    listed = [c.result.items for c in calls if not c.args.get("query") and c.result and c.result.ok]
+    if not listed:
+        return set()
+    return {
+        query.lower()
+        for call in calls
+        if (query := str(call.args.get("query") or "")) and call.result is not None and call.result.ok
+        if not any(names_match(query, i) for i in call.result.items) and not near_misses(query, listed[0])
+    }
 
 
 NEAR_MISS = 0.75
@@ -114,20 +143,25 @@ def did_you_mean(ctx: PlanContext, query: str) -> Step:
         return result
     if not result.ok:
         return answer(none)
+    near = near_misses(query, result.items)
+    if not near or len(near) > 3:
+        return answer(none)
+    options = " or ".join(f"{i.get('name')} {c.cite(i.get('id'))}" for i in near)
+    return answer(f"{none} Did you mean {options}?")
+
+
+def near_misses(query: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The accounts whose name has a word close to a word of ``query`` (a typo of it)."""
     typed = [w for w in content_words(query) if len(w) >= 3]
-    near = [
+    return [
         item
-        for item in result.items
+        for item in items
         if any(
             SequenceMatcher(None, word, name_word).ratio() >= NEAR_MISS
             for word in typed
             for name_word in content_words(str(item.get("name", "")))
         )
     ]
-    if not near or len(near) > 3:
-        return answer(none)
-    options = " or ".join(f"{i.get('name')} {c.cite(i.get('id'))}" for i in near)
-    return answer(f"{none} Did you mean {options}?")
 
 
 def pick_account(query: str, items: list[dict[str, Any]]) -> dict[str, Any] | Step:
@@ -175,11 +209,15 @@ def choose_opportunity(
     """The open opportunity the request names; asks which when it is ambiguous and one is needed."""
     account_words = content_words(str(account.get("name", ""))) if account else set()
     wanted = content_words(ctx.req.match_text or ctx.req.text) - account_words
+    names = [
+        content_words(str(o.get("name", ""))) - account_words - content_words(account_name(o)) for o in items
+    ]
+    deal_words = set().union(*names)
     for q in ctx.req.account_queries:
-        wanted -= content_words(q)
+        # A word tried as an account name that names one of these deals is the deal's ("X — Support Plan").
+        wanted -= content_words(q) - deal_words
     scored = []
-    for opp in items:
-        words = content_words(str(opp.get("name", ""))) - account_words - content_words(account_name(opp))
+    for opp, words in zip(items, names, strict=True):
         scored.append((_matches(wanted, words), opp))
     best = max((s for s, _ in scored), default=0)
     top = [o for s, o in scored if s == best and best > 0]

@@ -34,6 +34,7 @@ from langchain_core.tools import BaseTool
 from copilot.models.offline.catalog import ToolCatalog, described
 from copilot.models.offline.context import PlanContext
 from copilot.models.offline.intents import parse_request
+from copilot.models.offline.lookup import unmatched_words
 from copilot.models.offline.plan import plan
 from copilot.models.offline.records import RecordIndex, drop_unseen_citations
 from copilot.models.offline.roles import DETAIL_ARGUMENT, DETAIL_ROLES, ROLES, Kind
@@ -160,6 +161,7 @@ class OfflineChatModel(BaseChatModel):
             records,
             ruled_out=ruled_out(turn, catalog),
             check_ids=any(catalog.has(role) for role in DETAIL_ROLES.values()),
+            words=unmatched_words(turn, catalog.name("account_search")),
         )
         forced, must_call = forced_tool(tool_choice, list(catalog.tools))
         if prompt is not None:

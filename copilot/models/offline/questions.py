@@ -73,6 +73,39 @@ def find_focus(lower: str) -> list[Focus]:
     return [focus for _, focus in sorted(found)]
 
 
+Rank = Literal["largest", "smallest"]
+_RANK_RE = re.compile(
+    r"\b(?:(?P<largest>biggest|largest|highest[\s-]value|most\s+valuable|top(?=\s+(?:deal|opportunity|opp)\b))"
+    r"|(?P<smallest>smallest|lowest[\s-]value|least\s+valuable))\b"
+)
+
+
+def find_rank(lower: str) -> Span | None:
+    """A superlative over deals by amount ("my biggest deal", "the smallest opportunity"), as
+    ``"largest"`` / ``"smallest"``."""
+    m = _RANK_RE.search(lower)
+    if m is None:
+        return None
+    return Span("largest" if m.group("largest") else "smallest", m.start(), m.end())
+
+
+# "what's my commission on …", "how much commission do I earn on …": a value asked of records
+# by a noun; which nouns are fields is the records' business (their keys), not this rule's.
+_ASKED_FIELD_RE = re.compile(
+    r"\b(?:what(?:'s|s|\s+is|\s+was|\s+are)|how\s+much|tell\s+me|show\s+me|give\s+me)\s+"
+    r"(?:the\s+|my\s+|our\s+|its\s+|their\s+)?(?P<field>[a-z][a-z-]{2,})\s+(?:on|of|for|in|at|do|does|did)\b"
+)
+
+
+def find_asked_field(lower: str) -> Span | None:
+    """A field asked for by a word the copilot has no meaning for ("commission", "industry"):
+    the span runs from the question word (so "how much" is not also read as the amount)."""
+    m = _ASKED_FIELD_RE.search(lower)
+    if m is None or m.group("field") in STOPWORDS or m.group("field") in VOCABULARY:
+        return None
+    return Span(m.group("field"), m.start(), m.end("field"))
+
+
 def is_question(lower: str) -> bool:
     """A question rather than an instruction ("what's the close date?" vs "set the close date …")."""
     stripped = lower.strip()

@@ -188,6 +188,52 @@ def compose_focused(ctx: PlanContext, account: dict[str, Any], results: dict[Rea
     return "\n\n".join("\n".join(b) for b in blocks if b).strip()
 
 
+def picked(ctx: PlanContext, opps: ToolResult, account: dict[str, Any] | None, name: str) -> list[str]:
+    """The deal a superlative picks ("my biggest deal") or the question names, and a field
+    asked of it by the records' own word ("commission"); of the rep's book without ``account``."""
+    req = ctx.req
+    book = account is None
+    whose = ("Your team's" if req.team else "Your") if book else "The"
+    deals, lead = opps.items, ""
+    if req.rank:
+        top = f.ranked(deals, req.rank)
+        if top is None:
+            return [
+                f"None of these opportunities has an amount, so none is the {req.rank}.",
+                *_lines(deals, book),
+            ]
+        shown = f" of the {len(deals)} shown" if c.more_note(opps) else ""
+        lead = f"{whose} {req.rank} open opportunity{'' if book else f' at {name}'}{shown}"
+        deals = [top]
+    elif account is not None:
+        chosen = choose_opportunity(ctx, account, deals, must_choose=False)
+        deals = [chosen] if isinstance(chosen, dict) else deals
+    one = deals[0] if len(deals) == 1 else None
+    if req.asked_field:
+        values = f.field_values([*deals, *([] if account is None else [account])], req.asked_field)
+        if values:
+            return [" ".join(values)]
+        subject = (
+            f"{one.get('name')} {c.cite(one.get('id'))}" if one else f"{whose.lower()} open opportunities"
+        )
+        subject += f", {lead[:1].lower()}{lead[1:]}" if lead else ("" if one or book else f" at {name}")
+        return [
+            f"I can't see a {req.asked_field} field on {subject}: it isn't in the CRM data visible to you.",
+            *_lines(deals, book),
+        ]
+    if one is None:
+        return _lines(deals, book)
+    if req.deal_fields:
+        return [
+            f"{lead}: {f.deal_facts(one, req.deal_fields)}" if lead else f.deal_facts(one, req.deal_fields)
+        ]
+    return [f"{lead} is {c.opportunity_line(one, with_account=book).removeprefix('- ')}"]
+
+
+def _lines(deals: list[dict[str, Any]], with_account: bool) -> list[str]:
+    return [c.opportunity_line(o, with_account=with_account) for o in deals]
+
+
 def _more(result: ToolResult) -> list[str]:
     note = c.more_note(result)
     return [note] if note else []
@@ -202,6 +248,8 @@ def _deals_block(ctx: PlanContext, account: dict[str, Any], name: str, opps: Too
     kind = "opportunity" if req.stage and req.stage.startswith("Closed") else "open opportunity"
     if not opps.items:
         return [f"{name} has no {kind.replace('opportunity', 'opportunities')}{stage}{scope}."]
+    if req.rank or req.asked_field:
+        return picked(ctx, opps, account, name)
     fields = req.deal_fields
     if fields:
         chosen = choose_opportunity(ctx, account, opps.items, must_choose=False)
@@ -341,6 +389,8 @@ def compose_book(ctx: PlanContext, results: dict[ReadRole, ToolResult]) -> str:
             lines.append(c.error_sentence(opps, "the opportunities"))
         elif not opps.items:
             lines.append(f"{whose} no open opportunities{stage}{scope}.")
+        elif req.rank or req.asked_field:
+            lines += picked(ctx, opps, None, "")
         else:
             total_value = opps.obj.get("total")
             total = total_value if isinstance(total_value, int) else len(opps.items)

@@ -650,20 +650,27 @@ class NameRun:
     start: int
     capitalised: bool
     after: str  # the nearest vocabulary word before the run ("" at a segment start)
+    firm: bool = False
+    """Typed as a name: capitalised in a message not typed in capitals, quoted, or with a digit
+    (an id, "Renewal 2027"). Any other run is a word until a visible record's name matches it."""
 
 
 def _clean_token(token: str) -> str:
     return token.strip(".'’-")
 
 
-def _run_of(words: list[tuple[str, int, bool]], after: str) -> NameRun:
-    """One name run from its ``(word, offset, is_sentence_start)`` tokens."""
+def _run_of(words: list[tuple[str, int, bool]], after: str, text: str) -> NameRun:
+    """One name run from its ``(word, offset, is_sentence_start)`` tokens in ``text``."""
     texts = [w for w, _, _ in words]
     if re.search(r"['’]s$", texts[-1], re.I):
         texts[-1] = texts[-1][:-2]  # possessive at the end of a name: "Vandelay's renewal"
     # A capital letter says "name" only where the sentence does not force one.
     caps = any(w[:1].isupper() and not first for w, _, first in words)
-    return NameRun(" ".join(t for t in texts if t), words[0][1], caps, after)
+    # In a message typed in capitals a capital says nothing; a quote or a digit still does.
+    shouted = not any(ch.islower() for ch in text)
+    quoted = text[: words[0][1]].rstrip()[-1:] in ('"', "“", "'", "‘")
+    firm = (caps and not shouted) or quoted or any(ch.isdigit() for w in texts for ch in w)
+    return NameRun(" ".join(t for t in texts if t), words[0][1], caps, after, firm)
 
 
 def name_runs(text: str) -> list[NameRun]:
@@ -689,17 +696,23 @@ def name_runs(text: str) -> list[NameRun]:
                 current.append((raw, offset + m.start(), sentence_start))
                 continue
             if current:
-                runs.append(_run_of(current, previous_vocab))
+                runs.append(_run_of(current, previous_vocab, text))
                 current = []
             if lower not in {"the", "a", "an", "my", "our", "their", "this", "that"}:
                 previous_vocab = bare
         if current:
-            runs.append(_run_of(current, previous_vocab))
+            runs.append(_run_of(current, previous_vocab, text))
     return runs
 
 
 def account_candidates(text: str, *, masked: list[Span] | None = None) -> list[str]:
-    """Possible account names in ``text``, best first.
+    """Possible account names in ``text``, best first (see :func:`name_candidates`)."""
+    return [name for name, _ in name_candidates(text, masked=masked)]
+
+
+def name_candidates(text: str, *, masked: list[Span] | None = None) -> list[tuple[str, bool]]:
+    """Possible account names in ``text``, best first, each with whether it is tentative
+    (not typed as a name, :attr:`NameRun.firm`: a word unless a visible record matches it).
 
     Dates, amounts and other already-understood values are masked first. A run with a
     capitalised word (not the sentence's first) ranks first, then a run right after a
@@ -718,15 +731,15 @@ def account_candidates(text: str, *, masked: list[Span] | None = None) -> list[s
             return (1, run.start)
         return (2, run.start)
 
-    ordered: list[str] = []
+    ordered: list[tuple[str, bool]] = []
     for run in sorted(runs, key=rank):
         words = run.text.split()[:5]
         # "Brightwater cold chain": the capitalised words are the name, the rest the deal's.
         proper = list(itertools.takewhile(lambda w: w[:1].isupper(), words))
         lead = " ".join(proper) if run.capitalised and 0 < len(proper) < len(words) else ""
         for candidate in (lead, " ".join(words), words[0] if len(words) > 1 else ""):
-            if candidate and len(candidate) > 1 and candidate.lower() not in (c.lower() for c in ordered):
-                ordered.append(candidate)
+            if candidate and len(candidate) > 1 and candidate.lower() not in (c.lower() for c, _ in ordered):
+                ordered.append((candidate, not run.firm))
     return ordered
 
 
