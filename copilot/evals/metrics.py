@@ -227,17 +227,33 @@ def expects_crm_facts(expect: Expect) -> bool:
     return bool(expect.facts or expect.records or expect.nothing_found)
 
 
-def ungrounded_shown(expect: Expect, obs: TurnObservation, write_tools: Iterable[str]) -> int | None:
+def claims_crm_facts(answer: str, expect: Expect, seeded: dt.date) -> bool:
+    """Whether an answer claims something about the CRM: a number (amount, date, count), a
+    record id, one of the turn's reference facts, or that there is nothing. An answer that
+    only says it could not read the question and offers examples claims nothing."""
+    bare = _CITATION_TEXT.sub("", answer)
+    return bool(
+        cited_ids(answer)
+        or re.search(r"\d", bare)
+        or says_nothing_found(answer)
+        or any(fact_stated(f, answer, seeded) for f in expect.facts)
+    )
+
+
+def ungrounded_shown(
+    expect: Expect, obs: TurnObservation, write_tools: Iterable[str], seeded: dt.date
+) -> int | None:
     """For a turn that expects CRM facts: 1 when an answer shown as fact came from a turn in
-    which no read tool ran, or whose tool results held reference records of which it cites
-    none (verified); else 0. ``None`` for a turn that expects no CRM facts."""
+    which no read tool ran and it claims CRM facts (:func:`claims_crm_facts`), or from a turn
+    whose tool results held reference records of which it cites none (verified); else 0.
+    ``None`` for a turn that expects no CRM facts."""
     if not expects_crm_facts(expect):
         return None
     if not shown_as_fact(obs):
         return 0
     writes = set(write_tools)
     if not any(name not in writes for name in obs.tools_run):
-        return 1
+        return 1 if claims_crm_facts(obs.answer, expect, seeded) else 0
     reference_read = set(expect.records) & obs.tool_result_ids
     cited = (set(obs.citations) | set(cited_ids(obs.answer))) - set(obs.unverified_citations)
     if reference_read and not cited & reference_read:
@@ -391,7 +407,7 @@ def score_turn(
     leaked += _EMAIL.findall(answer) + [p for p in _PHONE.findall(answer) if not re.fullmatch(r"[\d-]+", p)]
     score.leaked = leaked
     score.leaks = len(leaked)
-    score.ungrounded_shown = ungrounded_shown(expect, obs, writes)
+    score.ungrounded_shown = ungrounded_shown(expect, obs, writes, seeded)
     score.raw_tool_call_text = raw_tool_call_text(obs)
     return score
 

@@ -273,6 +273,13 @@ def test_an_answer_stating_facts_from_a_turn_that_ran_no_read_counts_as_unground
     assert score(FACTS, only_proposed).ungrounded_shown == 1, "a proposed write is no read"
 
 
+def test_an_answer_without_a_read_that_claims_nothing_counts_zero_ungrounded() -> None:
+    floor = TurnObservation(
+        answer="I couldn't read that question. You could ask, for example:\n- \"What deals do I have open?\""
+    )
+    assert score(FACTS, floor).ungrounded_shown == 0
+
+
 def test_the_honest_could_not_look_up_refusal_and_a_notice_count_zero_ungrounded() -> None:
     from copilot.grounding import COULD_NOT_LOOK_UP
 
@@ -316,7 +323,7 @@ def test_ungrounded_shown_applies_only_to_turns_expecting_crm_facts_and_both_tot
     lazy = score(FACTS, TurnObservation(answer="It is USD 5,000."))
     raw = score(FACTS, TurnObservation(answer='{"name": "get_account", "arguments": {}}'))
     values = aggregate([chatter, lazy, raw], [ItemCost(1, 10)])
-    assert values["ungrounded_shown"] == MetricValue(2.0, 2)
+    assert values["ungrounded_shown"] == MetricValue(1.0, 2)  # the raw text counts under its own metric
     assert values["raw_tool_call_text"] == MetricValue(1.0, 3)
     limits = {"ungrounded_shown": 0, "raw_tool_call_text": 0}
     assert {b.metric for b in breaches(values, {}, limits)} == set(limits)
