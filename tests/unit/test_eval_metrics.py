@@ -292,6 +292,13 @@ def test_the_honest_could_not_look_up_refusal_and_a_notice_count_zero_ungrounded
     assert score(FACTS, no_access).ungrounded_shown == 0
 
 
+def test_the_could_not_look_up_refusal_is_not_an_honest_nothing_found() -> None:
+    from copilot.grounding import COULD_NOT_LOOK_UP
+
+    empty = Expect(tools=[["search_accounts"]], nothing_found=True)
+    assert score(empty, TurnObservation(answer=COULD_NOT_LOOK_UP, notice="ungrounded")).nothing_found == 0.0
+
+
 def test_an_empty_result_nothing_found_after_a_read_counts_zero_ungrounded() -> None:
     empty = Expect(tools=[["search_accounts"]], nothing_found=True)
     read = TurnObservation(answer="I found no account matching 'Zed'.", tools_run=["search_accounts"])
