@@ -275,7 +275,7 @@ def test_an_answer_stating_facts_from_a_turn_that_ran_no_read_counts_as_unground
 
 def test_an_answer_without_a_read_that_claims_nothing_counts_zero_ungrounded() -> None:
     floor = TurnObservation(
-        answer="I couldn't read that question. You could ask, for example:\n- \"What deals do I have open?\""
+        answer='I couldn\'t read that question. You could ask, for example:\n- "What deals do I have open?"'
     )
     assert score(FACTS, floor).ungrounded_shown == 0
 
