@@ -29,6 +29,7 @@ from copilot.runner import TurnResult
 from copilot.settings import Settings
 from tests.support.copilot_env import copilot_settings as make_settings
 from tests.support.copilot_env import service, sign_in
+from tests.support.fake_connector import card_of, find_actions
 from tests.support.fake_openai import API_KEY, ChatRequest, FakeOpenAI, Reply, answer, call, tool_calls
 from tests.support.model_behaviours import (
     LAZY_ANSWER,
@@ -217,6 +218,33 @@ async def test_a_write_written_as_text_becomes_an_approval_and_nothing_is_writte
         )
     assert decided.proposals == []
     assert _activities(sandbox, subject) == []
+
+
+async def test_in_teams_a_write_written_as_text_gets_an_approval_card_and_approving_writes_it_once(
+    fake: FakeOpenAI, settings: Settings, sandbox: SandboxProcess
+):
+    subject = f"Text-call write in Teams {os.getpid()}"
+    args = {"account_id": "acc-acme", "type": "call", "subject": subject}
+
+    def writer(request: ChatRequest) -> Reply:
+        check = facts_check(request)
+        if check is not None:
+            return check
+        if request.turn_tool_results():
+            return answer("Logged the call [acc-acme].")
+        return answer(text_call("tool_call_tags", "log_activity", args))
+
+    fake.policy = writer
+    async with running_bot(settings) as teams:
+        await teams.say("log a call with Acme")
+        card_activity = teams.connector.cards()[-1]
+        card = card_of(card_activity)
+        assert subject in json.dumps(card)
+        assert _activities(sandbox, subject) == []  # the card waits; nothing is written
+        [approve] = find_actions(card, "Approve")
+        await teams.submit(card_activity.activity_id or "", approve["data"])
+        await teams.submit(card_activity.activity_id or "", approve["data"])  # a double click
+    assert len(_activities(sandbox, subject)) == 1
 
 
 def _activities(sandbox: SandboxProcess, subject: str) -> list[dict[str, Any]]:
