@@ -671,7 +671,7 @@ _OUTCOME_HEADERS: dict[str, tuple[str, str]] = {
 
 
 _WRITTEN_KEYS = ("opportunity", "activity", "preferences", "draft")
-"""Where a write tool's result carries the record as written (see ``copilot.tools.write_tools``)."""
+"""Where a write tool's result carries the record as written (see ``copilot.agent_tools.model_tools``)."""
 
 _CONFLICT_EXTRA = ("stage", "close_date", "amount", "next_step")
 

@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
+from copilot.agent_tools.model_tools import local_read_tools, write_tools
 from copilot.context import AgentContext
 from copilot.middleware.approval import approval_middleware, assert_every_write_is_interrupted
 from copilot.middleware.citations import CitationCheckMiddleware
@@ -27,7 +28,6 @@ from copilot.middleware.write_guard import WriteGuardMiddleware
 from copilot.models.fallback import TracedModelFallback, with_fallbacks
 from copilot.prompts import system_prompt
 from copilot.settings import Settings
-from copilot.tools.write_tools import local_read_tools, write_tools
 from copilot.tracing.untraced import hooks_untraced
 from copilot.writes import REGISTRY
 

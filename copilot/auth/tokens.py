@@ -34,7 +34,7 @@ from azure.identity import OnBehalfOfCredential
 from copilot.errors import AuthError
 from copilot.identity import RepIdentity
 from copilot.settings import Settings
-from copilot.tools.mcp_http import ssl_context
+from copilot.tls import ssl_context
 
 
 class TokenBroker(Protocol):

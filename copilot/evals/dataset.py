@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from copilot.errors import InvalidInput
 
 DATASETS_DIR = Path(__file__).resolve().parent / "datasets"
+GENERATION_FILE = DATASETS_DIR / "generation.json"
+"""Who the generator signs in as and its seed (:class:`GenerationConfig`)."""
 Split = Literal["dev", "heldout"]
 SPLITS: tuple[Split, ...] = ("dev", "heldout")
 
@@ -225,3 +227,21 @@ def render_text(text: str, seeded: dt.date) -> str:
         return day.isoformat()
 
     return _PLACEHOLDER.sub(replace, text)
+
+
+class GenerationConfig(BaseModel):
+    """Who the generator signs in as (sandbox handles) and its RNG seed."""
+
+    model_config = ConfigDict(extra="forbid")
+    seed: int
+    reps: list[str]
+    """The reps whose questions the items ask."""
+    outsiders: list[str]
+    """Users whose records the reps may not see (another territory, another tenant)."""
+    manager: str
+    """The reps' manager: fields they see and the reps do not are out of scope for the reps."""
+    per_kind: int = 3
+
+
+def load_config(path: Path = GENERATION_FILE) -> GenerationConfig:
+    return GenerationConfig.model_validate_json(path.read_text(encoding="utf-8"))

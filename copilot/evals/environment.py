@@ -63,7 +63,7 @@ class EvalEnvironment:
 async def _ingest_knowledge(env: EvalEnvironment, progress: Progress) -> None:
     """The sandbox's document library into knowledge search, read as the configured manager
     (the knowledge items expect its playbooks; restricted ones must stay unseen)."""
-    from copilot.evals.generate import load_config
+    from copilot.evals.dataset import load_config
     from copilot.knowledge.library import ingest_library, library_token
     from copilot.persistence.database import connect
 

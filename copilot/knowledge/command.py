@@ -16,7 +16,7 @@ from copilot.knowledge.sources import iter_sources
 from copilot.persistence.database import connect
 from copilot.persistence.migrations import assert_schema_current
 from copilot.settings import Settings
-from copilot.tools.mcp_http import ssl_context
+from copilot.tls import ssl_context
 
 _BAR = 30
 

@@ -16,7 +16,7 @@ from copilot.knowledge.acl import Acl
 from copilot.knowledge.ingest import IngestResult, chunks_of, ingest_files
 from copilot.knowledge.sources import drive_files
 from copilot.settings import Settings
-from copilot.tools.mcp_http import ssl_context
+from copilot.tls import ssl_context
 
 SITES_SCOPE = "Sites.Read.All"
 

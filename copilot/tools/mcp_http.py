@@ -8,7 +8,7 @@ made, the session survives, and retry / circuit-breaker logic can classify it.
 
 Connections and TLS are shared, credentials never are. Building an ``ssl.SSLContext``
 loads a whole CA bundle (tens of milliseconds), and a new ``httpx`` transport builds one,
-so the process builds each trust context once (:func:`ssl_context`) and every MCP session
+so the process builds each trust context once (:func:`copilot.tls.ssl_context`) and every MCP session
 and mailbox request of an event loop goes through one connection pool
 (:func:`shared_transport`). Each session is still its own ``httpx.AsyncClient`` with its
 own headers (the rep's bearer token) and cookie jar: the shared part is the connection
@@ -18,9 +18,7 @@ pool, which carries no request state, so one rep's token never rides on another'
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-import ssl
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +29,7 @@ import httpx
 from mcp.shared.exceptions import McpError
 
 from copilot.errors import CrmUnavailable
+from copilot.tls import ssl_context
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 JSONRPC_TRANSIENT = -32001
@@ -103,19 +102,6 @@ class JsonRpcErrorTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-
-@functools.cache
-def ssl_context(ca_file: str | None = None) -> ssl.SSLContext:
-    """The TLS trust for ``ca_file`` (a CA bundle), built once per process.
-
-    ``None`` is httpx's default trust (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, else certifi),
-    what the CRM and the mailbox were always verified with. A context is only read once
-    built (never changed), so connections and threads may share it.
-    """
-    if ca_file is not None:
-        return ssl.create_default_context(cafile=ca_file)
-    return httpx.create_ssl_context()
 
 
 SHARED_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=20, keepalive_expiry=5.0)

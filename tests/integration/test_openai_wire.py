@@ -25,12 +25,12 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import AzureChatOpenAI, ChatOpenAI
 
+from copilot.agent_tools.model_tools import write_tools
 from copilot.errors import ConfigurationError
 from copilot.middleware.limits import LIMIT_MESSAGE
 from copilot.prompts import system_prompt
 from copilot.runner import CopilotService, TurnResult
 from copilot.settings import Settings
-from copilot.tools.write_tools import write_tools
 from copilot.writes import REGISTRY
 from functions.host import get_host
 from tests.integration.test_function_app import (  # noqa: F401 - fixtures used by the Functions tests

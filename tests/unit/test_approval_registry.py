@@ -9,10 +9,10 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnCon
 from langchain_core.tools import BaseTool, StructuredTool
 from mcp.types import ListToolsResult, Tool, ToolAnnotations
 
+from copilot.agent_tools.model_tools import local_read_tools, write_tools
 from copilot.errors import ConfigurationError
 from copilot.middleware.approval import approval_middleware, assert_every_write_is_interrupted
 from copilot.tools import crm_client
-from copilot.tools.write_tools import local_read_tools, write_tools
 from copilot.writes import WRITE_TOOL_SCHEMAS
 
 CRM_READS = {"search_accounts", "get_account", "list_opportunities", "list_contacts"}

@@ -16,8 +16,9 @@ from copilot.auth import tokens
 from copilot.auth.tokens import OboTokenBroker
 from copilot.identity import RepIdentity
 from copilot.settings import Settings
+from copilot.tls import ssl_context
 from copilot.tools import mcp_http
-from copilot.tools.mcp_http import mcp_http_client_factory, shared_http, shared_transport, ssl_context
+from copilot.tools.mcp_http import mcp_http_client_factory, shared_http, shared_transport
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.runtime import Runtime, get_runtime
 
+from copilot.agent_tools.knowledge import knowledge_tool
+from copilot.agent_tools.recent_writes import recent_writes_tool
 from copilot.context import AgentContext
-from copilot.tools.knowledge import knowledge_tool
 from copilot.tools.preferences import load_preferences
-from copilot.tools.recent_writes import recent_writes_tool
 from copilot.tools.schemas import NoArgs
 from copilot.writes import write_tools as registered_write_tools
 
