@@ -78,7 +78,7 @@ eval: setup
 	$(PY) -m copilot eval --generate --check
 	$(PY) -m copilot eval --dataset heldout $(EVAL_ARGS)
 
-# Rebuild copilot/evals/datasets/*.jsonl from a freshly seeded sandbox (read over MCP).
+# Rebuild evals/datasets/*.jsonl from a freshly seeded sandbox (read over MCP).
 eval-generate: setup
 	$(PY) -m copilot eval --generate
 

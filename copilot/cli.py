@@ -312,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(conversation.chat(settings, args.rep, args.thread, args.json))
         if args.command == "bench":
             # Imported here: the bench's own modules are needed by this command only.
-            from copilot.bench.run import main as bench
+            from bench.run import main as bench
 
             return bench(rep=args.rep, quick=args.quick, as_json=args.json)
         if args.command == "capacity":
@@ -335,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "knowledge":
             return asyncio.run(_knowledge(settings, args))
         if args.command == "eval":
-            from copilot.evals.command import main as evaluate
+            from evals.command import main as evaluate
 
             return evaluate(
                 settings,

@@ -1,6 +1,6 @@
 """``capacity --calibrate BENCH_JSON``: each assumption next to what the bench measured (pure).
 
-The bench (``python -m copilot bench --json``, :mod:`copilot.bench.report`) counts one
+The bench (``python -m copilot bench --json``, :mod:`bench.report`) counts one
 question's turn (``turn cost``: the copilot's ``run_turn``) and one approval click
 (``approve click``: ``decide``) with a scripted model: model calls, the prompt size of
 each call (characters / 4), MCP requests by method, checkpoint writes, and the wall time

@@ -12,7 +12,7 @@ from copilot.settings import is_offline_model
 def build_model(name: str) -> BaseChatModel:
     """One chat model by name; ``offline`` is the deterministic local model."""
     if is_offline_model(name):
-        from copilot.models.offline import OfflineChatModel
+        from offline_model import OfflineChatModel
 
         return OfflineChatModel()
     if ":" not in name:

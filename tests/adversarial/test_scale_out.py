@@ -56,10 +56,10 @@ from cryptography.fernet import Fernet
 from langchain_core.messages import AIMessage, ToolMessage
 from psycopg.rows import dict_row
 
+from bench.host_json import QueueOptions
 from bot.cards import AUDIT_ELEMENT_PREFIX, card_element_id
 from bot.rep_tokens import SsoRepTokens
 from copilot.auth.tokens import dev_sign_in
-from copilot.bench.host_json import QueueOptions
 from copilot.settings import Settings
 from functions.host import get_host, reset_host
 from sandbox.directory import find_user

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from copilot.bench.stats import percentile
+from bench.stats import percentile
 from copilot.cli import main
 
 pytestmark = pytest.mark.integration

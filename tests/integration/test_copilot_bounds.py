@@ -17,11 +17,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatResult
 
 from copilot.citations import message_text
-from copilot.models.offline import OfflineChatModel
-from copilot.models.offline.text import quarter_bounds
 from copilot.runner import CopilotService, TurnResult
 from copilot.settings import Settings
 from copilot.writes import WRITE_TOOL_SCHEMAS
+from offline_model import OfflineChatModel
+from offline_model.text import quarter_bounds
 from tests.support.copilot_env import Rep, service, sign_in
 from tests.support.copilot_env import copilot_settings as make_settings
 from tests.support.sandbox_process import SandboxProcess

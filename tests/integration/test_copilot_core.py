@@ -1049,7 +1049,7 @@ async def test_a_run_that_still_runs_out_of_graph_steps_ends_with_the_limit_mess
 
 
 async def test_the_offline_model_answers_how_to_reach_a_contact_without_crashing(copilot_settings, sandbox):
-    from copilot.models.offline import OfflineChatModel
+    from offline_model import OfflineChatModel
 
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, OfflineChatModel()) as svc:
@@ -1105,7 +1105,7 @@ async def test_concurrent_questions_on_one_thread_run_one_after_the_other(copilo
 async def test_a_redelivered_message_is_not_asked_again_after_summarisation_folded_it_in(
     copilot_settings, sandbox
 ):
-    from copilot.models.offline import OfflineChatModel
+    from offline_model import OfflineChatModel
     from tests.support.copilot_env import copilot_settings as make_settings
 
     assert copilot_settings.database_url is not None

@@ -23,7 +23,7 @@ from tests.support.sandbox_process import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
 
-LOCAL_ONLY = ("tests/", "sandbox/", "copilot/bench/", "copilot/evals/", "functions/bench_host.py", "scripts/")
+LOCAL_ONLY = ("tests/", "sandbox/", "bench/", "evals/", "offline_model/", "scripts/")
 """What must never ship: the stand-ins, the tests and the tooling."""
 
 TRIGGERS = {"health", "messages", "turns", "turns_poison", "retention"}

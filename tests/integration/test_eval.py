@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from copilot.cli import main
-from copilot.evals.dataset import dataset_path, load_items, write_items
-from copilot.evals.langsmith import langsmith_step
-from copilot.evals.run import slice_items
 from copilot.settings import Settings
+from evals.dataset import dataset_path, load_items, write_items
+from evals.langsmith import langsmith_step
+from evals.run import slice_items
 from tests.support.fake_langsmith import running_fake_langsmith
 
 pytestmark = pytest.mark.integration

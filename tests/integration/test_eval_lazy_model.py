@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from copilot.cli import main
-from copilot.evals.dataset import dataset_path, load_items, write_items
-from copilot.evals.run import slice_items
+from evals.dataset import dataset_path, load_items, write_items
+from evals.run import slice_items
 
 pytestmark = pytest.mark.integration
 

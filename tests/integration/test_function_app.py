@@ -630,15 +630,15 @@ async def test_retention_expires_idle_threads_and_prunes_old_checkpoints_and_thr
         # One step per model call: a tool call, then the answer once its result is in.
         steps=[
             calls(call("get_account", account_id="acc-acme")),
-            AIMessage(content="Looked up."),
+            AIMessage(content="Looked up [acc-acme]."),
             calls(_log_call("Idle thread write")),
             AIMessage(content="Logged."),
             calls(_log_call("Rejected one")),
             AIMessage(content="Not logged."),
             calls(call("list_opportunities", account_id="acc-acme")),
-            AIMessage(content="Listed."),
+            AIMessage(content="Listed [acc-acme]."),
             calls(call("list_contacts", account_id="acc-acme")),
-            AIMessage(content="Contacts listed."),
+            AIMessage(content="Contacts listed [acc-acme]."),
             calls(_log_call("Pending across retention")),
         ],
         final="Done.",

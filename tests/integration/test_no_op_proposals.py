@@ -14,9 +14,9 @@ import pytest
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from copilot.citations import message_text
-from copilot.models.offline import OfflineChatModel
 from copilot.persistence import audit
 from copilot.persistence.database import connect
+from offline_model import OfflineChatModel
 from tests.support.copilot_env import service, sign_in
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.scripted_model import ScriptedChatModel, call, calls

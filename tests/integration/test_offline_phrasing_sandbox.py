@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from copilot.models.offline import OfflineChatModel
+from offline_model import OfflineChatModel
 from tests.support.copilot_env import service, sign_in
 from tests.support.sandbox_process import SandboxProcess
 

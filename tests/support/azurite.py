@@ -1,6 +1,6 @@
 """Azurite (the Azure Storage emulator from npm) serving queues, for integration tests.
 
-Started, awaited and stopped with the bench's own helpers (``copilot.bench.azurite``).
+Started, awaited and stopped with the bench's own helpers (``bench.azurite``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from copilot.bench.azurite import ACCOUNT, AZURITE_QUEUE, connection_string, spawn, stop, wait_listening
-from copilot.bench.sandbox import free_port
+from bench.azurite import ACCOUNT, AZURITE_QUEUE, connection_string, spawn, stop, wait_listening
+from bench.sandbox import free_port
 
 __all__ = ["ACCOUNT", "Azurite", "run_azurite"]
 

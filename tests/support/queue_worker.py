@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
-from copilot.bench.host_json import HOST_JSON, QueueOptions
+from bench.host_json import HOST_JSON, QueueOptions
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from copilot.bench.report import document
-from copilot.bench.stats import Comparison, Side
+from bench.report import document
+from bench.stats import Comparison, Side
 from copilot.capacity.calibrate import calibrate
 from copilot.capacity.config import deployment, inputs
 from copilot.capacity.model import CapacityInputs, Deployment, estimate

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from copilot.cli import main
-from copilot.evals.command import models_to_run
 from copilot.settings import Settings
+from evals.command import models_to_run
 
 
 def test_the_primary_model_and_each_fallback_get_a_table_unless_one_model_is_named() -> None:

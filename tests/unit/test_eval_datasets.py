@@ -3,7 +3,7 @@ from dev in wording and in records."""
 
 from __future__ import annotations
 
-from copilot.evals.dataset import dataset_path, load_items, load_thresholds, thresholds_path
+from evals.dataset import dataset_path, load_items, load_thresholds, thresholds_path
 
 
 def test_both_splits_load_and_store_thresholds_beside_them() -> None:

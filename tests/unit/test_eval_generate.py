@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from copilot.evals.dataset import AmountFact, CountFact, Expect, GenerationConfig, TextFact
-from copilot.evals.generate import Account, Outsider, RepView, World, build_datasets
+from evals.dataset import AmountFact, CountFact, Expect, GenerationConfig, TextFact
+from evals.generate import Account, Outsider, RepView, World, build_datasets
 
 TODAY = dt.date(2030, 3, 10)
 CONFIG = GenerationConfig(seed=1, reps=["pat"], outsiders=["sam"], manager="kim", per_kind=2)

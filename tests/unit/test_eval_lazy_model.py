@@ -11,9 +11,9 @@ from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
 from copilot.errors import ConfigurationError, InvalidInput
-from copilot.evals.observe import observing
-from copilot.evals.scripted import LAZY_ANSWER, LazyChatModel, scripted_model
 from copilot.models.factory import build_model
+from evals.observe import observing
+from evals.scripted import LAZY_ANSWER, LazyChatModel, scripted_model
 
 
 def _search_accounts(query: str, limit: int = 5) -> str:

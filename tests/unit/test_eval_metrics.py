@@ -9,7 +9,7 @@ import random
 import pytest
 
 from copilot import writes
-from copilot.evals.dataset import (
+from evals.dataset import (
     AmountFact,
     Contains,
     CountFact,
@@ -19,7 +19,7 @@ from copilot.evals.dataset import (
     TextFact,
     render_text,
 )
-from copilot.evals.metrics import (
+from evals.metrics import (
     ItemCost,
     MetricValue,
     ProposalSeen,
@@ -31,8 +31,8 @@ from copilot.evals.metrics import (
     groundedness,
     score_turn,
 )
-from copilot.evals.phrasing import TEMPLATES, fill, vary
-from copilot.evals.run import slice_items
+from evals.phrasing import TEMPLATES, fill, vary
+from evals.run import slice_items
 
 SEEDED = dt.date(2030, 3, 10)
 WRITES = [tool.name for tool in writes.write_tools()]
@@ -232,7 +232,7 @@ def test_dev_and_heldout_templates_are_disjoint() -> None:
 
 
 def test_a_slice_keeps_every_item_kind() -> None:
-    from copilot.evals.dataset import EvalItem, ItemKind, Turn
+    from evals.dataset import EvalItem, ItemKind, Turn
 
     kinds: list[ItemKind] = ["summary", "summary", "summary", "pipeline", "injection"]
     items = [

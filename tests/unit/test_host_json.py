@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from copilot.bench.host_json import QueueOptions, parse_timespan
+from bench.host_json import QueueOptions, parse_timespan
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ AGENT_PREFIXES = (
     "copilot.agent",
     "copilot.runner",
     "copilot.models",
+    "offline_model",
 )
 
 
@@ -65,7 +66,7 @@ def test_the_predicate_catches_the_agent_stack_and_nothing_else():
                 "mcp.client.session",
                 "copilot.agent",
                 "copilot.runner",
-                "copilot.models.offline",
+                "offline_model",
             ],
         )
     )

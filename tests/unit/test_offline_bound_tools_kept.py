@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
-from copilot.models.offline import OfflineChatModel
+from offline_model import OfflineChatModel
 
 TODAY = dt.date(2026, 5, 6)
 QUESTION = "summarise Vandelay"

@@ -15,7 +15,7 @@ import re
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from copilot.models.offline import OfflineChatModel
+from offline_model import OfflineChatModel
 from tests.unit.test_offline_phrasing import TODAY, Crm, ask, cited
 
 

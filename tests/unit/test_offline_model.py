@@ -16,10 +16,10 @@ from langchain_core.messages.utils import get_buffer_string
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel
 
-from copilot.models.offline import OfflineChatModel, drop_unseen_citations, extractive_summary
-from copilot.models.offline.state import SUMMARY_PREFIX, current_turn
-from copilot.models.offline.text import Amount, find_amount, find_date, find_period
 from copilot.writes import WRITE_TOOL_SCHEMAS
+from offline_model import OfflineChatModel, drop_unseen_citations, extractive_summary
+from offline_model.state import SUMMARY_PREFIX, current_turn
+from offline_model.text import Amount, find_amount, find_date, find_period
 
 TODAY = dt.date(2026, 5, 6)  # a Wednesday in Q2
 

@@ -18,11 +18,11 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
-from copilot.models.offline import OfflineChatModel
-from copilot.models.offline.questions import correct_typos, title_score
-from copilot.models.offline.text import Shift, find_shift
 from copilot.proposals import same_value, unchanged_fields, unchanged_result
 from copilot.writes import WRITE_TOOL_SCHEMAS
+from offline_model import OfflineChatModel
+from offline_model.questions import correct_typos, title_score
+from offline_model.text import Shift, find_shift
 
 TODAY = dt.date(2026, 5, 6)  # a Wednesday; last week is 2026-04-27 to 2026-05-03
 

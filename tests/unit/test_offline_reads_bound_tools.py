@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from copilot.models.offline import OfflineChatModel
+from offline_model import OfflineChatModel
 
 ROOT = Path(__file__).resolve().parents[2]
 TODAY = dt.date(2026, 5, 6)
@@ -363,7 +363,7 @@ def _sandbox_tool_names() -> set[str]:
 
 
 def _package_sources() -> dict[str, str]:
-    package = ROOT / "copilot" / "models" / "offline"
+    package = ROOT / "offline_model"
     return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in sorted(package.rglob("*.py"))}
 
 

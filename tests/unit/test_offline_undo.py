@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from copilot.models.offline.intents import parse_undo
-from copilot.models.offline.undo import _pick
+from offline_model.intents import parse_undo
+from offline_model.undo import _pick
 
 
 def _item(audit_id: int, tool: str, record: str, undoable: bool = True, **changes: Any) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from copilot.agent import build_agent
 from copilot.citations import message_text
 from copilot.middleware.pii import detect_phone_numbers, pii_middleware, redact_pii
 from copilot.middleware.resilience import CircuitBreaker
-from copilot.models.offline.model import OfflineChatModel
 from copilot.settings import Settings
+from offline_model.model import OfflineChatModel
 
 EMAIL = "maria.garcia@acme.example"
 PHONE = "+1 415-555-0133"
