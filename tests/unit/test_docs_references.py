@@ -147,3 +147,30 @@ def test_the_checker_finds_a_stale_name():
     assert not _path_exists("copilot/no_such_module.py")
     assert not _resolves("copilot.prompts.SYSTEM_PROMPT")
     assert _resolves("copilot.prompts.system_prompt")
+
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(doc: Path) -> set[str]:
+    return {_slug(line.lstrip("#")) for line in doc.read_text().splitlines() if line.startswith("#")}
+
+
+def test_every_relative_link_in_the_docs_reaches_a_file_and_heading_that_exist():
+    broken = []
+    for doc in DOCS:
+        for target in _LINK.findall(doc.read_text()):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (doc.parent / path).resolve() if path else doc
+            if not linked.exists():
+                broken.append(f"{doc.name}: {target}")
+            elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+                broken.append(f"{doc.name}: {target} (no such heading)")
+    assert broken == []
