@@ -28,7 +28,6 @@ from copilot.middleware.write_guard import WriteGuardMiddleware
 from copilot.models.fallback import TracedModelFallback, with_fallbacks
 from copilot.prompts import system_prompt
 from copilot.settings import Settings
-from copilot.tracing.untraced import hooks_untraced
 from copilot.writes import REGISTRY
 
 
@@ -98,13 +97,12 @@ def build_agent(
         CitationCheckMiddleware(),
     ]
     assert set(REGISTRY) <= {t.name for t in tools}
-    with hooks_untraced():
-        return create_agent(
-            model,
-            tools,
-            system_prompt=system_prompt(REGISTRY),
-            middleware=middleware,
-            context_schema=AgentContext,
-            checkpointer=checkpointer,
-            store=store,
-        )
+    return create_agent(
+        model,
+        tools,
+        system_prompt=system_prompt(REGISTRY),
+        middleware=middleware,
+        context_schema=AgentContext,
+        checkpointer=checkpointer,
+        store=store,
+    )

@@ -1,8 +1,10 @@
 """Contact emails and phone numbers never reach the model.
 
-LangChain's ``PIIMiddleware`` machinery redacts them in the rep's input and in tool
+LangChain's ``PIIMiddleware``, one per type, redacts them in the rep's input and in tool
 results before each model call, both in one graph node (``ContactPIIMiddleware``). Tools
 that need an address (drafts) resolve the contact by record id inside the CRM instead.
+The rules (``RedactionRule``: a type, its detector, what replaces a match) are our own,
+so that traces and feedback comments are masked by the same definition (``redact_pii``).
 
 Phone numbers are found by Google's libphonenumber (the ``phonenumbers`` package), whose
 metadata knows every country's numbering plan, rather than by hand-written shapes that
@@ -14,13 +16,15 @@ fictional area codes, and vanity numbers spelt with letters.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache, lru_cache, partial
 from typing import Any, Literal
 
 import phonenumbers
-from langchain.agents.middleware import AgentMiddleware, PIIMiddleware
-from langchain.agents.middleware._redaction import PIIMatch, RedactionRule, ResolvedRedactionRule
+from langchain.agents.middleware import AgentMiddleware, AgentState, PIIMatch, PIIMiddleware, hook_config
+from langchain.agents.middleware.pii import detect_email
+from langgraph.runtime import Runtime
 from phonenumbers import Leniency, PhoneMetadata, PhoneNumberMatcher
 
 DEFAULT_REGION = "US"
@@ -222,6 +226,34 @@ def detect_phone_numbers(text: str, region: str = DEFAULT_REGION) -> list[PIIMat
 STRATEGY: Literal["redact"] = "redact"
 """What the model (and a trace) sees instead of a match: ``[REDACTED_EMAIL]``, ``[REDACTED_PHONE_NUMBER]``."""
 
+Detector = Callable[[str], list[PIIMatch]]
+
+
+@dataclass(frozen=True)
+class RedactionRule:
+    """One PII type: how it is found, and ``STRATEGY`` for what replaces each match."""
+
+    pii_type: str
+    detector: Detector
+    strategy: Literal["redact"] = STRATEGY
+
+    def apply(self, text: str) -> str:
+        """``text`` with every match replaced by ``[REDACTED_<TYPE>]``, exactly as
+        ``PIIMiddleware``'s ``redact`` strategy replaces it (last match first)."""
+        for match in sorted(self.detector(text), key=lambda m: m["start"], reverse=True):
+            text = f"{text[: match['start']]}[REDACTED_{match['type'].upper()}]{text[match['end'] :]}"
+        return text
+
+    def middleware(self) -> PIIMiddleware[Any, Any]:
+        """LangChain's ``PIIMiddleware`` for this rule, on input and tool results."""
+        return PIIMiddleware[Any, Any](
+            self.pii_type,
+            strategy=self.strategy,
+            detector=self.detector,
+            apply_to_input=True,
+            apply_to_tool_results=True,
+        )
+
 
 def _home_region(phone_region: str) -> str:
     home = phone_region.upper()
@@ -230,19 +262,15 @@ def _home_region(phone_region: str) -> str:
     return home
 
 
-# What is redacted, in this order: emails, then phone numbers in the email-redacted text (so
-# the digits of an address are never read as a number). The one definition that both the
-# middleware and ``redact_pii`` apply.
+# What is redacted, in this order: emails (LangChain's own email detector), then phone numbers
+# in the email-redacted text (so the digits of an address are never read as a number). The
+# one definition that both the middleware and ``redact_pii`` apply.
+@cache
 def _redaction_rules(home: str) -> tuple[RedactionRule, ...]:
     return (
-        RedactionRule("email", strategy=STRATEGY),
-        RedactionRule("phone_number", strategy=STRATEGY, detector=partial(detect_phone_numbers, region=home)),
+        RedactionRule("email", detect_email),
+        RedactionRule("phone_number", partial(detect_phone_numbers, region=home)),
     )
-
-
-@cache
-def _resolved_rules(home: str) -> tuple[ResolvedRedactionRule, ...]:
-    return tuple(rule.resolve() for rule in _redaction_rules(home))
 
 
 class ContactPIIMiddleware(PIIMiddleware[Any, Any]):
@@ -250,11 +278,11 @@ class ContactPIIMiddleware(PIIMiddleware[Any, Any]):
 
     A ``PIIMiddleware`` takes one type, and each instance adds two LangGraph nodes (its
     ``after_model`` exists even with ``apply_to_output`` off), so email and phone cost four
-    steps per model call. This one keeps ``PIIMiddleware.before_model`` (which messages:
-    the rep's last message and the tool results since the last AI message) and runs each
-    rule's own ``PIIMiddleware`` content processing on them in turn, each on the previous
-    rule's output, exactly as the separate nodes did; it has no after_model hook. Its stream
-    transformers are the rules' own, in the same order. Input and tool results only.
+    steps per model call. This one runs each rule's own ``PIIMiddleware.before_model``
+    (which messages: the rep's last message and the tool results since the last AI
+    message) in turn, each on the messages the previous one returned, exactly as the
+    separate nodes did; it has no after_model hook. Its stream transformers are the rules'
+    own, in the same order. Input and tool results only.
     """
 
     # create_agent adds a hook's node only when the class overrides AgentMiddleware's hook.
@@ -264,16 +292,7 @@ class ContactPIIMiddleware(PIIMiddleware[Any, Any]):
     def __init__(self, rules: Sequence[RedactionRule]) -> None:
         if not rules:
             raise ValueError("ContactPIIMiddleware needs at least one redaction rule")
-        parts = tuple(
-            PIIMiddleware[Any, Any](
-                rule.pii_type,
-                strategy=rule.strategy,
-                detector=rule.detector,
-                apply_to_input=True,
-                apply_to_tool_results=True,
-            )
-            for rule in rules
-        )
+        parts = tuple(rule.middleware() for rule in rules)
         first = rules[0]
         super().__init__(
             first.pii_type,
@@ -282,20 +301,21 @@ class ContactPIIMiddleware(PIIMiddleware[Any, Any]):
             apply_to_input=True,
             apply_to_tool_results=True,
         )
-        # The inherited ``detector`` and ``strategy`` are the first rule's and go unused:
-        # ``_process_content``, their only reader, is overridden below.
+        # The inherited ``detector`` and ``strategy`` are the first rule's and go unused: only
+        # PIIMiddleware's own before_model and after_model read them, both replaced here.
         self.pii_type = "+".join(part.pii_type for part in parts)
         self.parts = parts
         self.transformers = tuple(t for part in parts for t in part.transformers)
 
-    def _process_content(
-        self, content: str | list[str | dict[str, Any]]
-    ) -> tuple[str | list[str | dict[str, Any]], bool]:
-        changed = False
+    # PIIMiddleware's abefore_model calls this; the jump to "end" is declared as its own is.
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        current, changed = state, False
         for part in self.parts:
-            content, redacted = part._process_content(content)
-            changed = changed or redacted
-        return content, changed
+            update = part.before_model(current, runtime)
+            if update is not None:
+                current, changed = {**current, "messages": update["messages"]}, True
+        return {"messages": current["messages"]} if changed else None
 
 
 def pii_middleware(phone_region: str = DEFAULT_REGION) -> ContactPIIMiddleware:
@@ -311,6 +331,6 @@ def pii_middleware(phone_region: str = DEFAULT_REGION) -> ContactPIIMiddleware:
 def redact_pii(text: str, phone_region: str = DEFAULT_REGION) -> str:
     """``text`` as the model would see it: the middleware's rules, in its order, applied
     outside the agent (traces, feedback comments)."""
-    for rule in _resolved_rules(_home_region(phone_region)):
-        text, _ = rule.apply(text)
+    for rule in _redaction_rules(_home_region(phone_region)):
+        text = rule.apply(text)
     return text

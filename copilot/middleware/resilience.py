@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware, ToolRetryMiddleware
-from langchain.agents.middleware._retry import calculate_delay
 from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
@@ -30,6 +30,29 @@ Handler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 UNAVAILABLE_MESSAGE = (
     "Live CRM data is unavailable right now; nothing was read or written. Please try again shortly."
 )
+
+
+def backoff_delay(
+    retry_number: int,
+    *,
+    backoff_factor: float,
+    initial_delay: float,
+    max_delay: float,
+    jitter: bool,
+) -> float:
+    """Seconds to wait before retry ``retry_number`` (0 for the first): exponential backoff.
+
+    ``initial_delay * backoff_factor ** retry_number`` (``initial_delay`` throughout with a
+    factor of 0), capped at ``max_delay``; with ``jitter``, up to 25 % either way, never
+    below 0, so that clients failing together do not retry together. The same arithmetic
+    as ``ToolRetryMiddleware``'s own retries, which LangChain keeps private.
+    """
+    delay = initial_delay if backoff_factor == 0.0 else initial_delay * backoff_factor**retry_number
+    delay = min(delay, max_delay)
+    if jitter and delay > 0:
+        spread = delay * 0.25
+        delay = max(0.0, delay + random.uniform(-spread, spread))  # timing, not a secret
+    return delay
 
 
 class CrmRetryMiddleware(ToolRetryMiddleware):
@@ -62,7 +85,7 @@ class CrmRetryMiddleware(ToolRetryMiddleware):
                     # Retrying sooner than the server asked is rude and futile; waiting longer
                     # would stall the rep. Give up now: the breaker reports "unavailable".
                     raise
-                delay = calculate_delay(
+                delay = backoff_delay(
                     attempt,
                     backoff_factor=self.backoff_factor,
                     initial_delay=self.initial_delay,

@@ -1,37 +1,38 @@
 """Keep LangSmith's per-hook bookkeeping on the event loop in a process that traces nothing.
 
 LangChain's ``create_agent`` wraps every middleware ``wrap_*`` hook in LangSmith's
-``@traceable``. With tracing off it still hands each call's run set-up and run end to
-the default thread pool (``langsmith._internal._aiter.aio_to_thread``): two thread hops
-per hook, about thirty per turn, each a wake-up of the loop from another thread while
-the two fight for the GIL. Those functions then only decide that nothing is traced.
+``@traceable``. With tracing off, each call of a wrapped hook still hands its run set-up and
+run end to the default thread pool: two thread hops per hook, about thirty per turn, each a
+wake-up of the loop from another thread while the two fight for the GIL. Those functions
+then only decide that nothing is traced.
 
-LangSmith's own hook for runtimes without ``run_in_executor`` (``set_runtime_overrides``)
-lets them run inline instead, in the same ``contextvars`` context. :func:`install` sets
-it when this process has no tracing (``open_tracing`` with ``LANGSMITH_TRACING`` off);
-once any :class:`~copilot.tracing.runs.Tracing` with a client exists in the process, or
-LangSmith's environment enables tracing, every call takes LangSmith's default path again
-(a traced run's bookkeeping can do more than decide). What is traced never changes, only
-which thread runs the bookkeeping.
+LangSmith's public hook for runtimes without ``run_in_executor``
+(``langsmith.set_runtime_overrides``) lets them run inline instead, in the same
+``contextvars`` context. :func:`install` sets it when this process has no tracing
+(``open_tracing`` with ``LANGSMITH_TRACING`` off); once any
+:class:`~copilot.tracing.runs.Tracing` with a client exists in the process, or LangSmith's
+environment enables tracing (``langsmith.utils.tracing_is_enabled``), every call takes
+LangSmith's default path again (a traced run's bookkeeping can do more than decide). What is
+traced never changes, only which thread runs the bookkeeping.
 
-:func:`hooks_untraced` goes one step further where it can: an agent compiled while the
-process traces nothing gets its middleware hooks without the ``@traceable`` wrappers at all
-(even inline, each wrapper's set-up cost about 0.15 ms per hook call, a dozen per turn). An
-agent is compiled per service (``CopilotService._compiled``), after its tracing was set up,
-so a process that traces compiles its agents with the wrappers.
+The wrappers themselves stay, traced or not: LangChain has no public way to compile an agent
+without them, and replacing ``langchain.agents.factory``'s ``traceable`` while compiling (as
+this module once did) rewrote another package's global for every thread of the process. In
+an untraced process each wrapped hook call therefore still pays its inline set-up (see
+docs/ARCHITECTURE.md, "What a queued turn costs").
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import langsmith
 from langsmith import utils as ls_utils
-from langsmith._runtime_overrides import get_runtime_overrides, set_runtime_overrides
 
 _tracing_in_process = False
+_installed = False
 
 
 def mark_tracing() -> None:
@@ -54,29 +55,13 @@ async def _inline_unless_tracing(
 
 
 def install() -> None:
-    """Run LangSmith's untraced bookkeeping inline (unless someone installed an override already)."""
-    if get_runtime_overrides().aio_to_thread is None:
-        set_runtime_overrides(aio_to_thread=_inline_unless_tracing)
+    """Run LangSmith's untraced bookkeeping inline: installed once per process.
 
-
-def _not_traced(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def unwrapped(func: Callable[..., Any]) -> Callable[..., Any]:
-        return func
-
-    return unwrapped
-
-
-@contextmanager
-def hooks_untraced() -> Iterator[None]:
-    """While compiling an agent in a process that traces nothing: middleware hooks unwrapped."""
-    if _tracing_in_process or ls_utils.tracing_is_enabled():
-        yield
-        return
-    from langchain.agents import factory
-
-    wrapper = factory.traceable
-    factory.traceable = _not_traced  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        factory.traceable = wrapper
+    LangSmith offers no public way to read the override in place, so this never installs
+    twice: an override set after the first call (a runtime of its own) is not replaced by a
+    later one. One set before the first call is replaced; the copilot sets none.
+    """
+    global _installed
+    if not _installed:
+        langsmith.set_runtime_overrides(aio_to_thread=_inline_unless_tracing)
+        _installed = True

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -430,12 +431,14 @@ async def test_with_tracing_off_nothing_is_sent_and_everything_still_works(
 
     # As in a process that never traced (earlier tests in this one did).
     monkeypatch.setattr(untraced, "_tracing_in_process", False)
-    set_up: list[object] = []
+    # (thread, run) of every @traceable set-up LangChain's middleware-hook wrappers made.
+    set_up: list[tuple[threading.Thread, object]] = []
     real_setup = run_helpers._setup_run
 
     def counted_setup(*args: Any, **kwargs: Any) -> Any:
-        set_up.append(args)
-        return real_setup(*args, **kwargs)
+        container = real_setup(*args, **kwargs)
+        set_up.append((threading.current_thread(), container["new_run"]))
+        return container
 
     monkeypatch.setattr(run_helpers, "_setup_run", counted_setup)
     settings = _settings(copilot_settings, sandbox, fake_langsmith, LANGSMITH_TRACING=False)
@@ -458,8 +461,11 @@ async def test_with_tracing_off_nothing_is_sent_and_everything_still_works(
     (row,) = await _audit_rows(settings)
     assert row.entry.trace_url is None
     assert fake_langsmith.received == []
-    # Compiled untraced: no middleware hook went through LangSmith's @traceable set-up.
-    assert set_up == []
+    # The hooks keep LangChain's @traceable wrappers (no public way to compile without them);
+    # each wrapper's set-up ran inline on the loop's thread, never in the pool, and traced nothing.
+    assert set_up, "the middleware hooks went through @traceable"
+    assert {thread for thread, _ in set_up} == {threading.current_thread()}
+    assert {run for _, run in set_up} == {None}
 
 
 async def test_an_unreachable_langsmith_fails_no_turn_and_no_write(copilot_settings, sandbox):

@@ -370,6 +370,26 @@ async def test_the_one_step_redacts_exactly_as_langchains_email_then_phone_middl
     assert message_text(messages[0]) == redact_pii(text)  # traces see what the model sees
 
 
+_MIXED = [
+    *_ORDER_SENSITIVE,
+    f"{EMAIL} and bob@acme.example, +1 415-555-0133 ext. 12, (206) 555 0199 or 1-800-FLOWERS",
+    "020 7946 0958; +49 30 1234567; 555-0144; 2026-12-15 at 10:30, 150000 USD",
+    "no contact data here",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", _MIXED)
+@pytest.mark.parametrize("region", ["US", "GB"])
+def test_traces_are_masked_exactly_as_the_model_input_is_redacted(text: str, region: str):
+    state: Any = {"messages": [HumanMessage([{"type": "text", "text": text}], id="h1")]}
+
+    update = pii_middleware(region).before_model(state, NO_RUNTIME)
+
+    redacted = update["messages"][0] if update else state["messages"][0]
+    assert message_text(redacted) == redact_pii(text, region)
+
+
 def test_a_streamed_tool_result_is_redacted_for_both_types_in_order():
     written = f"{EMAIL} or {PHONE}"
     event: Any = {

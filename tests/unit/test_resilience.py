@@ -20,6 +20,7 @@ from copilot.middleware.resilience import (
     CircuitBreaker,
     CircuitBreakerMiddleware,
     CrmRetryMiddleware,
+    backoff_delay,
     is_transient,
     retry_after,
 )
@@ -237,6 +238,33 @@ async def test_backoff_is_capped_at_max_delay(sleeps: list[float]):
     assert len(sleeps) == 5
     assert all(delay <= 1.0 for delay in sleeps)
     assert sleeps[-1] >= 0.75  # 0.5 * 2**4 capped to 1.0, minus at most 25% jitter
+
+
+def test_without_jitter_the_delay_doubles_from_the_initial_delay_up_to_the_cap():
+    delays = [
+        backoff_delay(n, backoff_factor=2.0, initial_delay=0.5, max_delay=3.0, jitter=False) for n in range(5)
+    ]
+
+    assert delays == [0.5, 1.0, 2.0, 3.0, 3.0]
+
+
+def test_a_backoff_factor_of_zero_waits_the_initial_delay_every_time():
+    delays = {
+        backoff_delay(n, backoff_factor=0.0, initial_delay=0.2, max_delay=1.0, jitter=False) for n in range(4)
+    }
+
+    assert delays == {0.2}
+
+
+def test_jitter_stays_within_a_quarter_of_the_delay_either_way_and_varies():
+    delays = [
+        backoff_delay(2, backoff_factor=2.0, initial_delay=1.0, max_delay=10.0, jitter=True)
+        for _ in range(200)
+    ]
+
+    assert all(3.0 <= d <= 5.0 for d in delays)
+    assert len(set(delays)) > 100
+    assert backoff_delay(0, backoff_factor=2.0, initial_delay=0.0, max_delay=1.0, jitter=True) == 0.0
 
 
 # --- circuit breaker -----------------------------------------------------------------------------

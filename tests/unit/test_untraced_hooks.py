@@ -8,19 +8,24 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from langsmith import set_runtime_overrides, tracing_context
+
+# The tests may read LangSmith's internals to observe it; the product never does.
 from langsmith._internal._aiter import aio_to_thread
-from langsmith._runtime_overrides import get_runtime_overrides, set_runtime_overrides
+from langsmith._runtime_overrides import get_runtime_overrides
 
 from copilot.tracing import untraced
 
 
 @pytest.fixture(autouse=True)
 def _restore() -> Iterator[None]:
-    before, traced = get_runtime_overrides().aio_to_thread, untraced._tracing_in_process
+    before = get_runtime_overrides().aio_to_thread
+    traced, installed = untraced._tracing_in_process, untraced._installed
     untraced._tracing_in_process = False  # as in a process that never traced
+    untraced._installed = False  # ... nor installed the override
     yield
     set_runtime_overrides(aio_to_thread=before)
-    untraced._tracing_in_process = traced
+    untraced._tracing_in_process, untraced._installed = traced, installed
 
 
 async def _thread_of_bookkeeping() -> threading.Thread:
@@ -52,11 +57,24 @@ async def test_once_a_process_traces_the_bookkeeping_takes_langsmiths_default_pa
     assert await _thread_of_bookkeeping() is not threading.current_thread()
 
 
-async def test_an_override_someone_else_installed_is_kept():
+async def test_where_langsmith_itself_enables_tracing_the_bookkeeping_takes_its_default_path(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.delenv("LANGSMITH_TRACING", raising=False)
+    set_runtime_overrides()
+    untraced.install()
+
+    with tracing_context(enabled=True):
+        assert await _thread_of_bookkeeping() is not threading.current_thread()
+    assert await _thread_of_bookkeeping() is threading.current_thread()
+
+
+async def test_an_override_someone_else_installed_after_ours_is_kept():
     async def theirs(default: Any, ctx: Any, func: Any, /, *args: Any, **kwargs: Any) -> Any:
         return "theirs"
 
-    set_runtime_overrides(aio_to_thread=theirs)
     untraced.install()
+    set_runtime_overrides(aio_to_thread=theirs)
+    untraced.install()  # another untraced service opened in the same process
 
     assert get_runtime_overrides().aio_to_thread is theirs
