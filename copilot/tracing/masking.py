@@ -17,7 +17,7 @@ from typing import Any
 
 from langsmith.anonymizer import create_anonymizer
 
-from copilot.middleware.pii import redact_pii
+from copilot.redaction import redact_pii
 
 TOKEN_REDACTED = "[REDACTED_TOKEN]"
 

@@ -10,8 +10,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from copilot.agent import build_agent
 from copilot.citations import message_text
-from copilot.middleware.pii import detect_phone_numbers, pii_middleware, redact_pii
+from copilot.middleware.pii import pii_middleware
 from copilot.middleware.resilience import CircuitBreaker
+from copilot.redaction import detect_phone_numbers, redact_pii
 from copilot.settings import Settings
 from offline_model.model import OfflineChatModel
 

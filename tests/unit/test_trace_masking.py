@@ -9,7 +9,7 @@ import pytest
 
 from copilot.errors import ConfigurationError
 from copilot.identity import RepIdentity
-from copilot.middleware.pii import redact_pii
+from copilot.redaction import redact_pii
 from copilot.settings import Settings
 from copilot.tracing.masking import TOKEN_REDACTED, mask_text, trace_anonymizer
 from copilot.tracing.pseudonym import load_pseudonym_key, rep_pseudonym
