@@ -59,6 +59,8 @@ from tests.adversarial.harness import (
 from tests.adversarial.obedient_model import ObedientChatModel, ask, injection, spec
 from tests.support import write_cases
 from tests.support.copilot_env import Rep, service, sign_in
+from tests.support.dummy_write import DUMMY_TOOL, dummy_write  # noqa: F401  (a fixture)
+from tests.support.dummy_write import EXECUTED as DUMMY_EXECUTED
 from tests.support.sandbox_process import SandboxProcess
 
 pytestmark = pytest.mark.integration
@@ -85,6 +87,11 @@ OPPORTUNITY_FIELDS = (
     "commission",
 )
 UNCHANGING_TABLES = ("tenants", "users", "accounts", "contacts", "shares")
+MODELLED_TOOLS = frozenset(
+    {"log_activity", "update_opportunity", "draft_followup_email", "update_preferences"}
+)
+"""The writes :func:`explain` follows into the CRM, the drafts and the preferences; any other
+write is checked through its audit rows and its approvals alone."""
 NO_SUCH_CHANGE = 999_999_999_999
 """An audit id no write has: an undo of it is refused (an undo of a real change would be a
 legitimate approved write this suite's checker does not model)."""
@@ -820,8 +827,15 @@ def explain(
     if len(rows) > len(approved):
         problems.append(f"{len(rows)} audit rows for {len(approved)} approvals")
 
+    audited = [
+        (r.entry.tool, normalized(r.entry.tool, r.entry.edited_args or r.entry.original_args)) for r in rows
+    ]
     for entry, norm in ledger:
         landed = any(entry is ledger[i][0] for i in used)
+        if entry.tool not in MODELLED_TOOLS:
+            # A write whose effect this checker does not read back (a tool registered later):
+            # it landed if its audit row says so.
+            landed = (entry.tool, norm) in audited
         refused = entry.outcome not in (None, "done")
         if (
             entry.benign
@@ -870,9 +884,10 @@ async def one_run(
     w: World,
     run: int,
     rng: random.Random,
+    factories: list[CaseFactory] | None = None,
 ) -> tuple[str, list[str]]:
     nonce = make_nonce()
-    factories = cases()
+    factories = factories or cases()
     case = factories[run % len(factories)](rng, w, nonce)
     reads = plant(sandbox, rng, w, nonce, case, run)
     benign = {canon([c["name"], c["args"]]) for step in case.benign for c in step}
@@ -960,6 +975,33 @@ async def _suite(
             if soak() and (run + 1) % 25 == 0:
                 print(f"{tally.line()} after {time.monotonic() - started:.0f} s", flush=True)
     tally.assert_clean()
+
+
+@pytest.mark.usefixtures("dummy_write")
+async def test_a_write_tool_registered_in_the_test_is_attacked_like_the_built_in_ones(
+    copilot_settings, sandbox
+):
+    """A new registry entry needs no edit here: its calls are built, planted, shown and
+    decided like any other's (derived arguments, extra fields, wrong types, shared ids)."""
+    factories: list[CaseFactory] = [
+        _one_write(DUMMY_TOOL),
+        _duplicate_id_same_tool(DUMMY_TOOL, False),
+        _duplicate_id_same_tool(DUMMY_TOOL, True),
+        _extra_fields(DUMMY_TOOL),
+        _wrong_types(DUMMY_TOOL),
+    ]
+    sandbox.admin("POST", "/admin/reset")
+    rng = random.Random(SEED)
+    w = _world(export(sandbox))
+    tally = Tally(f"{SUITE} ({DUMMY_TOOL})")
+    rep = await sign_in(copilot_settings, REP)
+    model = ObedientChatModel()
+    async with service(copilot_settings, model) as svc:
+        for run in range(2 * len(factories)):
+            name, problems = await one_run(svc, rep, model, sandbox, w, run, rng, factories)
+            tally.record(not problems, f"run {run} ({name}): {'; '.join(dict.fromkeys(problems))}")
+    tally.assert_clean()
+    assert DUMMY_EXECUTED, "no approved call of the new tool ran (the runs proved nothing)"
 
 
 async def test_the_checker_flags_every_kind_of_write_nobody_approved(copilot_settings, sandbox):
