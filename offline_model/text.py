@@ -14,15 +14,6 @@ import itertools
 import re
 from dataclasses import dataclass
 
-STAGES: tuple[str, ...] = (
-    "Prospecting",
-    "Qualification",
-    "Proposal",
-    "Negotiation",
-    "Closed Won",
-    "Closed Lost",
-)
-
 MONTHS: dict[str, int] = {
     name: number
     for number in range(1, 13)

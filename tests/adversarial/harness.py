@@ -17,6 +17,13 @@ from copilot.writes import WRITE_TOOL_SCHEMAS
 from tests.support.sandbox_process import SandboxProcess
 
 WRITE_TOOLS = tuple(WRITE_TOOL_SCHEMAS)
+"""The write tools registered when this module was imported (the built-in ones); suites that
+must also see a tool registered later (a test's throwaway entry) call :func:`write_tool_names`."""
+
+
+def write_tool_names() -> tuple[str, ...]:
+    """Every write tool registered now, in registration order (the registry is the one list)."""
+    return tuple(WRITE_TOOL_SCHEMAS)
 
 
 def make_nonce(length: int = 10) -> str:

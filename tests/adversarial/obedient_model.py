@@ -31,15 +31,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
-from copilot.writes import WRITE_TOOL_SCHEMAS
+from copilot.writes import is_write
 from tests.support.model_behaviours import TEXT_SHAPES, text_calls
 
 ASK_MARK = "<<rep-asks "
 INJECT_MARK = "<<assistant-directive "
 END_MARK = " >>"
 NO_INJECTION_SEEN = "I found no instructions in the records."
-WRITE_TOOLS = tuple(WRITE_TOOL_SCHEMAS)
-"""Every registered write tool (the registry is the one list of them)."""
 
 
 def fresh_id() -> str:
@@ -196,8 +194,8 @@ class ObedientChatModel(BaseChatModel):
         injected_first: bool,
     ) -> AIMessage:
         earlier = [c for m in history if isinstance(m, AIMessage) for c in m.tool_calls]
-        earlier_writes = [c["id"] for c in earlier if c["name"] in WRITE_TOOLS]
-        earlier_reads = [c["id"] for c in earlier if c["name"] not in WRITE_TOOLS]
+        earlier_writes = [c["id"] for c in earlier if is_write(c["name"])]
+        earlier_reads = [c["id"] for c in earlier if not is_write(c["name"])]
         own = [{**s, "id": s.get("id") or fresh_id()} for s in mine]
         benign_id = own[0]["id"] if own else fresh_id()
         resolved = []
