@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 def _read_then_answer(messages: list[BaseMessage]) -> AIMessage:
     if isinstance(messages[-1], ToolMessage):
-        return AIMessage(content="Done.")
+        return AIMessage(content="Acme Corporation [acc-acme] is doing fine.")
     return calls(call("get_account", account_id="acc-acme"))
 
 
