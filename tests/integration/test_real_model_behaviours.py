@@ -188,11 +188,8 @@ async def test_an_answer_after_a_read_that_cites_nothing_is_regenerated_then_ref
 # --- writes recovered from text still wait for the rep ------------------------------------------
 
 
-@pytest.mark.parametrize("shape", ["bare_json", "tool_call_tags", "function_markup"])
-async def test_a_write_written_as_text_becomes_an_approval_and_nothing_is_written_before_a_decision(
-    fake: FakeOpenAI, settings: Settings, sandbox: SandboxProcess, shape: Any
-):
-    subject = f"Text-call write {shape} {os.getpid()}"
+def _text_writer(shape: Any, subject: str) -> Any:
+    """A model that writes a log_activity call as text, then reports the outcome it is given."""
     args = {"account_id": "acc-acme", "type": "call", "subject": subject}
 
     def writer(request: ChatRequest) -> Reply:
@@ -203,7 +200,15 @@ async def test_a_write_written_as_text_becomes_an_approval_and_nothing_is_writte
             return answer("Logged the call [acc-acme].")
         return answer(text_call(shape, "log_activity", args))
 
-    fake.policy = writer
+    return writer
+
+
+@pytest.mark.parametrize("shape", ["bare_json", "tool_call_tags", "function_markup"])
+async def test_a_write_written_as_text_becomes_an_approval_and_nothing_is_written_before_a_decision(
+    fake: FakeOpenAI, settings: Settings, sandbox: SandboxProcess, shape: Any
+):
+    subject = f"Text-call write {shape} {os.getpid()}"
+    fake.policy = _text_writer(shape, subject)
     rep = await sign_in(settings, "alex")
     async with service(settings) as svc:
         result = await svc.run_turn(rep.identity, rep.broker, None, "log a call with Acme")
@@ -224,17 +229,7 @@ async def test_in_teams_a_write_written_as_text_gets_an_approval_card_and_approv
     fake: FakeOpenAI, settings: Settings, sandbox: SandboxProcess
 ):
     subject = f"Text-call write in Teams {os.getpid()}"
-    args = {"account_id": "acc-acme", "type": "call", "subject": subject}
-
-    def writer(request: ChatRequest) -> Reply:
-        check = facts_check(request)
-        if check is not None:
-            return check
-        if request.turn_tool_results():
-            return answer("Logged the call [acc-acme].")
-        return answer(text_call("tool_call_tags", "log_activity", args))
-
-    fake.policy = writer
+    fake.policy = _text_writer("tool_call_tags", subject)
     async with running_bot(settings) as teams:
         await teams.say("log a call with Acme")
         card_activity = teams.connector.cards()[-1]
