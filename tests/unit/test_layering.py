@@ -9,17 +9,41 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+TOOLING = {"bench", "evals", "offline_model", "sandbox", "tests"}
+"""Local-only packages: never shipped, never imported by the product at module level."""
+
 FORBIDDEN = {
-    "copilot": {"bot", "functions", "sandbox", "botbuilder", "azure.functions", "function_app"},
-    "bot": {"functions", "sandbox", "azure.functions", "function_app"},
-    "functions": {"sandbox"},
+    "copilot": {"bot", "functions", "botbuilder", "azure.functions", "function_app"} | TOOLING,
+    "bot": {"functions", "azure.functions", "function_app"} | TOOLING,
+    "functions": TOOLING,
     "sandbox": {"copilot", "bot", "functions", "function_app"},
 }
 
+LAZY_ENTRY_POINTS = {
+    "copilot/cli.py": {"bench", "evals"},
+    "copilot/models/factory.py": {"offline_model"},
+}
+"""The only places the product reaches local-only tooling, inside the function that needs it
+(``python -m copilot bench|eval``, ``COPILOT_MODEL=offline``): never at import time."""
 
-def _imports(path: Path) -> set[str]:
+# Inside copilot/, lower layers never import the ones above them (farm-studio's floors).
+BELOW = {
+    "copilot/tls.py": {"copilot.tools", "copilot.agent_tools", "copilot.writes", "copilot.middleware"},
+    "copilot/redaction.py": {"copilot.middleware", "copilot.tracing", "copilot.agent_tools"},
+    "copilot/tools": {"copilot.context", "copilot.writes", "copilot.agent_tools", "copilot.middleware"},
+    "copilot/writes": {"copilot.agent_tools", "copilot.middleware", "copilot.runner", "copilot.agent"},
+    "copilot/auth": {"copilot.tools", "copilot.agent_tools", "copilot.middleware"},
+    "copilot/knowledge": {"copilot.tools", "copilot.agent_tools", "copilot.middleware"},
+    "copilot/tracing": {"copilot.middleware", "copilot.agent_tools", "copilot.runner"},
+    "copilot/grounding": {"copilot.middleware", "copilot.runner", "copilot.agent"},
+}
+
+
+def _imports(path: Path, *, top_level_only: bool = False) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    for node in nodes:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -31,7 +55,46 @@ def _imports(path: Path) -> set[str]:
 def test_package_imports_only_what_the_layering_allows(package: str):
     offending = []
     for path in sorted((ROOT / package).rglob("*.py")):
+        lazy = LAZY_ENTRY_POINTS.get(path.relative_to(ROOT).as_posix(), set())
         for name in _imports(path):
-            if any(name == banned or name.startswith(banned + ".") for banned in FORBIDDEN[package]):
+            if _banned(name, FORBIDDEN[package]) and not _banned(name, lazy):
                 offending.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offending == []
+
+
+def _banned(name: str, banned: set[str]) -> bool:
+    return any(name == b or name.startswith(b + ".") for b in banned)
+
+
+def _product_files() -> list[Path]:
+    return [p for package in ("copilot", "bot", "functions") for p in sorted((ROOT / package).rglob("*.py"))]
+
+
+def test_local_only_tooling_is_reached_only_lazily_from_its_entry_points():
+    offending = []
+    for path in _product_files():
+        relative = path.relative_to(ROOT).as_posix()
+        allowed = LAZY_ENTRY_POINTS.get(relative, set())
+        for name in _imports(path):
+            if _banned(name, TOOLING) and not _banned(name, allowed):
+                offending.append(f"{relative} imports {name}")
+        # Even an entry point imports its tooling inside a function, never at import time.
+        offending += [
+            f"{relative} imports {n} at import time"
+            for n in _imports(path, top_level_only=True)
+            if _banned(n, TOOLING)
+        ]
+    assert offending == []
+
+
+@pytest.mark.parametrize("layer", sorted(BELOW))
+def test_a_lower_layer_of_copilot_never_imports_one_above_it(layer: str):
+    target = ROOT / layer
+    files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+    offending = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in files
+        for name in _imports(path)
+        if _banned(name, BELOW[layer])
+    ]
     assert offending == []
