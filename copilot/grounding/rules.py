@@ -157,8 +157,12 @@ def judge(response: AIMessage, run: RunSoFar) -> Judgement:
         return CheckFacts(response)
     # "Nothing found" is allowed when a read ran and returned nothing; when every read
     # returned records, an answer must cite at least one of them.
-    if run.latest_batch_read() and all(ids_in_tool_results([m]) for m in reads):
-        seen = ids_in_tool_results(run.run)
+    if not run.latest_batch_read():
+        return Accept(response)
+    # Each result's ids are read once (its JSON parsed once), for both questions.
+    ids = {id(m): ids_in_tool_results([m]) for m in run.run if isinstance(m, ToolMessage)}
+    if all(ids[id(m)] for m in reads):
+        seen = set().union(*ids.values())
         if not any(ident in seen for ident in cited_ids(text)):
             return Correct("uncited", note=UNCITED_NOTE)
     return Accept(response)
