@@ -25,7 +25,7 @@ from psycopg.rows import dict_row
 from bot.cards import card_element_id
 from tests.e2e.harness import Stack, iter_new
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
@@ -71,7 +71,7 @@ def handled_by_bot(stack: Stack) -> int:
     return len(ACCESS_LOG.findall(stack.bot.log.read_text(errors="replace")))
 
 
-def wait_handled(stack: Stack, count: int, timeout: float = 30) -> None:
+def wait_handled(stack: Stack, count: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while handled_by_bot(stack) < count:
         assert time.monotonic() < deadline, f"the bot handled {handled_by_bot(stack)} of {count} activities"
