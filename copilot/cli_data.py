@@ -49,7 +49,7 @@ def _check_rep(rep: str, tenant: str | None) -> None:
 
 def _print_counts(report: RepDataReport, verb: str, out: TextIO) -> None:
     for group, counts in report.groups.items():
-        touched = ", ".join(f"{table} {n}" for table, n in counts.items())
+        touched = ", ".join(f"{table} {n}" for table, n in counts.items()) or "no tables of rep data"
         print(f"{group}: {sum(counts.values())} {verb} ({touched})", file=out)
     print(f"total: {report.total} {verb}; audit_log: {report.audit_rows_kept} kept", file=out)
     print(f"note: {AUDIT_KEPT_NOTE}", file=out)
