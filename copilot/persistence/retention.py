@@ -178,7 +178,11 @@ async def plan_retention(
     plan = RetentionPlan(older_than)
     for row in await _fetch_all(conn, _THREADS_SQL, (older_than,)):
         thread_id = str(row["thread_id"])
-        listed = await _listing(on_conn, thread_id)
+        # After the first run most live threads hold one checkpoint: two reads tell, and
+        # the full listing (every checkpoint's state) is only read when there is more.
+        listed = await _listing(on_conn, thread_id, limit=2)
+        if len(listed) == 2 or row["idle"]:
+            listed = await _listing(on_conn, thread_id)
         if row["idle"]:
             side = await _listing(on_conn, threads.side_thread_id(thread_id))
             plan.expired_threads.append(
@@ -231,7 +235,7 @@ async def apply_retention(
             report.checkpoints_expired += entry.checkpoints
     report.skipped_threads = [t.thread_id for t in plan.skipped_threads]
     for entry in plan.pruned_threads:
-        await _prune_thread(on_conn, entry.thread_id, report)
+        await _prune_thread(on_conn, entry, report)
     for table, column in _expiring_tables(maps):
         cur = await conn.execute(
             sql.SQL("DELETE FROM {} WHERE {} < now()").format(sql.Identifier(table), sql.Identifier(column))
@@ -262,8 +266,10 @@ async def _expire_thread(
     return True
 
 
-async def _prune_thread(saver: AsyncPostgresSaver, thread_id: str, report: RetentionReport) -> None:
-    before = len(await _listing(saver, thread_id))
+async def _prune_thread(saver: AsyncPostgresSaver, entry: ThreadCheckpoints, report: RetentionReport) -> None:
+    # The plan's count is the "before": a run saving since then can make the count of
+    # deleted checkpoints an undercount, never an overcount.
+    thread_id, before = entry.thread_id, entry.checkpoints
     try:
         await saver.aprune([thread_id], strategy="keep_latest")
     except NotImplementedError:
@@ -282,10 +288,10 @@ async def _prune_thread(saver: AsyncPostgresSaver, thread_id: str, report: Reten
         report.checkpoints_deleted += deleted
 
 
-async def _listing(saver: AsyncPostgresSaver, thread_id: str) -> list[Any]:
+async def _listing(saver: AsyncPostgresSaver, thread_id: str, *, limit: int | None = None) -> list[Any]:
     # No checkpoint_ns: every namespace of the thread, newest first within each.
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
-    return [checkpoint async for checkpoint in saver.alist(config)]
+    return [checkpoint async for checkpoint in saver.alist(config, limit=limit)]
 
 
 def _keep_latest_removes(listed: Sequence[Any]) -> int:
