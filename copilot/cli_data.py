@@ -9,6 +9,7 @@ on stdout stay clean.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -72,7 +73,9 @@ async def data_export(
         # stdout carries the export; the summary goes beside the progress bar.
         _print_counts(report, "exported", sys.stderr)
         return 0
-    target.write_text(document + "\n", encoding="utf-8")
+    # The export is personal data: readable by its owner only (POSIX; replaced if it exists).
+    with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
+        f.write(document + "\n")
     if as_json:
         print(json.dumps({**report.summary(), "out": str(target)}))
     else:

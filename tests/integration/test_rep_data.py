@@ -99,6 +99,7 @@ def test_export_writes_one_reps_data_in_every_group_and_nothing_of_the_other_rep
 
     assert code == 0, stderr
     exported = json.loads(out.read_text(encoding="utf-8"))
+    assert out.stat().st_mode & 0o077 == 0, "personal data: readable by its owner only"
     expected = _snapshot(url, a)
     checkpoints = sum(v for k, v in expected.items() if k.startswith("checkpoints:"))
     assert exported["groups"]["copilot"] == {
