@@ -193,7 +193,9 @@ async def test_retention_skips_delta_channel_threads_and_still_expires_them(app_
         plan = await plan_retention(conn, saver, older_than=timedelta(days=30))
         report = await apply_retention(conn, saver, older_than=timedelta(days=30))
 
-    assert [t.thread_id for t in plan.skipped_threads] == [delta], "status says the delta thread is kept whole"
+    assert [t.thread_id for t in plan.skipped_threads] == [delta], (
+        "status says the delta thread is kept whole"
+    )
     assert report.expired_threads == [idle_delta]
     assert report.skipped_threads == [delta]
     assert report.pruned_threads == [plain]
