@@ -150,7 +150,7 @@ class BlobAnchorStore:
         # Another appender may have created it first: then append to theirs.
         with suppress(ResourceExistsError, ResourceModifiedError):
             self.container.get_blob_client(self.blob_name(sequence)).create_append_blob(
-                etag="*", match_condition=MatchConditions.IfMissing
+                match_condition=MatchConditions.IfMissing
             )
 
     def _blobs(self) -> list[tuple[int, Any]]:
