@@ -188,6 +188,18 @@ async def test_two_appenders_racing_on_a_fresh_store_lose_no_record(azurite_blob
     assert len(names) >= 40 // 9, "the records rolled over several blobs"
 
 
+async def test_an_appender_that_lost_the_race_to_create_the_blob_does_not_replace_it(azurite_blob, container):
+    # The interleaving the racing test can only hope to hit: B found the blob missing, A then
+    # created it and appended, and only now does B's create arrive.
+    first, late = store_on(azurite_blob, container), store_on(azurite_blob, container)
+    await first.append("a")
+
+    late._create(0)
+    await late.append("b")
+
+    assert await first.read() == ["a", "b"]
+
+
 async def test_a_missing_container_is_a_clear_store_error(azurite_blob):
     store = BlobAnchorStore.with_connection_string(azurite_blob.connection_string, "no-such-container")
 
