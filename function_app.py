@@ -5,15 +5,17 @@
 * ``turns``        queue COPILOT_TURN_QUEUE          run one turn, reply via the Bot Connector
 * ``turns_poison`` queue COPILOT_TURN_QUEUE-poison   tell the rep a turn finally failed
 * ``retention``    timer 03:30 daily                 expire idle threads, prune checkpoints
+* ``audit_seal``   timer every 5 minutes             verify the audit log, anchor its head
 """
 
 import azure.functions as func
 
+from functions.audit_seal import bp as audit_seal_bp
 from functions.health import bp as health_bp
 from functions.messages import bp as messages_bp
 from functions.retention import bp as retention_bp
 from functions.turns import bp as turns_bp
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
-for blueprint in (health_bp, messages_bp, turns_bp, retention_bp):
+for blueprint in (health_bp, messages_bp, turns_bp, retention_bp, audit_seal_bp):
     app.register_functions(blueprint)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -30,6 +31,9 @@ _DEPLOYED_REQUIRED = {
 DEFAULT_RETENTION_DAYS = 30
 """Days a thread may stay idle before retention deletes it: ``COPILOT_RETENTION_DAYS``'s
 default (read by the bot's settings, which run the retention timer, and the capacity model)."""
+
+AnchorStoreKind = Literal["file", "blob"]
+"""The audit anchor stores ``COPILOT_AUDIT_ANCHOR_STORE`` selects (copilot/persistence/audit_anchor.py)."""
 
 OFFLINE_MODEL = "offline"
 """The project's deterministic local model: the default for demo, tests and evals, never deployed."""
@@ -73,10 +77,29 @@ class Settings(BaseSettings):
     """Password of ``db_app_login``; unset = none (servers that trust local logins, e.g. embedded)."""
     audit_hmac_keys: SecretStr | None = Field(default=None, alias="COPILOT_AUDIT_HMAC_KEYS")
     """``kid:base64key`` list, newest first; unset (local only) = a key generated under ``data_dir``."""
+    audit_anchor_store: AnchorStoreKind = Field(default="file", alias="COPILOT_AUDIT_ANCHOR_STORE")
+    """Where signed chain-head anchors go: ``file`` (``COPILOT_AUDIT_ANCHOR_FILE``) or ``blob``
+    (Azure Blob Storage append blobs: ``COPILOT_AUDIT_ANCHOR_ACCOUNT_URL`` / ``_CONTAINER``)."""
     audit_anchor_file: Path | None = Field(default=None, alias="COPILOT_AUDIT_ANCHOR_FILE")
     """Append-only JSONL of signed chain-head anchors; unset (local only) = ``data_dir/audit/anchors.jsonl``."""
+    audit_anchor_account_url: str | None = Field(
+        default=None, pattern=r"^https?://\S+$", alias="COPILOT_AUDIT_ANCHOR_ACCOUNT_URL"
+    )
+    """The blob store's account endpoint, ``https://<account>.blob.core.windows.net``."""
+    audit_anchor_container: str = Field(
+        default="audit-anchors",
+        pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
+        alias="COPILOT_AUDIT_ANCHOR_CONTAINER",
+    )
+    """The blob store's container (created by the deployment, with an immutability policy)."""
+    audit_anchor_client_id: str | None = Field(default=None, alias="COPILOT_AUDIT_ANCHOR_CLIENT_ID")
+    """Client id of the user-assigned managed identity the blob store signs in as; unset =
+    ``DefaultAzureCredential``."""
+    audit_anchor_connection: SecretStr | None = Field(default=None, alias="COPILOT_AUDIT_ANCHOR_CONNECTION")
+    """A connection string for the blob store instead of an identity: Azurite only (refused when deployed)."""
     audit_anchor_every: int = Field(default=1, ge=0, alias="COPILOT_AUDIT_ANCHOR_EVERY")
-    """Anchor the committed head every N appends (per process); 0 = only ``audit verify``/``anchor``."""
+    """Anchor the committed head after every N appends (per process); 0 = only the seal timer,
+    ``audit verify`` and ``audit anchor``."""
     undo_window_hours: float = Field(default=24.0, ge=0, le=24 * 90, alias="COPILOT_UNDO_WINDOW_HOURS")
     """How long after a write its rep may still undo it (``undo_write``); 0 = no undo."""
     retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1, alias="COPILOT_RETENTION_DAYS")

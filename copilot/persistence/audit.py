@@ -10,12 +10,19 @@ removed, reordered, renumbered or slipped in, or a forged row with a correctly c
 plain hash, is found by :func:`verify`.
 
 The newest rows are protected by anchors (:mod:`copilot.persistence.audit_anchor`):
-signed checkpoints of the head in append-only storage outside the database. :func:`append`
-anchors the committed head every ``COPILOT_AUDIT_ANCHOR_EVERY`` appends (the row it is
-about to chain onto: its own row commits later, with the caller's transaction);
-``python -m copilot audit verify`` anchors the head it verified, and ``audit anchor``
-writes one on demand (e.g. from a timer). :func:`verify` refuses a log that no longer
-has an anchored row: it was truncated back to that anchor.
+signed checkpoints of the head in append-only storage outside the database. A row is
+anchored *after its commit* (an anchor of a row that may still roll back would later read
+as a removed row): :func:`append` anchors the committed head itself when its transaction
+was the outermost one, and a caller that appends inside its own transaction (the
+idempotency claim's) calls :func:`anchor_committed` once that commits. Both do so every
+``COPILOT_AUDIT_ANCHOR_EVERY`` appends. When that anchor is lost (the store failed, the
+process died between commit and anchor), :func:`seal_head`, run by the Function App's
+``audit_seal`` timer every :data:`SEAL_INTERVAL`, verifies the log and anchors its head; so
+every committed row is anchored within one seal interval, and from then on its removal is
+reported by the next verify (the timer's own included). ``python -m copilot audit verify``
+also anchors the head it verified, and ``audit anchor`` writes one on demand.
+:func:`verify` refuses a log that no longer has an anchored row: it was truncated back to
+that anchor.
 
 Rows written before migration ``audit_hmac`` have no key id and the old unkeyed
 ``sha256(prev_hash + row)`` hash. They are accepted only as the chain's prefix: before the
@@ -40,12 +47,13 @@ import logging
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncConnection
 from psycopg.errors import UndefinedColumn, UndefinedTable
-from psycopg.rows import DictRow, dict_row
+from psycopg.pq import TransactionStatus
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from copilot.errors import AuditTamperDetected, ConfigurationError, MigrationError
@@ -53,6 +61,7 @@ from copilot.persistence.audit_anchor import (
     Anchor,
     AnchorCheck,
     AnchorStore,
+    AnchorStoreAltered,
     AnchorStoreError,
     chain_id,
     check_anchors,
@@ -65,6 +74,11 @@ from copilot.settings import Settings
 logger = logging.getLogger(__name__)
 
 GENESIS = "GENESIS"
+
+SEAL_INTERVAL = timedelta(minutes=5)
+"""How often the Function App's ``audit_seal`` timer runs :func:`seal_head` (its NCRONTAB
+schedule is derived from this): the bound on how long a committed row can stay unanchored,
+and on how long a removed anchored row can go unreported."""
 
 # Arbitrary but fixed: every appender serialises on it so the chain has one head.
 _APPEND_LOCK_KEY = 0x0C0_0A0D_0001
@@ -107,16 +121,17 @@ _SELECT_ROWS = (
     f"SELECT id, {', '.join(_COLUMNS)}, key_id, prev_hash, row_hash FROM audit_log"
     " WHERE id > %s ORDER BY id LIMIT %s"
 )
-_SELECT_HEAD = (
-    "SELECT id, row_hash, pg_current_xact_id_if_assigned()::text AS xact"
-    " FROM audit_log ORDER BY id DESC LIMIT 1"
+_SELECT_HEAD = "SELECT id, row_hash FROM audit_log ORDER BY id DESC LIMIT 1"
+# One statement, so the head and its row count come from one snapshot.
+_SELECT_COMMITTED_HEAD = (
+    "SELECT id, row_hash, (SELECT count(*) FROM audit_log AS a WHERE a.id <= h.id) AS rows"
+    " FROM audit_log AS h ORDER BY id DESC LIMIT 1"
 )
-_COUNT_UP_TO = "SELECT count(*) AS rows FROM audit_log WHERE id <= %s"
 _NEXT_ID = "SELECT nextval(pg_get_serial_sequence('audit_log', 'id')) AS id"
 _INSERT = (
     f"INSERT INTO audit_log (id, {', '.join(_COLUMNS)}, key_id, prev_hash, row_hash)"
     f" VALUES (%(id)s, {', '.join(f'%({name})s' for name in _COLUMNS)}, %(key_id)s, %(prev_hash)s,"
-    " %(row_hash)s) RETURNING pg_current_xact_id()::text AS xact"
+    " %(row_hash)s)"
 )  # column names come from the dataclass, never from input
 _ROUND_TRIP_JSON = "SELECT %s::jsonb AS original_args, %s::jsonb AS edited_args, %s::jsonb AS crm_response"
 _LOCK = "SELECT pg_advisory_xact_lock(%s)"
@@ -130,7 +145,8 @@ class AuditConfig:
     anchors: AnchorStore | None
     """``None``: never anchor (and verify cannot detect a removed tail)."""
     anchor_every: int = 1
-    """Anchor the committed head every N appends through this config; 0 = never from append."""
+    """Anchor the committed head after every N appends through this config; 0 = never from
+    append (only the seal timer, ``audit verify`` and ``audit anchor`` anchor)."""
     _appends_since_anchor: int = field(default=0, init=False, repr=False)
 
 
@@ -145,9 +161,6 @@ def audit_config(settings: Settings) -> AuditConfig:
 
 
 _bound: weakref.WeakKeyDictionary[AsyncConnection[Any], AuditConfig] = weakref.WeakKeyDictionary()
-# The transaction each connection last appended in: an append in the same transaction
-# must not anchor the head, which may be its own, still uncommitted, row.
-_appended_in: weakref.WeakKeyDictionary[AsyncConnection[Any], str] = weakref.WeakKeyDictionary()
 
 
 def bind(conn: AsyncConnection[Any], config: AuditConfig) -> None:
@@ -244,9 +257,11 @@ async def append(conn: AsyncConnection[Any], entry: AuditEntry, *, config: Audit
     """Append one row to the chain, keyed with the newest audit key; returns its id.
 
     Runs in a transaction on ``conn`` (a savepoint if ``conn`` is already in one, e.g. an
-    idempotency claim's, and then the row commits with it). Every ``anchor_every``
-    appends it first anchors the committed head it chains onto; a failing anchor store
-    is logged, never fails the append (the write it records has already happened).
+    idempotency claim's, and then the row commits with it). When that transaction was the
+    outermost one, the row is committed on return and anchored (:func:`anchor_committed`);
+    inside a caller's transaction, the caller calls :func:`anchor_committed` after its
+    commit. A failing anchor store is logged, never fails the append (the write it records
+    has already happened); the seal timer anchors the row within :data:`SEAL_INTERVAL`.
     """
     if entry.decision not in ("approve", "edit"):
         raise ValueError(f"audit decision must be 'approve' or 'edit', not {entry.decision!r}")
@@ -254,20 +269,19 @@ async def append(conn: AsyncConnection[Any], entry: AuditEntry, *, config: Audit
     key = cfg.keyring.current
     values = _entry_values(entry)
     canonical_json(values)  # refuse naive timestamps before touching the database
+    outermost = conn.info.transaction_status == TransactionStatus.IDLE
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         # What jsonb will hand back later, so the hash matches on verify.
         await cur.execute(_ROUND_TRIP_JSON, tuple(_jsonb(values[name]) for name in _JSON_FIELDS))
         stored_json = await cur.fetchone()
         assert stored_json is not None
         values.update(stored_json)
-        # One appender at a time: the head read below stays the head until we commit,
-        # and (every other appender having finished) it is committed, unless it is ours.
+        # One appender at a time: the head read below stays the head until we commit.
+        # Ids are taken under the lock too, so rows commit in id order.
         await cur.execute(_LOCK, (_APPEND_LOCK_KEY,))
         await cur.execute(_SELECT_HEAD)
         head = await cur.fetchone()
         prev_hash = GENESIS if head is None else str(head["row_hash"])
-        if head is not None:
-            await _maybe_anchor_head(conn, cur, cfg, key, head)
         await cur.execute(_NEXT_ID)
         next_id = await cur.fetchone()
         assert next_id is not None
@@ -283,40 +297,50 @@ async def append(conn: AsyncConnection[Any], entry: AuditEntry, *, config: Audit
                 "row_hash": keyed_row_hash(key, row_id, prev_hash, values),
             },
         )
-        inserted = await cur.fetchone()
-        assert inserted is not None
-        _appended_in[conn] = str(inserted["xact"])
-        return row_id
-
-
-async def _maybe_anchor_head(
-    conn: AsyncConnection[Any],
-    cur: AsyncCursor[DictRow],
-    cfg: AuditConfig,
-    key: AuditKey,
-    head: Mapping[str, Any],
-) -> None:
     cfg._appends_since_anchor += 1
+    if outermost:
+        await anchor_committed(conn, config=cfg)
+    return row_id
+
+
+async def anchor_committed(conn: AsyncConnection[Any], *, config: AuditConfig | None = None) -> Anchor | None:
+    """Anchor the committed head, if this config's appends are due one; returns the anchor written.
+
+    Call it after the transaction that appended has committed (``conn`` must not be in a
+    transaction: an anchor of a row that then rolls back would read as a removed row). It
+    anchors whatever head is committed now (a later row of another process covers ours: the
+    chain runs through it). Nothing is due when ``anchor_every`` is 0 or fewer than
+    ``anchor_every`` appends happened since the last anchor. A failing store is logged and
+    the anchor stays due (the next append, or the seal timer, writes it).
+    """
+    cfg = _config_for(conn, config)
     if cfg.anchors is None or cfg.anchor_every == 0 or cfg._appends_since_anchor < cfg.anchor_every:
-        return
-    if head["xact"] is not None and _appended_in.get(conn) == head["xact"]:
-        return  # the head may be this transaction's own row: anchor it once committed
-    await cur.execute(_COUNT_UP_TO, (head["id"],))
-    counted = await cur.fetchone()
-    assert counted is not None
+        return None
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise RuntimeError("anchor_committed runs after the audit row's transaction has committed")
+    async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(_SELECT_COMMITTED_HEAD)
+        head = await cur.fetchone()
+    if head is None:
+        return None
     anchor = sign_anchor(
-        key,
+        cfg.keyring.current,
         chain=await chain_id(conn),
         last_id=int(head["id"]),
         head_hash=str(head["row_hash"]),
-        rows=int(counted["rows"]),
+        rows=int(head["rows"]),
     )
     try:
         await cfg.anchors.append(anchor.to_record())
     except AnchorStoreError as exc:
-        logger.warning("audit head not anchored (will retry on the next append): %s", exc)
-        return
+        logger.warning(
+            "audit head not anchored (retried on the next append; the seal timer anchors it within %s): %s",
+            SEAL_INTERVAL,
+            exc,
+        )
+        return None
     cfg._appends_since_anchor = 0
+    return anchor
 
 
 def _jsonb(value: Any) -> Jsonb | None:
@@ -338,7 +362,12 @@ async def verify(conn: AsyncConnection[Any], *, config: AuditConfig | None = Non
     store = None if cfg.anchors is None else cfg.anchors.location
     anchors = AnchorCheck()
     if cfg.anchors is not None:
-        anchors = check_anchors(await cfg.anchors.read(), cfg.keyring, chain, cfg.anchors.location)
+        try:
+            records = await cfg.anchors.read()
+        except AnchorStoreAltered as exc:
+            anchors = AnchorCheck(problem=f"the anchor store was altered: {exc}")
+        else:
+            anchors = check_anchors(records, cfg.keyring, chain, cfg.anchors.location)
     context: dict[str, Any] = {
         "anchors_checked": len(anchors.anchors),
         "last_anchor": anchors.latest,
@@ -464,11 +493,13 @@ async def seal(
     *,
     config: AuditConfig | None = None,
     only_if_advanced: bool = False,
+    time: datetime | None = None,
 ) -> Anchor | None:
     """Anchor the head a successful :func:`verify` found; returns the anchor written.
 
     With ``only_if_advanced``, nothing is written when the newest anchor already names
-    that head. Refuses (AuditTamperDetected) to anchor a report that did not verify.
+    that head. ``time`` is the anchor's timestamp (default now). Refuses
+    (AuditTamperDetected) to anchor a report that did not verify.
     """
     cfg = _config_for(conn, config)
     if not report.ok or report.head_hash is None:
@@ -484,6 +515,7 @@ async def seal(
         last_id=report.last_id,
         head_hash=report.head_hash,
         rows=report.rows_checked,
+        time=time,
     )
     await cfg.anchors.append(anchor.to_record())
     return anchor
@@ -495,6 +527,32 @@ async def anchor_now(conn: AsyncConnection[Any], *, config: AuditConfig | None =
     anchor = await seal(conn, report, config=config)
     assert anchor is not None
     return anchor
+
+
+@dataclass(frozen=True)
+class SealResult:
+    """What one :func:`seal_head` run found and wrote."""
+
+    report: VerifyReport
+    """The verification of the whole log (it passed)."""
+    anchor: Anchor | None
+    """The anchor written now; ``None`` when the newest anchor already named the head."""
+
+
+async def seal_head(
+    conn: AsyncConnection[Any], *, config: AuditConfig | None = None, now: datetime | None = None
+) -> SealResult:
+    """The seal timer's run: verify the whole log, then anchor its head if no anchor names it yet.
+
+    Raises :class:`AuditTamperDetected` when the log does not verify (and anchors nothing):
+    run every :data:`SEAL_INTERVAL`, this bounds both how long a committed row can stay
+    unanchored and how long a removed anchored row goes unreported. ``now`` stamps the
+    anchor (tests drive time through it). Raises :class:`AnchorStoreError` when the store
+    cannot be read or appended to.
+    """
+    report = await assert_intact(conn, config=config)
+    anchor = await seal(conn, report, config=config, only_if_advanced=True, time=now)
+    return SealResult(report, anchor)
 
 
 async def list_entries(

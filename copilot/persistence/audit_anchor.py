@@ -11,10 +11,12 @@ signature does not verify is a forgery and itself a failure.
 Anchors name their chain (the server's system identifier and the database name), so one
 store can serve several databases (tests, staging next to production).
 
-Stores implement :class:`AnchorStore`. This module ships :class:`FileAnchorStore` (JSON
+Stores implement :class:`AnchorStore`; :func:`default_anchor_store` picks one from the
+settings (``COPILOT_AUDIT_ANCHOR_STORE``). This module ships :class:`FileAnchorStore` (JSON
 lines, appended with ``O_APPEND``), the local-development default under
-``<data_dir>/audit/anchors.jsonl``. In production point it at append-only storage (an
-immutable / append-only mount); an Azure Blob append-blob store is not built yet.
+``<data_dir>/audit/anchors.jsonl``; :mod:`copilot.persistence.audit_blob_anchor` ships
+``BlobAnchorStore`` (Azure Blob Storage append blobs, identity-based auth), the store a
+deployment uses.
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
 from psycopg import AsyncConnection
 
 from copilot.errors import ConfigurationError, CopilotError
 from copilot.persistence.audit_keys import AuditKey, AuditKeyring
-from copilot.settings import Settings
+from copilot.settings import AnchorStoreKind, Settings
 
 ANCHOR_VERSION = 1
 _SIGNED_PREFIX = b"copilot-audit-anchor/v1\n"
@@ -45,6 +47,13 @@ class AnchorStoreError(CopilotError):
     """The anchor store could not be read or appended to."""
 
     code = "audit_anchor_store"
+
+
+class AnchorStoreAltered(AnchorStoreError):
+    """The store itself shows it was tampered with (a record blob missing or replaced):
+    :func:`~copilot.persistence.audit.verify` reports it as a failure, not an outage."""
+
+    code = "audit_anchor_store_altered"
 
 
 class AnchorStore(Protocol):
@@ -120,15 +129,63 @@ class FileAnchorStore:
 
 
 def default_anchor_store(settings: Settings) -> AnchorStore:
-    """The store for these settings: ``COPILOT_AUDIT_ANCHOR_FILE``, else (local only) the data dir's."""
+    """The store these settings select (``COPILOT_AUDIT_ANCHOR_STORE``).
+
+    ``file``: ``COPILOT_AUDIT_ANCHOR_FILE``, else (local only) the data dir's. ``blob``: append
+    blobs in ``COPILOT_AUDIT_ANCHOR_CONTAINER`` at ``COPILOT_AUDIT_ANCHOR_ACCOUNT_URL`` with the
+    managed identity ``COPILOT_AUDIT_ANCHOR_CLIENT_ID`` (else ``DefaultAzureCredential``), or,
+    outside a deployment, ``COPILOT_AUDIT_ANCHOR_CONNECTION`` (Azurite). Raises
+    ConfigurationError when the selected store is not fully configured. Builds clients only:
+    nothing is read or written until the first append or read.
+    """
+    kind: AnchorStoreKind = settings.audit_anchor_store
+    if kind == "file":
+        return _file_store(settings)
+    if kind == "blob":
+        return _blob_store(settings)
+    assert_never(kind)
+
+
+def _file_store(settings: Settings) -> FileAnchorStore:
     if settings.audit_anchor_file is not None:
         return FileAnchorStore(settings.audit_anchor_file)
     if settings.environment == "deployed":
         raise ConfigurationError(
             "COPILOT_AUDIT_ANCHOR_FILE is not set: a deployment must anchor the audit log on "
-            "append-only storage outside the database (a local default file would not survive)"
+            "append-only storage outside the database (a local default file would not survive); "
+            "in Azure set COPILOT_AUDIT_ANCHOR_STORE=blob and COPILOT_AUDIT_ANCHOR_ACCOUNT_URL"
         )
     return FileAnchorStore(settings.data_dir / "audit" / "anchors.jsonl")
+
+
+def _blob_store(settings: Settings) -> AnchorStore:
+    # Imported here: the blob SDK is loaded only by processes that anchor in blobs.
+    from copilot.persistence.audit_blob_anchor import BlobAnchorStore
+
+    container = settings.audit_anchor_container
+    if settings.audit_anchor_connection is not None:
+        if settings.environment == "deployed":
+            raise ConfigurationError(
+                "COPILOT_AUDIT_ANCHOR_CONNECTION is for Azurite and local development only: a "
+                "deployment authenticates to the anchor store by identity (unset it and set "
+                "COPILOT_AUDIT_ANCHOR_ACCOUNT_URL and COPILOT_AUDIT_ANCHOR_CLIENT_ID)"
+            )
+        return BlobAnchorStore.with_connection_string(
+            settings.audit_anchor_connection.get_secret_value(), container
+        )
+    if settings.audit_anchor_account_url is None:
+        raise ConfigurationError(
+            "COPILOT_AUDIT_ANCHOR_STORE=blob needs COPILOT_AUDIT_ANCHOR_ACCOUNT_URL (the storage "
+            "account's blob endpoint, https://<account>.blob.core.windows.net)"
+        )
+    from azure.identity import DefaultAzureCredential, ManagedIdentityCredential
+
+    credential = (
+        ManagedIdentityCredential(client_id=settings.audit_anchor_client_id)
+        if settings.audit_anchor_client_id
+        else DefaultAzureCredential()
+    )
+    return BlobAnchorStore.with_identity(settings.audit_anchor_account_url, container, credential)
 
 
 @dataclass(frozen=True)

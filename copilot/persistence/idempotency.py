@@ -142,6 +142,9 @@ class Claim:
             if cur.rowcount != 1:
                 raise RuntimeError(f"idempotency key {self.key} was completed by someone else")
         self._completed = True
+        if audit_entry is not None:
+            # Anchored once committed, so removing the newest row is detected (audit.py).
+            await audit.anchor_committed(self.conn)
         return stored
 
 

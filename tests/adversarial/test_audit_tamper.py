@@ -1,13 +1,16 @@
 """Proof suite: every tamper with the audit log is found by ``audit verify`` (invariant 6).
 
 One database gets a keyed, anchored chain written through ``audit.append`` (the older
-half under key ``k1``, the rest after a rotation to ``k2``; anchors along the way and a
-final one of the head). Each trial then tampers as a superuser would: triggers disabled,
+half under key ``k1``, the rest after a rotation to ``k2``), anchored only as the product
+anchors it: each row after its commit (no extra anchor of the head, so the newest row is
+protected by its own after-commit anchor, or by nothing). Each trial then tampers as a superuser would: triggers disabled,
 constraints dropped where needed, rows edited, deleted, reordered, renumbered, forged
 (with a correct *plain* sha256 hash as the old scheme had, or an HMAC under a wrong key),
 re-chained, key ids swapped, anchors forged; verifies on the same connection; and rolls
 the transaction back (forged anchors are taken back out of the store). Every tamper must
-be reported, and a removed tail reported as truncation back to the last anchor.
+be reported, and a removed tail reported as truncation back to the last anchor. Removing
+the newest row alone (the tamper the old anchor-on-the-next-write scheme missed) is one of
+the kinds tried.
 
 ``make soak`` runs 1,000+ tampers; CI runs about 150.
 """
@@ -331,6 +334,18 @@ async def delete_tail(conn: Conn, base: Base, rng: random.Random) -> Expect:
     )
 
 
+async def delete_newest_row(conn: Conn, base: Base, rng: random.Random) -> Expect:
+    """Remove only the newest row (nothing was written after it), perhaps with a stand-in."""
+    await conn.execute("DELETE FROM audit_log WHERE id = %s", (base.head,))
+    if rng.random() < 0.5:
+        return Expect(f"remove the newest row {base.head}", first_bad=base.head, truncated=True)
+    # Put a forged row in its place, linked to the row before it.
+    prev = await _head_hash(conn, base.ids[-2])
+    digest = rng.choice([plain, hmac_with(wrong_key("k2"))])
+    await _forge_row(conn, base.head, audit._entry_values(entry(40_000, rng)), prev, "k2", digest)
+    return Expect(f"replace the newest row {base.head} with a forged one", first_bad=base.head)
+
+
 async def delete_all(conn: Conn, base: Base, rng: random.Random) -> Expect:
     await conn.execute(rng.choice(["DELETE FROM audit_log", "TRUNCATE audit_log"]))
     return Expect("remove every row", first_bad=base.head, truncated=True)
@@ -440,6 +455,8 @@ TAMPERS_BY_KIND: list[Callable[[Conn, Base, random.Random], Awaitable[Expect]]] 
     delete_scattered,
     delete_tail,
     delete_tail,
+    delete_newest_row,
+    delete_newest_row,
     delete_all,
     truncate_and_continue,
     reorder_swap,
@@ -456,13 +473,14 @@ async def base(db_conn: Conn) -> Base:
     await migrate(db_conn)
     rng = random.Random(SEED)
     store = MemoryAnchorStore()
+    # COPILOT_AUDIT_ANCHOR_EVERY's default (1), as deployed; db_conn is autocommit, so each
+    # append commits on its own, as the write path's transaction does.
     before_rotation = AuditConfig(OLD_KEYS, store, anchor_every=1)
-    after_rotation = AuditConfig(KEYS, store, anchor_every=3)
+    after_rotation = AuditConfig(KEYS, store, anchor_every=1)
     ids = []
     for n in range(1, ROWS + 1):
         config = before_rotation if n <= ROWS // 2 else after_rotation
         ids.append(await audit.append(db_conn, entry(n, rng), config=config))
-    await audit.anchor_now(db_conn, config=after_rotation)
     return Base(ids, store, after_rotation, await chain_id(db_conn))
 
 

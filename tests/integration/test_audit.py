@@ -461,16 +461,16 @@ async def test_verify_detects_that_every_row_was_removed(migrated, config):
         await audit.assert_intact(migrated)
 
 
-async def test_appends_anchor_the_committed_head_they_chain_onto(migrated, config):
+async def test_each_append_anchors_its_own_row_once_committed(migrated, config):
     ids = [await audit.append(migrated, make_entry(n)) for n in range(1, 4)]
 
     report = await audit.verify(migrated)
 
-    # Each append anchored the head before it; the newest row waits for the next one.
+    # Anchored after commit: the newest row is covered without waiting for the next write.
     assert report.ok
-    assert report.anchors_checked == 2
+    assert report.anchors_checked == 3
     assert report.last_anchor is not None
-    assert (report.last_anchor.last_id, report.last_anchor.rows) == (ids[1], 2)
+    assert (report.last_anchor.last_id, report.last_anchor.rows) == (ids[2], 3)
     assert report.last_anchor.key_id == config.keyring.current.key_id
 
 
@@ -548,7 +548,7 @@ async def test_rows_from_before_the_keyed_chain_still_verify_as_its_prefix(db_co
     assert report.ok
     assert report.rows_checked == 3
     assert report.last_anchor is not None
-    assert report.last_anchor.rows == 2, "the legacy head got anchored"
+    assert report.last_anchor.rows == 3, "the first keyed row (and the legacy rows before it) got anchored"
 
 
 def test_local_development_generates_one_private_key_under_the_data_dir(tmp_path):

@@ -1,6 +1,8 @@
-"""Azurite (the Azure Storage emulator from npm) serving queues, for integration tests.
+"""Azurite (the Azure Storage emulator from npm) serving queues, or blobs, for integration tests.
 
-Started, awaited and stopped with the bench's own helpers (``bench.azurite``).
+Started, awaited and stopped with the bench's own helpers (``bench.azurite``): ``azurite-queue``
+for the turn queues, ``azurite-blob`` (its real blob service: append blobs, conditional
+headers) for the audit anchor store.
 """
 
 from __future__ import annotations
@@ -13,10 +15,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.azurite import ACCOUNT, AZURITE_QUEUE, connection_string, spawn, stop, wait_listening
+from bench.azurite import (
+    ACCOUNT,
+    ACCOUNT_KEY,
+    AZURITE_QUEUE,
+    connection_string,
+    spawn,
+    stop,
+    wait_listening,
+)
 from bench.sandbox import free_port
+from copilot.settings import PROJECT_ROOT
 
-__all__ = ["ACCOUNT", "Azurite", "run_azurite"]
+__all__ = ["ACCOUNT", "Azurite", "AzuriteBlob", "run_azurite", "run_azurite_blob"]
+
+AZURITE_BLOB = PROJECT_ROOT / "node_modules" / ".bin" / "azurite-blob"
 
 
 @dataclass
@@ -51,6 +64,67 @@ def run_azurite() -> Iterator[Azurite]:
             output = (location / "azurite.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"{exc}\n{output}") from exc
         yield Azurite(port, process)
+    finally:
+        stop(process)
+        shutil.rmtree(location, ignore_errors=True)
+
+
+@dataclass
+class AzuriteBlob:
+    """A running ``azurite-blob``."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def blob_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}/{ACCOUNT}"
+
+    @property
+    def connection_string(self) -> str:
+        """An account-key connection string (Azurite's public development key)."""
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};"
+            f"BlobEndpoint={self.blob_endpoint};"
+        )
+
+
+def _spawn_blob(location: Path, port: int) -> subprocess.Popen[bytes]:
+    with (location / "azurite.log").open("wb") as log:
+        return subprocess.Popen(
+            [
+                str(AZURITE_BLOB),
+                "--blobHost",
+                "127.0.0.1",
+                "--blobPort",
+                str(port),
+                "--location",
+                str(location),
+                "--silent",
+                "--skipApiVersionCheck",
+                "--disableTelemetry",
+            ],
+            cwd=PROJECT_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+@contextmanager
+def run_azurite_blob() -> Iterator[AzuriteBlob]:
+    """Start ``azurite-blob`` on a free port with a temporary workspace; stop it afterwards."""
+    if not AZURITE_BLOB.exists():
+        raise FileNotFoundError(f"{AZURITE_BLOB} is missing: run `npm install`")
+    location = Path(tempfile.mkdtemp(prefix="azurite-blob-"))
+    port = free_port()
+    process = _spawn_blob(location, port)
+    try:
+        try:
+            wait_listening(process, port)
+        except RuntimeError as exc:
+            output = (location / "azurite.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{exc}\n{output}") from exc
+        yield AzuriteBlob(port, process)
     finally:
         stop(process)
         shutil.rmtree(location, ignore_errors=True)

@@ -46,6 +46,7 @@ def test_function_app_registers_every_function_with_its_trigger():
         "turns",
         "turns_poison",
         "retention",
+        "audit_seal",
     }
 
 
@@ -86,6 +87,24 @@ def test_retention_runs_daily_on_a_timer():
     seconds, minutes, hours, day, month, weekday = str(trigger["schedule"]).split()
     assert (day, month, weekday) == ("*", "*", "*")
     assert all(part.isdigit() for part in (seconds, minutes, hours))
+
+
+def test_the_audit_seal_runs_every_seal_interval_the_docs_state():
+    from datetime import timedelta
+
+    from copilot.persistence.audit import SEAL_INTERVAL
+
+    trigger = _trigger("audit_seal")
+    assert trigger["type"] == "timerTrigger"
+    seconds, minutes, hours, day, month, weekday = str(trigger["schedule"]).split()
+    assert (seconds, hours, day, month, weekday) == ("0", "*", "*", "*", "*")
+    assert minutes.startswith("*/")
+    assert timedelta(minutes=int(minutes[2:])) == SEAL_INTERVAL
+    # The documented bound is this interval.
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert f"within {int(SEAL_INTERVAL.total_seconds() // 60)} minutes" in docs
 
 
 def test_host_json_matches_the_triggers():

@@ -92,6 +92,7 @@ def test_indexing_the_function_app_imports_only_azure_functions_and_the_blueprin
     assert ours == {
         "bot",
         "functions",
+        "functions.audit_seal",
         "functions.health",
         "functions.messages",
         "functions.retention",
