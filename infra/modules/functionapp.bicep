@@ -231,7 +231,6 @@ var tracingSettings = langsmithTracing ? [
 ] : []
 
 resource site 'Microsoft.Web/sites@2024-04-01' = {
-  //checkov:skip=CKV_AZURE_13:App Service authentication cannot front a Bot Framework webhook; function_app.py validates every request's Bot Framework JWT itself
   //checkov:skip=CKV_AZURE_17:Client certificates: the Bot Framework Connector presents none (it authenticates with a signed JWT)
   //checkov:skip=CKV_AZURE_222:Teams (the Bot Framework Connector) must reach POST /api/messages from the internet; requests are JWT-validated and the data stores stay private
   //checkov:skip=CKV_AZURE_212:Flex Consumption scales instances per event; there is no fixed instance count to keep for failover

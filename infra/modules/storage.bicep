@@ -33,7 +33,6 @@ var roles = [
 ]
 
 resource account 'Microsoft.Storage/storageAccounts@2023-05-01' = {
-  //checkov:skip=CKV_AZURE_33:Queue service logging is the classic Storage Analytics setting, which needs shared keys; diagnostics go to Log Analytics instead
   //checkov:skip=CKV_AZURE_206:Replication is a cost choice: the queues hold transient turns and anchors are also re-verifiable from the database; set Standard_GRS or ZRS for production
   //checkov:skip=CKV_AZURE_35:defaultAction is Deny unless allowPublicAccess is passed (checkov cannot evaluate the parameter); tests/infra/test_template_policy.py checks the default
   name: name
