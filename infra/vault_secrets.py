@@ -43,8 +43,8 @@ TRACE_PSEUDONYM_KEY = "trace-pseudonym-key"
 
 
 def new_audit_keys(previous: str | None = None) -> str:
-    """A fresh audit key (id ``kYYYYMMDDHHMMSS``) in front of ``previous`` (kept for verify)."""
-    entry = generate_key_entry(f"k{dt.datetime.now(dt.UTC):%Y%m%d%H%M%S}")
+    """A fresh audit key (id ``kYYYYMMDD-<random>``) in front of ``previous`` (kept for verify)."""
+    entry = generate_key_entry(f"k{dt.datetime.now(dt.UTC):%Y%m%d}-{secrets.token_hex(4)}")
     return f"{entry},{previous.strip()}" if previous and previous.strip() else entry
 
 
