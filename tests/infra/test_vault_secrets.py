@@ -7,9 +7,9 @@ tested is every value the script would write.
 from __future__ import annotations
 
 import json
-from base64 import b64decode
 import subprocess
 import sys
+from base64 import b64decode
 
 from cryptography.fernet import Fernet
 
