@@ -4,7 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup chromium demo chat test lint typecheck unit soak bench eval eval-generate clean
+.PHONY: setup chromium demo chat test lint typecheck unit soak bench eval eval-generate clean \
+	infra-check infra-deploy infra-secrets infra-rotate infra-package
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,7 +16,17 @@ $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
-setup: $(STAMP) chromium
+# checkov (the template checks in tests/infra) pins packages that conflict with the shared
+# venv's, so it gets its own tools venv; tests/infra runs its checkov executable.
+INFRA_VENV := .venv-infra
+INFRA_STAMP := $(INFRA_VENV)/.installed
+$(INFRA_STAMP): requirements-infra.txt
+	test -x $(INFRA_VENV)/bin/python || $(PYTHON) -m venv $(INFRA_VENV)
+	$(INFRA_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(INFRA_VENV)/bin/python -m pip install --quiet -r requirements-infra.txt
+	touch $(INFRA_STAMP)
+
+setup: $(STAMP) $(INFRA_STAMP) chromium
 
 # The Agents Playground end-to-end tests drive a system Chromium (`npx playwright install`
 # cannot download browsers here). CI runs as root on Debian: install it when it is missing.
@@ -57,7 +68,7 @@ test: setup lint typecheck
 
 # The inner loop: the unit tests only (no services; well under a minute).
 unit: setup
-	$(PY) -m pytest tests/unit -q -m "not integration"
+	$(PY) -m pytest tests/unit tests/infra -q -m "not integration"
 
 # The adversarial proof suites at their full counts (CI runs them at reduced counts).
 # Each suite prints "<suite>: tried N, failures M"; the lines collect in
@@ -85,5 +96,45 @@ eval: setup
 eval-generate: setup
 	$(PY) -m copilot eval --generate
 
+# --- Azure deployment (docs/ADMIN.md) -------------------------------------------------------
+# The template checks: pycep parse, checkov, policy and template-to-code consistency.
+infra-check: setup
+	$(PY) -m pytest tests/infra -q
+
+RESOURCE_GROUP ?=
+PARAMETERS ?= infra/main.parameters.json
+DEPLOYMENT ?= crm-copilot
+VAULT ?=
+SECRET ?=
+APP_VERSION ?= 1.0.0
+_require = @test -n "$($(1))" || { echo "error: set $(1)=... (docs/ADMIN.md)" >&2; exit 2; }
+
+# Provision (or upgrade) everything in infra/main.bicep into an existing resource group.
+infra-deploy: infra-check
+	$(call _require,RESOURCE_GROUP)
+	az deployment group create --resource-group $(RESOURCE_GROUP) --name $(DEPLOYMENT) \
+	  --template-file infra/main.bicep --parameters @$(PARAMETERS)
+	az deployment group show --resource-group $(RESOURCE_GROUP) --name $(DEPLOYMENT) \
+	  --query properties.outputs
+
+# Generate the keys the vault must hold (only those missing; never overwrites).
+infra-secrets: setup
+	$(call _require,VAULT)
+	PYTHONPATH=. $(PY) infra/vault_secrets.py --vault $(VAULT)
+
+# Rotate one generated key (SECRET=audit-hmac-keys | token-encryption-key | trace-pseudonym-key).
+infra-rotate: setup
+	$(call _require,VAULT)
+	$(call _require,SECRET)
+	PYTHONPATH=. $(PY) infra/vault_secrets.py --vault $(VAULT) --rotate $(SECRET)
+
+# The Teams app package from the deployment's outputs (MicrosoftAppId, BOT_DOMAIN).
+_output = $$(az deployment group show --resource-group $(RESOURCE_GROUP) --name $(DEPLOYMENT) \
+	  --query properties.outputs.$(1).value --output tsv)
+infra-package: setup
+	$(call _require,RESOURCE_GROUP)
+	MicrosoftAppId=$(call _output,MicrosoftAppId) BOT_DOMAIN=$(call _output,BOT_DOMAIN) \
+	  APP_VERSION=$(APP_VERSION) $(PY) -m bot package
+
 clean:
-	rm -rf $(VENV) node_modules .data
+	rm -rf $(VENV) $(INFRA_VENV) node_modules .data

@@ -1,0 +1,313 @@
+// The CRM sales copilot's whole Azure deployment (resource-group scope):
+//   managed identity, Log Analytics + Application Insights, Storage (queues, anchors,
+//   deployment package), Key Vault, PostgreSQL Flexible Server, Function App (Flex
+//   Consumption), Azure Bot (Teams channel + SSO connection), optional Azure OpenAI,
+//   optional VNet with private endpoints (on by default).
+// Provision: `make infra-deploy` (docs/ADMIN.md). Checked offline by tests/infra (pycep parse,
+// checkov, the project's policy and template-to-code consistency tests); the Bicep compiler
+// itself is not run there (docs/ADMIN.md, "What the checks cover").
+
+@description('Short name for this deployment (3-12 lowercase letters/digits): the prefix of every resource name.')
+@minLength(3)
+@maxLength(12)
+param environmentName string
+param location string = resourceGroup().location
+param tags object = {}
+
+// --- the bot's Entra app registration (docs/ADMIN.md, "Entra app") ----------------------
+@description('Client id of the Entra app registration the bot and SSO use (MicrosoftAppId).')
+param botAppId string
+@secure()
+@description('That app\'s client secret (MicrosoftAppPassword): stored in Key Vault only.')
+param botClientSecret string
+@description('Host name reps reach the bot at; empty = the Function App\'s default host name.')
+param customDomain string = ''
+param ssoConnectionName string = 'crm-copilot-sso'
+
+// --- the systems the copilot reaches --------------------------------------------------
+@description('The CRM\'s MCP endpoint (streamable HTTP).')
+param crmMcpUrl string
+@description('The CRM\'s OAuth resource (audience), e.g. https://contoso.crm.dynamics.com.')
+param crmResource string
+param crmRecordUrlTemplate string = ''
+param entraAuthority string = 'https://login.microsoftonline.com'
+param graphBaseUrl string = 'https://graph.microsoft.com/v1.0'
+param graphResource string = 'https://graph.microsoft.com'
+param phoneRegion string = 'US'
+param retentionDays int = 30
+
+// --- model ---------------------------------------------------------------------------
+@description('Deploy an Azure OpenAI account and chat deployment and point COPILOT_MODEL at it.')
+param deployOpenAi bool = true
+param openAiModelName string = 'gpt-4.1'
+param openAiModelVersion string = '2025-04-14'
+param openAiCapacity int = 50
+param openAiApiVersion string = '2024-10-21'
+@description('COPILOT_MODEL when deployOpenAi is false (provider:model); never offline.')
+param copilotModel string = ''
+param fallbackModels string = ''
+
+// --- database ------------------------------------------------------------------------
+@description('Object id of the Entra group (or user) administering PostgreSQL: who runs db migrate.')
+param postgresAdminObjectId string
+@description('Display name of that group or user (its PostgreSQL role name).')
+param postgresAdminName string
+@allowed([
+  'Group'
+  'User'
+])
+param postgresAdminType string = 'Group'
+@description('Also allow password logins (the app login\'s password then lives in Key Vault, database-url). Off = Entra only.')
+param postgresPasswordAuth bool = false
+@secure()
+param postgresAdminPassword string = ''
+param postgresSkuName string = 'Standard_B1ms'
+param postgresSkuTier string = 'Burstable'
+
+// --- network -------------------------------------------------------------------------
+@description('VNet integration and private endpoints for every data store (recommended).')
+param enableVnet bool = true
+@description('Opens the data stores\' public endpoints (Storage, Key Vault, PostgreSQL, OpenAI). Only for a trial without the VNet.')
+param allowPublicDataAccess bool = false
+@description('One admin machine\'s public IP let through the data stores\' firewalls (to run db migrate); empty = none.')
+param adminIpAddress string = ''
+
+// --- operations ----------------------------------------------------------------------
+@description('Object id of the admin (group) granted Key Vault Secrets Officer for make infra-secrets and rotation.')
+param secretsOfficerObjectId string = ''
+param langsmithTracing bool = false
+param langsmithProject string = 'crm-copilot'
+@description('Until the blob anchor store ships: the audit anchors file (durable, append-only storage).')
+param auditAnchorFile string = '/home/data/audit/anchors.jsonl'
+param anchorRetentionDays int = 365
+param turnQueueName string = 'copilot-turns'
+param maximumInstanceCount int = 40
+
+var suffix = uniqueString(subscription().id, resourceGroup().id, environmentName)
+var baseName = '${environmentName}-${take(suffix, 6)}'
+var allTags = union(tags, {
+  'azd-env-name': environmentName
+  application: 'crm-copilot'
+})
+var databaseName = 'copilot'
+var openAiDeploymentName = 'chat'
+
+module identity 'modules/identity.bicep' = {
+  name: 'identity'
+  params: {
+    name: 'id-${baseName}'
+    location: location
+    tags: allTags
+  }
+}
+
+module monitoring 'modules/monitoring.bicep' = {
+  name: 'monitoring'
+  params: {
+    workspaceName: 'log-${baseName}'
+    appInsightsName: 'appi-${baseName}'
+    location: location
+    tags: allTags
+    publisherPrincipalId: identity.outputs.principalId
+  }
+}
+
+module storage 'modules/storage.bicep' = {
+  name: 'storage'
+  params: {
+    name: toLower(take('st${replace(environmentName, '-', '')}${suffix}', 24))
+    location: location
+    tags: allTags
+    identityPrincipalId: identity.outputs.principalId
+    turnQueueName: turnQueueName
+    anchorRetentionDays: anchorRetentionDays
+    allowPublicAccess: allowPublicDataAccess || (!enableVnet)
+    adminIpAddress: adminIpAddress
+  }
+}
+
+module vault 'modules/keyvault.bicep' = {
+  name: 'keyvault'
+  params: {
+    name: take('kv-${baseName}', 24)
+    location: location
+    tags: allTags
+    readerPrincipalId: identity.outputs.principalId
+    botClientSecret: botClientSecret
+    secretsOfficerObjectId: secretsOfficerObjectId
+    allowPublicAccess: allowPublicDataAccess || (!enableVnet)
+    adminIpAddress: adminIpAddress
+  }
+}
+
+module postgres 'modules/postgres.bicep' = {
+  name: 'postgres'
+  params: {
+    name: 'psql-${baseName}'
+    location: location
+    tags: allTags
+    databaseName: databaseName
+    entraAdminObjectId: postgresAdminObjectId
+    entraAdminName: postgresAdminName
+    entraAdminType: postgresAdminType
+    appIdentityName: identity.outputs.name
+    passwordAuth: postgresPasswordAuth
+    administratorPassword: postgresAdminPassword
+    allowPublicAccess: allowPublicDataAccess || (!enableVnet)
+    adminIpAddress: adminIpAddress
+    skuName: postgresSkuName
+    skuTier: postgresSkuTier
+  }
+}
+
+module openai 'modules/openai.bicep' = if (deployOpenAi) {
+  name: 'openai'
+  params: {
+    name: 'oai-${baseName}'
+    location: location
+    tags: allTags
+    deploymentName: openAiDeploymentName
+    modelName: openAiModelName
+    modelVersion: openAiModelVersion
+    capacity: openAiCapacity
+    keyVaultName: vault.outputs.name
+    userPrincipalId: identity.outputs.principalId
+    allowPublicAccess: allowPublicDataAccess || (!enableVnet)
+    adminIpAddress: adminIpAddress
+  }
+}
+
+module network 'modules/network.bicep' = if (enableVnet) {
+  name: 'network'
+  params: {
+    name: 'vnet-${baseName}'
+    location: location
+    tags: allTags
+  }
+}
+
+var storageEndpoints = [
+  {
+    name: 'blob'
+    targetId: storage.outputs.id
+    groupId: 'blob'
+    zoneId: enableVnet ? network.outputs.blobZoneId : ''
+  }
+  {
+    name: 'queue'
+    targetId: storage.outputs.id
+    groupId: 'queue'
+    zoneId: enableVnet ? network.outputs.queueZoneId : ''
+  }
+  {
+    name: 'table'
+    targetId: storage.outputs.id
+    groupId: 'table'
+    zoneId: enableVnet ? network.outputs.tableZoneId : ''
+  }
+  {
+    name: 'vault'
+    targetId: vault.outputs.id
+    groupId: 'vault'
+    zoneId: enableVnet ? network.outputs.vaultZoneId : ''
+  }
+  {
+    name: 'postgres'
+    targetId: postgres.outputs.id
+    groupId: 'postgresqlServer'
+    zoneId: enableVnet ? network.outputs.postgresZoneId : ''
+  }
+]
+var openAiEndpoints = deployOpenAi ? [
+  {
+    name: 'openai'
+    targetId: openai.outputs.id
+    groupId: 'account'
+    zoneId: enableVnet ? network.outputs.openAiZoneId : ''
+  }
+] : []
+
+// Without the VNet there is nothing to loop over (pycep parses no `[for ...: if]` form).
+var privateEndpoints = enableVnet ? concat(storageEndpoints, openAiEndpoints) : []
+
+module endpoints 'modules/privateendpoint.bicep' = [for endpoint in privateEndpoints: {
+  name: 'pe-${endpoint.name}'
+  params: {
+    name: 'pe-${endpoint.name}-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: network.outputs.endpointSubnetId
+    targetId: endpoint.targetId
+    groupId: endpoint.groupId
+    zoneId: endpoint.zoneId
+  }
+}]
+
+module functionApp 'modules/functionapp.bicep' = {
+  name: 'functionapp'
+  params: {
+    name: 'func-${baseName}'
+    planName: 'plan-${baseName}'
+    location: location
+    tags: allTags
+    identityId: identity.outputs.id
+    identityClientId: identity.outputs.clientId
+    storageBlobEndpoint: storage.outputs.blobEndpoint
+    storageQueueEndpoint: storage.outputs.queueEndpoint
+    storageTableEndpoint: storage.outputs.tableEndpoint
+    deploymentContainerUrl: storage.outputs.deploymentContainerUrl
+    appInsightsConnectionString: monitoring.outputs.connectionString
+    keyVaultUri: vault.outputs.uri
+    subnetId: enableVnet ? network.outputs.appSubnetId : ''
+    customDomain: customDomain
+    maximumInstanceCount: maximumInstanceCount
+    botAppId: botAppId
+    turnQueueName: turnQueueName
+    ssoConnectionName: ssoConnectionName
+    entraAuthority: entraAuthority
+    crmMcpUrl: crmMcpUrl
+    crmResource: crmResource
+    graphBaseUrl: graphBaseUrl
+    graphResource: graphResource
+    copilotModel: deployOpenAi ? 'azure_openai:${openAiDeploymentName}' : copilotModel
+    fallbackModels: fallbackModels
+    retentionDays: retentionDays
+    phoneRegion: phoneRegion
+    recordUrlTemplate: crmRecordUrlTemplate
+    auditAnchorFile: auditAnchorFile
+    deployOpenAi: deployOpenAi
+    openAiEndpoint: deployOpenAi ? openai.outputs.endpoint : ''
+    openAiApiVersion: openAiApiVersion
+    langsmithTracing: langsmithTracing
+    langsmithProject: langsmithProject
+  }
+}
+
+module bot 'modules/bot.bicep' = {
+  name: 'bot'
+  params: {
+    name: 'bot-${baseName}'
+    tags: allTags
+    botAppId: botAppId
+    botClientSecret: botClientSecret
+    messagingEndpoint: functionApp.outputs.messagingEndpoint
+    botDomain: functionApp.outputs.botDomain
+    ssoConnectionName: ssoConnectionName
+  }
+}
+
+// What `python -m bot package` reads (same names as its environment variables) ...
+output MicrosoftAppId string = botAppId
+output BOT_DOMAIN string = functionApp.outputs.botDomain
+// ... and what the admin needs next (docs/ADMIN.md).
+output functionAppName string = functionApp.outputs.name
+output messagingEndpoint string = functionApp.outputs.messagingEndpoint
+output botName string = bot.outputs.name
+output keyVaultName string = vault.outputs.name
+output storageAccountName string = storage.outputs.name
+output auditAnchorContainerUrl string = storage.outputs.anchorContainerUrl
+output postgresHost string = postgres.outputs.host
+output postgresDatabase string = postgres.outputs.databaseName
+output appRoleGrantSql string = postgres.outputs.appRoleGrantSql
+output managedIdentityClientId string = identity.outputs.clientId
+output managedIdentityName string = identity.outputs.name

@@ -1,0 +1,142 @@
+// Azure Database for PostgreSQL Flexible Server. Entra authentication is on, with an Entra
+// group (or user) as the server's Entra administrator: that is who runs
+// `python -m copilot db migrate`. The Function App's managed identity is mapped to the
+// unprivileged copilot_app role after the first migration (the SQL is this module's output,
+// see docs/ADMIN.md); it is never an administrator. Password authentication is off unless
+// passwordAuth is set (then the admin password is a secure parameter and the app's
+// DATABASE_URL lives in Key Vault). pgvector is allow-listed (azure.extensions).
+// checkov has no rules for Microsoft.DBforPostgreSQL/flexibleServers: tests/infra checks it.
+
+param name string
+param location string
+param tags object
+param databaseName string
+param entraAdminObjectId string
+param entraAdminName string
+@allowed([
+  'Group'
+  'User'
+  'ServicePrincipal'
+])
+param entraAdminType string = 'Group'
+param appIdentityName string
+param passwordAuth bool = false
+@secure()
+param administratorPassword string = ''
+param allowPublicAccess bool = false
+param adminIpAddress string = ''
+param skuName string = 'Standard_B1ms'
+@allowed([
+  'Burstable'
+  'GeneralPurpose'
+  'MemoryOptimized'
+])
+param skuTier string = 'Burstable'
+param storageSizeGB int = 32
+param backupRetentionDays int = 7
+
+var reachable = allowPublicAccess || (!empty(adminIpAddress))
+
+resource server 'Microsoft.DBforPostgreSQL/flexibleServers@2024-08-01' = {
+  name: name
+  location: location
+  tags: tags
+  sku: {
+    name: skuName
+    tier: skuTier
+  }
+  properties: {
+    version: '16'
+    administratorLogin: passwordAuth ? 'copilotadmin' : null
+    administratorLoginPassword: passwordAuth ? administratorPassword : null
+    authConfig: {
+      activeDirectoryAuth: 'Enabled'
+      passwordAuth: passwordAuth ? 'Enabled' : 'Disabled'
+      tenantId: tenant().tenantId
+    }
+    storage: {
+      storageSizeGB: storageSizeGB
+      autoGrow: 'Enabled'
+    }
+    backup: {
+      backupRetentionDays: backupRetentionDays
+      geoRedundantBackup: 'Disabled'
+    }
+    highAvailability: {
+      mode: 'Disabled'
+    }
+    network: {
+      publicNetworkAccess: reachable ? 'Enabled' : 'Disabled'
+    }
+  }
+}
+
+resource entraAdmin 'Microsoft.DBforPostgreSQL/flexibleServers/administrators@2024-08-01' = {
+  parent: server
+  name: entraAdminObjectId
+  properties: {
+    principalName: entraAdminName
+    principalType: entraAdminType
+    tenantId: tenant().tenantId
+  }
+}
+
+// pgvector (knowledge search) must be allow-listed before CREATE EXTENSION vector.
+resource extensions 'Microsoft.DBforPostgreSQL/flexibleServers/configurations@2024-08-01' = {
+  parent: server
+  name: 'azure.extensions'
+  properties: {
+    value: 'VECTOR'
+    source: 'user-override'
+  }
+  dependsOn: [
+    entraAdmin
+  ]
+}
+
+resource tls 'Microsoft.DBforPostgreSQL/flexibleServers/configurations@2024-08-01' = {
+  parent: server
+  name: 'require_secure_transport'
+  properties: {
+    value: 'ON'
+    source: 'user-override'
+  }
+  dependsOn: [
+    extensions
+  ]
+}
+
+resource database 'Microsoft.DBforPostgreSQL/flexibleServers/databases@2024-08-01' = {
+  parent: server
+  name: databaseName
+  properties: {
+    charset: 'UTF8'
+    collation: 'en_US.utf8'
+  }
+}
+
+resource adminMachine 'Microsoft.DBforPostgreSQL/flexibleServers/firewallRules@2024-08-01' = if (!empty(adminIpAddress)) {
+  parent: server
+  name: 'admin-machine'
+  properties: {
+    startIpAddress: adminIpAddress
+    endIpAddress: adminIpAddress
+  }
+}
+
+// Without a VNet the Function App reaches the server over Azure's public addresses: the
+// special 0.0.0.0 rule admits Azure services only, and only when explicitly asked for.
+resource azureServices 'Microsoft.DBforPostgreSQL/flexibleServers/firewallRules@2024-08-01' = if (allowPublicAccess) {
+  parent: server
+  name: 'AllowAllAzureServicesAndResourcesWithinAzureIps'
+  properties: {
+    startIpAddress: '0.0.0.0'
+    endIpAddress: '0.0.0.0'
+  }
+}
+
+output id string = server.id
+output name string = server.name
+output host string = server.properties.fullyQualifiedDomainName
+output databaseName string = database.name
+output appRoleGrantSql string = 'SELECT * FROM pgaadauth_create_principal(\'${appIdentityName}\', false, false); GRANT copilot_app TO "${appIdentityName}";'

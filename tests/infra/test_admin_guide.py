@@ -1,0 +1,102 @@
+"""docs/ADMIN.md stays runnable: each command in its code blocks is a ``make`` target of this
+repository or a command run here, its cost figure is what the command prints, and it names
+every module of the template."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from copilot.cli import main as copilot_main
+from tests.infra.bicep import INFRA, ROOT
+
+GUIDE = ROOT / "docs" / "ADMIN.md"
+# Commands of the guide's code blocks that these tests run (the rest must be make targets).
+RUN_HERE = {
+    ("python", "-m", "copilot", "capacity"): "test_the_cost_estimate_is_what_the_capacity_command_prints",
+    (
+        "python",
+        "-m",
+        "copilot",
+        "db",
+        "migrate",
+    ): "test_the_guides_migration_command_migrates_a_fresh_database",
+}
+
+
+def guide_commands() -> list[list[str]]:
+    """Every command line in the guide's fenced code blocks."""
+    commands, fenced = [], False
+    for line in GUIDE.read_text().splitlines():
+        if line.strip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced and line.strip() and not line.strip().startswith("#"):
+            commands.append(shlex.split(line))
+    assert commands, "the guide has no command"
+    return commands
+
+
+def make_targets() -> set[str]:
+    return set(re.findall(r"^([A-Za-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+
+
+def _run_here(command: list[str]) -> str | None:
+    for prefix, test in RUN_HERE.items():
+        if tuple(command[: len(prefix)]) == prefix:
+            return test
+    return None
+
+
+def test_every_command_in_the_guide_is_a_make_target_or_run_by_a_test():
+    targets = make_targets()
+    for command in guide_commands():
+        if command[0] == "make":
+            assert command[1] in targets, f"`{' '.join(command)}`: no make target {command[1]!r}"
+        else:
+            assert _run_here(command), f"`{' '.join(command)}` is neither a make target nor run by a test"
+
+
+def test_the_cost_estimate_is_what_the_capacity_command_prints(capsys):
+    (command,) = [
+        c
+        for c in guide_commands()
+        if _run_here(c) == "test_the_cost_estimate_is_what_the_capacity_command_prints"
+    ]
+    assert copilot_main(command[3:]) == 0
+    printed = capsys.readouterr().out
+    cost = re.search(r"LLM cost\s+\$(\d+)\.\d+/day", printed)
+    assert cost, printed
+    assert f"about ${cost.group(1)} a day" in GUIDE.read_text()
+    instances = re.search(r"Functions instances\s+(\d+)", printed)
+    assert instances, printed
+    assert (
+        f"{'one' if instances.group(1) == '1' else instances.group(1)} Functions instance"
+        in GUIDE.read_text()
+    )
+
+
+@pytest.mark.integration
+def test_the_guides_migration_command_migrates_a_fresh_database(database_url):
+    (command,) = [
+        c
+        for c in guide_commands()
+        if _run_here(c) == "test_the_guides_migration_command_migrates_a_fresh_database"
+    ]
+    done = subprocess.run(
+        [sys.executable, *command[1:]], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "DATABASE_URL": database_url},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_guide_names_every_module_of_the_template_and_is_linked_from_the_readme():
+    text = GUIDE.read_text()
+    for module in sorted((INFRA / "modules").glob("*.bicep")):
+        assert f"`{module.name}`" in text, f"docs/ADMIN.md does not say what {module.name} is for"
+    assert "(docs/ADMIN.md)" in (ROOT / "README.md").read_text()
