@@ -77,8 +77,6 @@ param adminIpAddress string = ''
 param secretsOfficerObjectId string = ''
 param langsmithTracing bool = false
 param langsmithProject string = 'crm-copilot'
-@description('Until the blob anchor store ships: the audit anchors file (durable, append-only storage).')
-param auditAnchorFile string = '/home/data/audit/anchors.jsonl'
 param anchorRetentionDays int = 365
 param turnQueueName string = 'copilot-turns'
 param maximumInstanceCount int = 40
@@ -274,7 +272,7 @@ module functionApp 'modules/functionapp.bicep' = {
     retentionDays: retentionDays
     phoneRegion: phoneRegion
     recordUrlTemplate: crmRecordUrlTemplate
-    auditAnchorFile: auditAnchorFile
+    auditAnchorContainer: storage.outputs.anchorContainerName
     deployOpenAi: deployOpenAi
     openAiEndpoint: deployOpenAi ? openai.outputs.endpoint : ''
     openAiApiVersion: openAiApiVersion

@@ -42,7 +42,8 @@ param fallbackModels string = ''
 param retentionDays int = 30
 param phoneRegion string = 'US'
 param recordUrlTemplate string = ''
-param auditAnchorFile string
+@description('The audit-anchors container (append blobs, time-based immutability that allows appends).')
+param auditAnchorContainer string
 param deployOpenAi bool = false
 param openAiEndpoint string = ''
 param openAiApiVersion string = '2024-10-21'
@@ -116,9 +117,22 @@ var coreSettings = [
     name: 'COPILOT_AUDIT_HMAC_KEYS'
     value: '${secretRef}audit-hmac-keys)'
   }
+  // Audit anchors in Azure append blobs, written with the managed identity.
   {
-    name: 'COPILOT_AUDIT_ANCHOR_FILE'
-    value: auditAnchorFile
+    name: 'COPILOT_AUDIT_ANCHOR_STORE'
+    value: 'blob'
+  }
+  {
+    name: 'COPILOT_AUDIT_ANCHOR_ACCOUNT_URL'
+    value: storageBlobEndpoint
+  }
+  {
+    name: 'COPILOT_AUDIT_ANCHOR_CONTAINER'
+    value: auditAnchorContainer
+  }
+  {
+    name: 'COPILOT_AUDIT_ANCHOR_CLIENT_ID'
+    value: identityClientId
   }
   {
     name: 'COPILOT_TRACE_PSEUDONYM_KEY'

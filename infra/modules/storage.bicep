@@ -136,5 +136,6 @@ output name string = account.name
 output blobEndpoint string = account.properties.primaryEndpoints.blob
 output queueEndpoint string = account.properties.primaryEndpoints.queue
 output tableEndpoint string = account.properties.primaryEndpoints.table
+output anchorContainerName string = anchorContainerName
 output anchorContainerUrl string = '${account.properties.primaryEndpoints.blob}${anchorContainerName}'
 output deploymentContainerUrl string = '${account.properties.primaryEndpoints.blob}${deploymentContainerName}'

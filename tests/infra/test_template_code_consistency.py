@@ -119,7 +119,9 @@ def deployed_environment(settings: dict[str, Any]) -> dict[str, str]:
             )
             env[name] = secrets[secret]
         elif value is UNKNOWN or (isinstance(value, str) and "${" in value):
-            env[name] = "00000000-0000-4000-8000-000000000001"  # a deployment-time value (ids, URIs)
+            # A deployment-time value: an endpoint for URL-named settings, else an id.
+            url = name.upper().endswith(("_URL", "_URI", "SERVICEURI", "ENDPOINT"))
+            env[name] = "https://deployment-time.example/" if url else "00000000-0000-4000-8000-000000000001"
         else:
             env[name] = str(value)
     return env
