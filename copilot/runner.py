@@ -26,12 +26,13 @@ from langchain.agents.middleware.human_in_the_loop import (
 )
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from langgraph.types import Command, StateSnapshot
 from psycopg import AsyncConnection
-from psycopg.errors import LockNotAvailable
+from psycopg.errors import DeadlockDetected, LockNotAvailable, SerializationFailure
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
@@ -567,27 +568,26 @@ class CopilotService:
 
     async def _rotated(self, identity: RepIdentity, thread_id: str | None) -> tuple[str, bool]:
         """The thread this conversation's question runs on, authorised and touched; True if
-        it was opened just now as the successor of the conversation's previous thread."""
+        it was opened just now as the successor of the conversation's previous thread.
+
+        Only the thread's owner rotates it (a delegate's question runs where it was let in).
+        """
         now = self.clock()
         async with self.pool.connection() as conn:
             if thread_id is None:
                 return await self._new_thread(conn, identity, now), False
             try:
-                await threads.authorize(
-                    conn, thread_id=thread_id, tenant_id=identity.tenant_id, aad_id=identity.aad_object_id
-                )
+                current = await self._newest_authorized(conn, identity, thread_id)
             except ThreadNotFound:
                 # Expired by retention: the conversation goes on in a new chain.
                 return await self._new_thread(conn, identity, now), False
-            current = await threads.current_of(conn, thread_id)
-            if current != thread_id:
-                await threads.authorize(
-                    conn, thread_id=current, tenant_id=identity.tenant_id, aad_id=identity.aad_object_id
-                )
         async with self._one_run(current):
             async with self.pool.connection() as conn:
+                # Again under the lock: a question just before this one may have rotated it.
+                current = await self._newest_authorized(conn, identity, current)
                 last_active = await threads.touch(conn, current, now)
-            values = (await self._state_graph().aget_state(self._config(current))).values or {}
+            saved = await self.saver.aget_tuple(cast(RunnableConfig, self._config(current)))
+            values = saved.checkpoint["channel_values"] if saved is not None else {}
             due = rotation_due(
                 model_calls=int(values.get("thread_model_call_count", 0)),
                 last_active=last_active,
@@ -599,9 +599,26 @@ class CopilotService:
             if due is None or not values.get("messages"):
                 return current, False
             async with self.pool.connection() as conn:
-                successor = await threads.rotate(conn, current, now=now)
+                successor = await threads.rotate(
+                    conn, current, identity.tenant_id, identity.aad_object_id, now=now
+                )
+            if successor is None:
+                return current, False
             logger.info("thread %s rotated to %s (%s)", current, successor, due)
             return successor, True
+
+    @staticmethod
+    async def _newest_authorized(conn: AsyncConnection[Any], identity: RepIdentity, thread_id: str) -> str:
+        """The newest thread of ``thread_id``'s chain, each checked (invariant 7) before use."""
+        await threads.authorize(
+            conn, thread_id=thread_id, tenant_id=identity.tenant_id, aad_id=identity.aad_object_id
+        )
+        current = await threads.current_of(conn, thread_id)
+        if current != thread_id:
+            await threads.authorize(
+                conn, thread_id=current, tenant_id=identity.tenant_id, aad_id=identity.aad_object_id
+            )
+        return current
 
     async def _new_thread(self, conn: AsyncConnection[Any], identity: RepIdentity, now: datetime) -> str:
         return await threads.create_thread(
@@ -630,14 +647,19 @@ class CopilotService:
         async with self.pool.connection() as conn:
             earlier = await threads.rotated_with_checkpoints(conn, thread_id)
         for old in earlier:
-            async with self._one_run(old):
-                state = await self._state_graph().aget_state(self._config(old))
-                if self._proposals(state):
-                    await self.saver.aprune([old], strategy="keep_latest")
-                    continue
-                await self.saver.adelete_thread(old)
-                async with self.pool.connection() as conn:
-                    await threads.mark_checkpoints_cleared(conn, old)
+            try:
+                async with self._one_run(old):
+                    state = await self._state_graph().aget_state(self._config(old))
+                    if self._proposals(state):
+                        await self.saver.aprune([old], strategy="keep_latest")
+                        continue
+                    await self.saver.adelete_thread(old)
+                    async with self.pool.connection() as conn:
+                        await threads.mark_checkpoints_cleared(conn, old)
+            except (ThreadBusy, SerializationFailure, DeadlockDetected) as exc:
+                # A decision running there, or retention's prune at the same moment: the
+                # answer is already made, and the next rotation compacts this thread.
+                logger.info("thread %s left for the next compaction: %s", old, type(exc).__name__)
 
     # --- steps -----------------------------------------------------------------------------
 

@@ -168,19 +168,30 @@ async def current_of(conn: AsyncConnection[Any], thread_id: str) -> str:
     return thread_id if row is None else str(row["thread_id"])
 
 
-async def rotate(conn: AsyncConnection[Any], thread_id: str, *, now: datetime | None = None) -> str:
-    """Open the successor of ``thread_id`` (same owner, same conversation); returns its id.
+async def rotate(
+    conn: AsyncConnection[Any],
+    thread_id: str,
+    tenant_id: str,
+    owner_aad_id: str,
+    *,
+    now: datetime | None = None,
+) -> str | None:
+    """Open the successor of ``thread_id`` (same owner, same conversation); returns its id, or
+    ``None`` if the caller is not the thread's owner (or it was rotated already).
 
     Call under the thread's run lock: the old thread then names its successor, and every
     later turn on it follows there (:func:`current_of`).
     """
     row = await _fetch_one(
         conn,
-        "SELECT tenant_id, owner_aad_id, coalesce(lineage, thread_id) AS lineage FROM threads WHERE thread_id = %s",
-        (thread_id,),
+        """
+        SELECT tenant_id, owner_aad_id, coalesce(lineage, thread_id) AS lineage FROM threads
+         WHERE thread_id = %s AND tenant_id = %s AND owner_aad_id = %s AND rotated_to IS NULL
+        """,
+        (thread_id, tenant_id, owner_aad_id),
     )
     if row is None:
-        raise ThreadNotFound("this conversation thread does not exist", thread_id=thread_id)
+        return None
     async with conn.transaction():
         successor = await create_thread(
             conn,
