@@ -49,7 +49,6 @@ from copilot.errors import (
     MailboxUnavailable,
     ProposalNotPending,
     ThreadBusy,
-    ThreadNotFound,
 )
 from copilot.identity import RepIdentity
 from copilot.middleware.limits import LIMIT_MESSAGE
@@ -264,8 +263,7 @@ class CopilotService:
 
         ``rotate`` (a Teams conversation, which lasts months): ``thread_id`` names the
         conversation's chain of threads, and the question may run on a successor thread
-        (``copilot/rotation.py``): ``result.thread_id`` says which. An expired thread
-        starts a new chain instead of an error.
+        (``copilot/rotation.py``): ``result.thread_id`` says which.
         """
         if not text.strip():
             raise InvalidInput("the question is empty")
@@ -576,11 +574,7 @@ class CopilotService:
         async with self.pool.connection() as conn:
             if thread_id is None:
                 return await self._new_thread(conn, identity, now), False
-            try:
-                current = await self._newest_authorized(conn, identity, thread_id)
-            except ThreadNotFound:
-                # Expired by retention: the conversation goes on in a new chain.
-                return await self._new_thread(conn, identity, now), False
+            current = await self._newest_authorized(conn, identity, thread_id)
         async with self._one_run(current):
             async with self.pool.connection() as conn:
                 # Again under the lock: a question just before this one may have rotated it.

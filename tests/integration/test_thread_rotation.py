@@ -80,7 +80,10 @@ async def test_preferences_in_the_store_survive_a_rotation(svc: CopilotService, 
     asked = await svc.run_turn(rep.identity, rep.broker, None, "set my email tone to formal", rotate=True)
     [proposal] = asked.proposals
     await svc.decide(
-        rep.identity, rep.broker, asked.thread_id, [{"tool_call_id": proposal.tool_call_id, "type": "approve"}]
+        rep.identity,
+        rep.broker,
+        asked.thread_id,
+        [{"tool_call_id": proposal.tool_call_id, "type": "approve"}],
     )
     clock.now += NIGHT
     shown = await svc.run_turn(rep.identity, rep.broker, asked.thread_id, "my preferences", rotate=True)
@@ -107,7 +110,9 @@ async def test_a_proposal_left_pending_across_rotations_stays_decidable_and_old_
         cur = await conn.execute("SELECT count(*) AS n FROM checkpoints WHERE thread_id = %s", (old,))
         kept: Any = await cur.fetchone()
     assert kept["n"] == 1
-    assert [p.tool_call_id for p in (await svc.pending(rep.identity, old)).proposals] == [proposal.tool_call_id]
+    assert [p.tool_call_id for p in (await svc.pending(rep.identity, old)).proposals] == [
+        proposal.tool_call_id
+    ]
     # A turn that names the old thread (a conversation row not yet updated) follows its successor.
     follow = await svc.run_turn(rep.identity, rep.broker, old, "my pipeline", rotate=True)
     assert follow.thread_id == moved.thread_id
@@ -123,10 +128,16 @@ async def test_a_proposal_left_pending_across_rotations_stays_decidable_and_old_
     assert await _rows(svc, moved.thread_id) == 0
 
 
-async def test_a_question_on_an_expired_thread_starts_a_new_one_instead_of_an_error(
+async def test_a_conversation_whose_thread_retention_deleted_goes_on_in_a_new_thread(
     svc: CopilotService, copilot_settings: Settings
 ):
+    from bot import conversations
+
     rep = await sign_in(copilot_settings, "alex")
-    result = await svc.run_turn(rep.identity, rep.broker, "gone" * 8, "summarise Acme", rotate=True)
-    assert result.thread_id != "gone" * 8
-    assert result.citations
+    first = await svc.run_turn(rep.identity, rep.broker, None, "summarise Acme", rotate=True)
+    await conversations.remember(svc.pool, "conv-1", rep.identity, first.thread_id, {})
+    assert await conversations.thread_for(svc.pool, "conv-1", rep.identity) == first.thread_id
+    async with svc.pool.connection() as conn:  # what retention does to an expired thread's row
+        await conn.execute("DELETE FROM threads WHERE thread_id = %s", (first.thread_id,))
+    # The bot's next question then opens a new thread instead of "start a new conversation".
+    assert await conversations.thread_for(svc.pool, "conv-1", rep.identity) is None
