@@ -57,6 +57,7 @@ WRITES = (
     "log a task for Globex: send the contract",
     "log a meeting with Acme about onboarding",
 )
+ROWS_BOUND = 300
 PROPOSE_EVERY = 9
 DECIDE_AFTER_DAYS = 2
 REFUSALS = (
@@ -228,5 +229,8 @@ async def test_one_teams_conversation_lasts_a_month_with_the_shipped_limits(
     assert rotations >= DAYS, line
     assert day_one >= 2, f"day 1 never met the headroom: {day_one} thread(s); {line}"
     # Bounded: the current thread's checkpoints (at most one day's runs, or the runs up to
-    # the headroom) plus the latest checkpoint of each thread still waiting on a decision.
-    assert tally.max_rows <= 1500, line
+    # the headroom: about 88 questions of two model calls) plus the latest checkpoint of each
+    # thread still waiting on a decision. Measured: 204, the heavy day's thread just before
+    # its rotation, in CI and over the month alike (with the compaction of rotated threads
+    # removed, the month reached 897 and kept growing).
+    assert tally.max_rows <= ROWS_BOUND, line
