@@ -141,3 +141,23 @@ async def test_a_conversation_whose_thread_retention_deleted_goes_on_in_a_new_th
         await conn.execute("DELETE FROM threads WHERE thread_id = %s", (first.thread_id,))
     # The bot's next question then opens a new thread instead of "start a new conversation".
     assert await conversations.thread_for(svc.pool, "conv-1", rep.identity) is None
+
+
+async def test_two_questions_at_once_after_a_night_rotate_the_conversation_once(
+    svc: CopilotService, copilot_settings: Settings
+):
+    import asyncio
+
+    clock = svc.clock = Clock()
+    rep = await sign_in(copilot_settings, "alex")
+    first = await svc.run_turn(rep.identity, rep.broker, None, "summarise Acme", rotate=True)
+    clock.now += NIGHT
+    both = await asyncio.gather(
+        svc.run_turn(rep.identity, rep.broker, first.thread_id, "summarise Globex", rotate=True),
+        svc.run_turn(rep.identity, rep.broker, first.thread_id, "my pipeline", rotate=True),
+    )
+    assert both[0].thread_id == both[1].thread_id != first.thread_id
+    async with svc.pool.connection() as conn:
+        cur = await conn.execute("SELECT count(*) AS n FROM threads")
+        row: Any = await cur.fetchone()
+    assert row["n"] == 2
