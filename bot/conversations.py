@@ -19,10 +19,14 @@ Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
 
 
 async def thread_for(pool: Pool, conversation_id: str, identity: RepIdentity) -> str | None:
-    """The thread this rep runs in this Teams conversation, if any."""
+    """The thread this rep runs in this Teams conversation, if any (``None`` also when retention
+    deleted it: the conversation then goes on in a new thread, never "start over")."""
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT thread_id FROM conversations WHERE conversation_id = %s AND tenant_id = %s AND aad_object_id = %s",
+            """
+            SELECT c.thread_id FROM conversations c JOIN threads t ON t.thread_id = c.thread_id
+             WHERE c.conversation_id = %s AND c.tenant_id = %s AND c.aad_object_id = %s
+            """,
             (conversation_id, identity.tenant_id, identity.aad_object_id),
         )
         row = await cur.fetchone()

@@ -307,6 +307,9 @@ class CopilotBot(TeamsActivityHandler):
             text,
             progress.update,
             message_id=f"teams-activity:{activity_id}" if activity_id else None,
+            # A Teams chat lasts months: the runner moves it to a new thread when due
+            # (copilot/rotation.py), and result.thread_id is the one remembered below.
+            rotate=True,
         )
         reference = TurnContext.get_conversation_reference(turn_context.activity).serialize()
         await conversations.remember(

@@ -102,7 +102,8 @@ async def ask(settings: Settings, rep: str, thread: str | None, question: str, a
     check_question(question)
     identity, tokens = await _sign_in(settings, rep)
     async with open_service(settings) as service:
-        result = await service.run_turn(identity, tokens, thread, question, _progress(as_json))
+        # --thread names the conversation: it may go on in a successor thread (printed).
+        result = await service.run_turn(identity, tokens, thread, question, _progress(as_json), rotate=True)
     _print(result, as_json)
     return 0
 
@@ -277,7 +278,9 @@ async def chat(settings: Settings, rep: str, thread: str | None, as_json: bool) 
                 return 0
             try:
                 check_question(question)
-                result = await service.run_turn(identity, tokens, thread, question, _progress(as_json))
+                result = await service.run_turn(
+                    identity, tokens, thread, question, _progress(as_json), rotate=True
+                )
             except (InvalidDecision, InvalidInput) as exc:
                 print(f"  ! {exc.message}")
                 continue

@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
 
 from langchain.agents.middleware.human_in_the_loop import (
@@ -25,12 +26,13 @@ from langchain.agents.middleware.human_in_the_loop import (
 )
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from langgraph.types import Command, StateSnapshot
 from psycopg import AsyncConnection
-from psycopg.errors import LockNotAvailable
+from psycopg.errors import DeadlockDetected, LockNotAvailable, SerializationFailure
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
@@ -60,11 +62,12 @@ from copilot.persistence.migrations import assert_schema_current
 from copilot.persistence.pool import open_pool
 from copilot.progress import ProgressEvent, describe_tool_call, names_in
 from copilot.proposals import ProposalRecord, args_digest
+from copilot.rotation import handoff, rotation_due
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, parse_result_text, read_tool_definitions, read_tools
 from copilot.tools.session_pool import CrmSessionPool
 from copilot.tracing import Tracing, current_trace, model_labels, open_tracing
-from copilot.writes import WriteOutcome, backends
+from copilot.writes import REGISTRY, WriteOutcome, backends
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
 
@@ -236,6 +239,8 @@ class CopilotService:
         self._agent: Any = None
         self._reader: Any = None
         self._compile_lock = asyncio.Lock()
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        """What time it is for thread activity and rotation (a test sets a simulated clock)."""
 
     # --- public API ------------------------------------------------------------------------
 
@@ -248,16 +253,25 @@ class CopilotService:
         on_progress: ProgressCallback | None = None,
         *,
         message_id: str | None = None,
+        rotate: bool = False,
     ) -> TurnResult:
         """Answer ``text`` on the rep's thread (a new one when ``thread_id`` is None).
 
         ``message_id`` names the message (e.g. from its Teams activity id): a repeat of a
         message already taken (a queue redelivery after a crash) is not asked again; the
         turn it started is finished if it was cut short, and its result returned.
+
+        ``rotate`` (a Teams conversation, which lasts months): ``thread_id`` names the
+        conversation's chain of threads, and the question may run on a successor thread
+        (``copilot/rotation.py``): ``result.thread_id`` says which.
         """
         if not text.strip():
             raise InvalidInput("the question is empty")
-        thread_id = await self._own_thread(identity, thread_id)
+        rotated = False
+        if rotate:
+            thread_id, rotated = await self._rotated(identity, thread_id)
+        else:
+            thread_id = await self._own_thread(identity, thread_id)
         async with self._one_run(thread_id), self._run(identity, tokens, thread_id, read_now=True) as run:
             if isinstance(run, TurnResult):
                 return run
@@ -282,10 +296,15 @@ class CopilotService:
                         agent, ctx, thread_id, text, pending, on_progress, message_id
                     )
                 question = HumanMessage(text, id=message_id) if message_id is not None else HumanMessage(text)
-                finished = await self._stream(agent, {"messages": [question]}, config, ctx, on_progress)
+                carried = await self._handoff(thread_id) if rotate and not messages else []
+                finished = await self._stream(
+                    agent, {"messages": [*carried, question]}, config, ctx, on_progress
+                )
                 if message_id is not None:
                     async with self.pool.connection() as conn:
                         await threads.mark_answered(conn, thread_id, message_id)
+                if rotated:
+                    await self._compact_rotated(thread_id)
                 if not finished:
                     return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
                 return self._result(await agent.aget_state(config), thread_id)
@@ -543,19 +562,110 @@ class CopilotService:
         )
         return proposal, WriteOutcome.from_stored(stored)
 
+    # --- rotation (copilot/rotation.py) ---------------------------------------------------------
+
+    async def _rotated(self, identity: RepIdentity, thread_id: str | None) -> tuple[str, bool]:
+        """The thread this conversation's question runs on, authorised and touched; True if
+        it was opened just now as the successor of the conversation's previous thread.
+
+        Only the thread's owner rotates it (a delegate's question runs where it was let in).
+        """
+        now = self.clock()
+        async with self.pool.connection() as conn:
+            if thread_id is None:
+                return await self._new_thread(conn, identity, now), False
+            current = await self._newest_authorized(conn, identity, thread_id)
+        async with self._one_run(current):
+            async with self.pool.connection() as conn:
+                # Again under the lock: a question just before this one may have rotated it.
+                current = await self._newest_authorized(conn, identity, current)
+                last_active = await threads.touch(conn, current, now)
+            saved = await self.saver.aget_tuple(cast(RunnableConfig, self._config(current)))
+            values = saved.checkpoint["channel_values"] if saved is not None else {}
+            due = rotation_due(
+                model_calls=int(values.get("thread_model_call_count", 0)),
+                last_active=last_active,
+                now=now,
+                thread_limit=self.settings.model_call_thread_limit,
+                run_limit=self.settings.model_call_run_limit,
+                idle=timedelta(hours=self.settings.thread_idle_rotate_hours),
+            )
+            if due is None or not values.get("messages"):
+                return current, False
+            async with self.pool.connection() as conn:
+                successor = await threads.rotate(
+                    conn, current, identity.tenant_id, identity.aad_object_id, now=now
+                )
+            if successor is None:
+                return current, False
+            logger.info("thread %s rotated to %s (%s)", current, successor, due)
+            return successor, True
+
+    @staticmethod
+    async def _newest_authorized(conn: AsyncConnection[Any], identity: RepIdentity, thread_id: str) -> str:
+        """The newest thread of ``thread_id``'s chain, each checked (invariant 7) before use."""
+        await threads.authorize(
+            conn, thread_id=thread_id, tenant_id=identity.tenant_id, aad_id=identity.aad_object_id
+        )
+        current = await threads.current_of(conn, thread_id)
+        if current != thread_id:
+            await threads.authorize(
+                conn, thread_id=current, tenant_id=identity.tenant_id, aad_id=identity.aad_object_id
+            )
+        return current
+
+    async def _new_thread(self, conn: AsyncConnection[Any], identity: RepIdentity, now: datetime) -> str:
+        return await threads.create_thread(
+            conn, tenant_id=identity.tenant_id, owner_aad_id=identity.aad_object_id, now=now
+        )
+
+    async def _handoff(self, thread_id: str) -> list[Any]:
+        """What a thread opened by rotation starts with: its predecessor's last read-only
+        exchange, verbatim (also after a crash before its first run was saved)."""
+        async with self.pool.connection() as conn:
+            previous = await threads.predecessor(conn, thread_id)
+        if previous is None:
+            return []
+        values = (await self._state_graph().aget_state(self._config(previous))).values or {}
+        return handoff(values.get("messages", []), set(REGISTRY))
+
+    async def _compact_rotated(self, thread_id: str) -> None:
+        """After a rotation: the conversation's earlier threads keep only what is still needed.
+
+        A thread with proposals pending keeps its latest checkpoint (the interrupt its cards
+        resume; ``aprune(keep_latest)``), under its run lock so no decision races it; one with
+        nothing pending has its checkpoints deleted (``adelete_thread``): its row stays for
+        its cards, answers and audit links. So a conversation holds the current thread's
+        checkpoints plus one per thread still waiting on a decision, however long it lasts.
+        """
+        async with self.pool.connection() as conn:
+            earlier = await threads.rotated_with_checkpoints(conn, thread_id)
+        for old in earlier:
+            try:
+                async with self._one_run(old):
+                    state = await self._state_graph().aget_state(self._config(old))
+                    if self._proposals(state):
+                        await self.saver.aprune([old], strategy="keep_latest")
+                        continue
+                    await self.saver.adelete_thread(old)
+                    async with self.pool.connection() as conn:
+                        await threads.mark_checkpoints_cleared(conn, old)
+            except (ThreadBusy, SerializationFailure, DeadlockDetected) as exc:
+                # A decision running there, or retention's prune at the same moment: the
+                # answer is already made, and the next rotation compacts this thread.
+                logger.info("thread %s left for the next compaction: %s", old, type(exc).__name__)
+
     # --- steps -----------------------------------------------------------------------------
 
     async def _own_thread(self, identity: RepIdentity, thread_id: str | None) -> str:
         async with self.pool.connection() as conn:
             if thread_id is None:
-                return await threads.create_thread(
-                    conn, tenant_id=identity.tenant_id, owner_aad_id=identity.aad_object_id
-                )
+                return await self._new_thread(conn, identity, self.clock())
             # Invariant 7: ownership is checked before the checkpointer restores anything.
             await threads.authorize(
                 conn, thread_id=thread_id, tenant_id=identity.tenant_id, aad_id=identity.aad_object_id
             )
-            await threads.touch(conn, thread_id)
+            await threads.touch(conn, thread_id, self.clock())
             return thread_id
 
     def _config(self, thread_id: str, agent: Any = None) -> dict[str, Any]:

@@ -118,6 +118,10 @@ class Settings(BaseSettings):
     """Comma-separated ``provider:model`` list tried in order when the primary model fails."""
     model_call_run_limit: int = Field(default=12, ge=1, alias="COPILOT_MODEL_CALL_RUN_LIMIT")
     model_call_thread_limit: int = Field(default=200, ge=1, alias="COPILOT_MODEL_CALL_THREAD_LIMIT")
+    thread_idle_rotate_hours: float = Field(default=8.0, gt=0, alias="COPILOT_THREAD_IDLE_ROTATE_HOURS")
+    """A Teams conversation's next question after this long idle opens a new thread for it,
+    carrying a hand-off (``copilot/rotation.py``); so does one that could take its thread
+    past the model-call limit."""
     summarization_trigger_tokens: int = Field(default=4000, ge=500, alias="COPILOT_SUMMARY_TRIGGER_TOKENS")
     summarization_keep_messages: int = Field(default=20, ge=2, alias="COPILOT_SUMMARY_KEEP_MESSAGES")
     phone_region: str = Field(default="US", alias="COPILOT_PHONE_REGION")

@@ -37,6 +37,7 @@ def deployment(settings: Settings, host_json: Path = HOST_JSON) -> Deployment:
         model_call_run_limit=settings.model_call_run_limit,
         model_call_thread_limit=settings.model_call_thread_limit,
         summarization_trigger_tokens=settings.summarization_trigger_tokens,
+        thread_idle_rotate_hours=settings.thread_idle_rotate_hours,
         retention_days=DEFAULT_RETENTION_DAYS,
         queue_batch_size=batch,
         queue_new_batch_threshold=threshold,

@@ -19,6 +19,7 @@ from typing import Literal, assert_never
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from copilot.errors import InvalidInput
+from copilot.rotation import headroom
 
 Crm = Literal["dataverse", "salesforce"]
 Limit = Literal[
@@ -53,6 +54,10 @@ class Deployment(BaseModel):
     )
     summarization_trigger_tokens: int = Field(
         ge=1, description="history tokens above which a thread is summarised (COPILOT_SUMMARY_TRIGGER_TOKENS)"
+    )
+    thread_idle_rotate_hours: float = Field(
+        gt=0,
+        description="idle hours after which a conversation moves to a new thread (COPILOT_THREAD_IDLE_ROTATE_HOURS)",
     )
     retention_days: int = Field(ge=1, description="days a thread may stay idle before it is deleted")
     queue_batch_size: int = Field(ge=1, description="host.json extensions.queues.batchSize")
@@ -137,6 +142,17 @@ class CapacityInputs(BaseModel):
         ge=0,
         description="threads a rep starts and leaves per day (kept until retention expires them)",
     )
+    sessions_per_rep_per_day: float = Field(
+        default=1,
+        gt=0,
+        description="stretches of use per rep per day split by idle gaps longer than the rotation's "
+        "(COPILOT_THREAD_IDLE_ROTATE_HOURS): a working day after a night is 1",
+    )
+    waiting_threads_per_conversation: float = Field(
+        default=1,
+        ge=0,
+        description="earlier threads of a conversation still holding a pending proposal (one checkpoint each)",
+    )
     checkpoint_bytes: float = Field(
         default=40_000, gt=0, description="bytes of one checkpoint (checkpoint, blobs and writes rows)"
     )
@@ -202,10 +218,16 @@ class CapacityReport(BaseModel):
     runs_per_thread_per_day: float
     checkpoints_per_thread: float
     checkpoint_bytes_per_thread: float
+    checkpoints_per_conversation: float
     threads_retained: float
     checkpoints_total: float
     checkpoint_bytes_total: float
-    days_to_thread_model_call_limit: float
+    thread_calls_before_rotation: int
+    """Model calls a thread takes before the next question opens its successor (the thread
+    limit less two runs' headroom): a conversation never meets the limit itself."""
+    days_to_headroom_rotation: float
+    """Days of uninterrupted use (no idle gap) before a thread rotates at the headroom."""
+    rotations_per_conversation_per_day: float
     concurrent_runs: float
     functions_instances: int
     db_connections: int
@@ -304,13 +326,28 @@ def estimate(inputs: CapacityInputs, deployment: Deployment) -> CapacityReport:
     ) / 1_000_000
     cost_per_day = questions_per_day * calls_per_question * cost_per_call
 
-    # Checkpoints: one per run; the daily prune keeps each thread's latest.
+    # Conversations rotate (copilot/rotation.py): a new thread after each idle gap, and
+    # one before a thread could meet its model-call limit; the limit itself is never met.
+    model_calls_per_thread_day = i.questions_per_rep_per_day * calls_per_question / i.threads_per_rep
+    usable_calls = max(d.model_call_thread_limit - headroom(d.model_call_run_limit), 1)
+    calls_per_session = model_calls_per_thread_day / i.sessions_per_rep_per_day
+    rotations_per_day = i.sessions_per_rep_per_day * (1 + math.floor(calls_per_session / usable_calls))
+
+    # Checkpoints: one per run. A conversation's current thread holds its runs since it
+    # was opened (at most a session's, and the daily prune keeps its latest); an earlier
+    # thread keeps one checkpoint while a proposal waits there, none once decided.
     runs_per_rep_day = i.questions_per_rep_per_day * (1 + i.write_share)
     runs_per_thread_day = runs_per_rep_day / i.threads_per_rep
-    checkpoints_per_thread = 1 + runs_per_thread_day * PRUNE_EVERY_DAYS
-    threads_retained = i.active_reps * (i.threads_per_rep + i.new_threads_per_rep_per_day * retention_days)
-    checkpoints_total = threads_retained + i.active_reps * runs_per_rep_day * PRUNE_EVERY_DAYS
-    model_calls_per_thread_day = i.questions_per_rep_per_day * calls_per_question / i.threads_per_rep
+    runs_per_thread = min(runs_per_thread_day * PRUNE_EVERY_DAYS, runs_per_thread_day / rotations_per_day)
+    checkpoints_per_thread = 1 + runs_per_thread
+    checkpoints_per_conversation = checkpoints_per_thread + i.waiting_threads_per_conversation
+    threads_retained = i.active_reps * (
+        i.threads_per_rep * (1 + rotations_per_day * retention_days)
+        + i.new_threads_per_rep_per_day * retention_days
+    )
+    checkpoints_total = i.active_reps * (
+        i.threads_per_rep * checkpoints_per_conversation + i.new_threads_per_rep_per_day * retention_days
+    )
 
     # Functions and database: Little's law (in flight = arrival rate x time in the system).
     question_seconds = i.model_calls_per_question * i.model_latency_seconds + i.overhead_seconds_per_run
@@ -358,10 +395,13 @@ def estimate(inputs: CapacityInputs, deployment: Deployment) -> CapacityReport:
         runs_per_thread_per_day=runs_per_thread_day,
         checkpoints_per_thread=checkpoints_per_thread,
         checkpoint_bytes_per_thread=checkpoints_per_thread * i.checkpoint_bytes,
+        checkpoints_per_conversation=checkpoints_per_conversation,
         threads_retained=threads_retained,
         checkpoints_total=checkpoints_total,
         checkpoint_bytes_total=checkpoints_total * i.checkpoint_bytes,
-        days_to_thread_model_call_limit=d.model_call_thread_limit / model_calls_per_thread_day,
+        thread_calls_before_rotation=usable_calls,
+        days_to_headroom_rotation=usable_calls / model_calls_per_thread_day,
+        rotations_per_conversation_per_day=rotations_per_day,
         concurrent_runs=concurrent,
         functions_instances=instances,
         db_connections=connections,

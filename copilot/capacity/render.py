@@ -40,11 +40,14 @@ def to_text(report: CapacityReport) -> str:
         f"{_n(r.crm_requests_per_rep_per_day)}/rep/day, {_n(r.crm_requests_per_org_per_day)}/org/day",
         f"LLM cost                     ${_n(r.llm_cost_per_day)}/day, ${_n(r.llm_cost_per_rep_per_day, 4)}/rep/day",
         f"checkpoints per thread       {_n(r.checkpoints_per_thread)} ({_bytes(r.checkpoint_bytes_per_thread)})"
-        f" before the daily prune, 1 after",
+        f" before the daily prune, 1 after; {_n(r.checkpoints_per_conversation)} per conversation"
+        f" (incl. {_n(i.waiting_threads_per_conversation)} for earlier threads with a proposal waiting)",
         f"checkpoints in total         {_n(r.checkpoints_total)} ({_bytes(r.checkpoint_bytes_total)}) in "
         f"{_n(r.threads_retained)} threads under {r.retention_days}-day retention",
-        f"thread model-call limit      reached after {_n(r.days_to_thread_model_call_limit, 1)} days "
-        f"of use ({r.deployment.model_call_thread_limit} calls per thread)",
+        f"conversation lifetime        unlimited: a new thread after {_n(r.deployment.thread_idle_rotate_hours)} h "
+        f"idle or at {r.thread_calls_before_rotation} of {r.deployment.model_call_thread_limit} model calls "
+        f"({_n(r.days_to_headroom_rotation, 1)} days of use without a gap); "
+        f"{_n(r.rotations_per_conversation_per_day)} new thread(s)/conversation/day",
         f"runs in flight at peak       {_n(r.concurrent_runs)}",
         f"Functions instances          {r.functions_instances} (queued turns, {r.instance_concurrency} per instance)",
         f"database connections         {r.db_connections} at peak (the pools may open up to "

@@ -13,8 +13,18 @@ from copilot.tracing import trace_event
 
 LIMIT_MESSAGE = (
     "I stopped here because this request needed more steps than I'm allowed to take in one go. "
-    "Nothing was changed in the CRM. Try asking for one thing at a time, or start a new conversation."
+    "Nothing was changed in the CRM. Try asking for one thing at a time."
 )
+"""The per-run limit's stop: about one request, never about how much the rep has used the copilot."""
+
+THREAD_LIMIT_MESSAGE = (
+    "I stopped before another step because this part of our conversation has reached its length. "
+    "Anything you approved shows its outcome on its card. Ask me again and I'll carry on "
+    "from what we were just discussing."
+)
+"""The per-thread limit's stop. A Teams conversation moves to a new thread before it could
+meet it (``copilot/rotation.py``), so only a run on an old thread (a late decision round
+that chained into more) or an explicit ``--thread`` can; it never says to start over."""
 
 
 def _softened(update: dict[str, Any]) -> bool:
@@ -49,9 +59,11 @@ class FriendlyModelCallLimit(ModelCallLimitMiddleware):
         if update.get("jump_to") == "end":
             if not _softened(update):  # the async hook may hand over the sync hook's update
                 trace_event("model_call_limit", run_limit=self.run_limit, thread_limit=self.thread_limit)
+            thread_hit = int(state.get("thread_model_call_count", 0)) >= (self.thread_limit or 0) > 0
+            text = THREAD_LIMIT_MESSAGE if thread_hit else LIMIT_MESSAGE
             update = {
                 **update,
-                "messages": [AIMessage(content=LIMIT_MESSAGE, response_metadata={"limit_reached": True})],
+                "messages": [AIMessage(content=text, response_metadata={"limit_reached": True})],
             }
         return update
 

@@ -69,19 +69,31 @@ class ThreadInfo:
 
 
 async def create_thread(
-    conn: AsyncConnection[Any], *, tenant_id: str, owner_aad_id: str, thread_id: str | None = None
+    conn: AsyncConnection[Any],
+    *,
+    tenant_id: str,
+    owner_aad_id: str,
+    thread_id: str | None = None,
+    now: datetime | None = None,
+    lineage: str | None = None,
 ) -> str:
     """Record a new thread owned by ``owner_aad_id`` in ``tenant_id``; returns its id.
 
     Passing an existing ``thread_id`` is refused rather than silently taking it over.
+    ``now`` is the creation time (default the database's clock); ``lineage`` the first
+    thread of the conversation this one continues (default: it starts one).
     """
     if not tenant_id or not owner_aad_id:
         raise ValueError("a thread needs a tenant and an owner")
     thread_id = new_thread_id() if thread_id is None else thread_id
     try:
         await conn.execute(
-            "INSERT INTO threads (thread_id, tenant_id, owner_aad_id) VALUES (%s, %s, %s)",
-            (thread_id, tenant_id, owner_aad_id),
+            """
+            INSERT INTO threads (thread_id, tenant_id, owner_aad_id, created_at, last_active_at, lineage)
+            VALUES (%(id)s, %(tenant)s, %(owner)s, coalesce(%(now)s, now()), coalesce(%(now)s, now()),
+                    coalesce(%(lineage)s, %(id)s))
+            """,
+            {"id": thread_id, "tenant": tenant_id, "owner": owner_aad_id, "now": now, "lineage": lineage},
         )
     except UniqueViolation as exc:
         raise ThreadAccessDenied(_DENIED, thread_id=thread_id) from exc
@@ -116,11 +128,110 @@ async def authorize(conn: AsyncConnection[Any], *, thread_id: str, tenant_id: st
         raise ThreadAccessDenied(_DENIED, thread_id=thread_id)
 
 
-async def touch(conn: AsyncConnection[Any], thread_id: str) -> None:
-    """Mark the thread active now (retention counts from the last activity)."""
-    cur = await conn.execute("UPDATE threads SET last_active_at = now() WHERE thread_id = %s", (thread_id,))
-    if cur.rowcount == 0:
+async def touch(conn: AsyncConnection[Any], thread_id: str, now: datetime | None = None) -> datetime:
+    """Mark the thread active at ``now`` (default the database's clock; retention counts from
+    the last activity); returns when it was active before."""
+    row = await _fetch_one(
+        conn,
+        """
+        UPDATE threads t SET last_active_at = coalesce(%(now)s, now())
+          FROM (SELECT thread_id, last_active_at FROM threads WHERE thread_id = %(id)s FOR UPDATE) before
+         WHERE t.thread_id = before.thread_id
+        RETURNING before.last_active_at
+        """,
+        {"id": thread_id, "now": now},
+    )
+    if row is None:
         raise ThreadNotFound("this conversation thread does not exist", thread_id=thread_id)
+    last: datetime = row["last_active_at"]
+    return last
+
+
+# --- rotation (copilot/rotation.py): a conversation is a chain of threads -------------------
+
+
+async def current_of(conn: AsyncConnection[Any], thread_id: str) -> str:
+    """The newest thread of the chain ``thread_id`` belongs to (itself if it was never rotated)."""
+    row = await _fetch_one(
+        conn,
+        """
+        WITH RECURSIVE chain(thread_id, rotated_to, depth) AS (
+            SELECT thread_id, rotated_to, 0 FROM threads WHERE thread_id = %(id)s
+            UNION ALL
+            SELECT t.thread_id, t.rotated_to, c.depth + 1
+              FROM threads t JOIN chain c ON t.thread_id = c.rotated_to
+        )
+        SELECT thread_id FROM chain ORDER BY depth DESC LIMIT 1
+        """,
+        {"id": thread_id},
+    )
+    return thread_id if row is None else str(row["thread_id"])
+
+
+async def rotate(
+    conn: AsyncConnection[Any],
+    thread_id: str,
+    tenant_id: str,
+    owner_aad_id: str,
+    *,
+    now: datetime | None = None,
+) -> str | None:
+    """Open the successor of ``thread_id`` (same owner, same conversation); returns its id, or
+    ``None`` if the caller is not the thread's owner (or it was rotated already).
+
+    Call under the thread's run lock: the old thread then names its successor, and every
+    later turn on it follows there (:func:`current_of`).
+    """
+    row = await _fetch_one(
+        conn,
+        """
+        SELECT tenant_id, owner_aad_id, coalesce(lineage, thread_id) AS lineage FROM threads
+         WHERE thread_id = %s AND tenant_id = %s AND owner_aad_id = %s AND rotated_to IS NULL
+        """,
+        (thread_id, tenant_id, owner_aad_id),
+    )
+    if row is None:
+        return None
+    async with conn.transaction():
+        successor = await create_thread(
+            conn,
+            tenant_id=row["tenant_id"],
+            owner_aad_id=row["owner_aad_id"],
+            now=now,
+            lineage=row["lineage"],
+        )
+        await conn.execute(
+            "UPDATE threads SET rotated_to = %s, lineage = %s WHERE thread_id = %s",
+            (successor, row["lineage"], thread_id),
+        )
+    return successor
+
+
+async def predecessor(conn: AsyncConnection[Any], thread_id: str) -> str | None:
+    """The thread ``thread_id`` took over from, if any."""
+    row = await _fetch_one(conn, "SELECT thread_id FROM threads WHERE rotated_to = %s", (thread_id,))
+    return None if row is None else str(row["thread_id"])
+
+
+async def rotated_with_checkpoints(conn: AsyncConnection[Any], thread_id: str) -> list[str]:
+    """The threads of ``thread_id``'s conversation that were rotated away from and may still
+    hold checkpoints (their proposals were pending, or they were not compacted yet)."""
+    rows = await _fetch_all(
+        conn,
+        """
+        SELECT thread_id FROM threads
+         WHERE lineage = (SELECT coalesce(lineage, thread_id) FROM threads WHERE thread_id = %(id)s)
+           AND rotated_to IS NOT NULL AND checkpoints_cleared_at IS NULL AND thread_id <> %(id)s
+         ORDER BY created_at
+        """,
+        {"id": thread_id},
+    )
+    return [str(row["thread_id"]) for row in rows]
+
+
+async def mark_checkpoints_cleared(conn: AsyncConnection[Any], thread_id: str) -> None:
+    """Record that a rotated thread's checkpoints were deleted (nothing was pending there)."""
+    await conn.execute("UPDATE threads SET checkpoints_cleared_at = now() WHERE thread_id = %s", (thread_id,))
 
 
 async def grant_delegation(

@@ -37,6 +37,7 @@ SHIPPED = Deployment(
     model_call_run_limit=12,
     model_call_thread_limit=200,
     summarization_trigger_tokens=4000,
+    thread_idle_rotate_hours=8.0,
     retention_days=30,
     queue_batch_size=4,
     queue_new_batch_threshold=2,
@@ -74,10 +75,16 @@ def test_the_readme_worked_example_computes_exactly_what_the_readme_says():
     assert r.runs_per_thread_per_day == pytest.approx(30)
     assert r.checkpoints_per_thread == pytest.approx(31)
     assert r.checkpoint_bytes_per_thread == pytest.approx(1_240_000)
-    assert r.threads_retained == pytest.approx(7000)  # 1,000 x (1 + 0.2 x 30)
-    assert r.checkpoints_total == pytest.approx(37_000)
-    assert r.checkpoint_bytes_total == pytest.approx(1_480_000_000)
-    assert r.days_to_thread_model_call_limit == pytest.approx(200 / 78)
+    assert r.checkpoints_per_conversation == pytest.approx(32)  # + 1 earlier thread waiting
+    # Thread rows: the current one, a new one each day for 30 days, 0.2 others a day.
+    assert r.threads_retained == pytest.approx(37_000)  # 1,000 x (1 x (1 + 1 x 30) + 0.2 x 30)
+    assert r.checkpoints_total == pytest.approx(38_000)  # 1,000 x (32 + 0.2 x 30)
+    assert r.checkpoint_bytes_total == pytest.approx(1_520_000_000)
+    # The conversation never meets the thread limit: it rotates at 200 - 2 x 12 calls, which
+    # uninterrupted use would reach in 176 / 78 days (the limit itself: 200 / 78 = 2.6 days).
+    assert r.thread_calls_before_rotation == 176
+    assert r.days_to_headroom_rotation == pytest.approx(176 / 78)
+    assert r.rotations_per_conversation_per_day == pytest.approx(1)  # each morning
     assert r.concurrent_runs == pytest.approx(6.875)  # 1 x 6.3 s + 0.25 x 2.3 s
     assert r.functions_instances == 2  # ceil(6.3 / 6)
     assert r.db_connections == 14
@@ -86,6 +93,14 @@ def test_the_readme_worked_example_computes_exactly_what_the_readme_says():
     assert r.bounds.prompt_tokens_per_call == pytest.approx(6200)
     assert r.bounds.model_tokens_per_minute == pytest.approx(5_760_000)
     assert r.bounds.llm_cost_per_day == pytest.approx(5040)
+
+
+def test_a_heavy_rep_rotates_at_the_headroom_as_well_as_after_each_idle_gap():
+    # 100 questions a day in one stretch: 325 model calls, past 176 once within the day.
+    r = estimate(CapacityInputs.model_validate({**EXAMPLE, "questions_per_rep_per_day": 100}), SHIPPED)
+    assert r.rotations_per_conversation_per_day == pytest.approx(2)
+    # The current thread then holds half a day's runs: 1 + 125 / 2.
+    assert r.checkpoints_per_thread == pytest.approx(63.5)
 
 
 def test_salesforce_binds_on_its_daily_allocation_when_it_is_the_crm():

@@ -60,7 +60,7 @@ class _Service:
     def __init__(self, error: BaseException):
         self.error = error
 
-    async def run_turn(self, *args: Any) -> Any:
+    async def run_turn(self, *args: Any, **kwargs: Any) -> Any:
         raise self.error
 
     async def decide(self, *args: Any) -> Any:
