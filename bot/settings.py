@@ -43,6 +43,15 @@ class BotSettings(BaseSettings):
     connector_ca_bundle: str | None = Field(default=None, alias="BOT_CONNECTOR_CA_BUNDLE")
 
     queue_connection: str = Field(default="UseDevelopmentStorage=true", alias="AzureWebJobsStorage")
+    """A connection string (Azurite, or storage with shared keys); ignored when
+    ``AzureWebJobsStorage__queueServiceUri`` is set."""
+    queue_service_uri: str | None = Field(
+        default=None, pattern=r"^https://\S+$", alias="AzureWebJobsStorage__queueServiceUri"
+    )
+    """Identity-based storage, as the Functions host's own triggers use it when shared keys
+    are off: the turn queue is reached at this URI with the managed identity."""
+    storage_client_id: str | None = Field(default=None, alias="AzureWebJobsStorage__clientId")
+    """The user-assigned managed identity for that storage (the system identity if unset)."""
     queue_name: str = Field(default=DEFAULT_TURN_QUEUE, alias="COPILOT_TURN_QUEUE")
 
     token_encryption_key: SecretStr | None = Field(default=None, alias="COPILOT_TOKEN_ENCRYPTION_KEY")

@@ -57,6 +57,9 @@ class Settings(BaseSettings):
 
     database_url: SecretStr | None = Field(default=None, alias="DATABASE_URL")
     """PostgreSQL connection string; unset = embedded PostgreSQL under ``data_dir``."""
+    database_entra_auth: bool = Field(default=False, alias="COPILOT_DATABASE_ENTRA_AUTH")
+    """Log in to Azure Database for PostgreSQL with an Entra token of the managed identity
+    (``AZURE_CLIENT_ID``) instead of a password: ``DATABASE_URL`` names the identity's role."""
 
     data_dir: Path = Field(default=PROJECT_ROOT / ".data", alias="COPILOT_DATA_DIR")
     """Where embedded services keep their state (embedded PostgreSQL in ``postgres/``)."""

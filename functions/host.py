@@ -29,9 +29,10 @@ import asyncio
 import logging
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from azure.core.exceptions import ResourceExistsError
+from azure.identity.aio import ManagedIdentityCredential
 from azure.storage.queue import TextBase64DecodePolicy, TextBase64EncodePolicy
 from azure.storage.queue.aio import QueueClient
 
@@ -90,12 +91,23 @@ EDGE_POOL_NAME = "edge"
 
 
 def turn_queue_client(bot_settings: BotSettings) -> QueueClient:
-    """An async client for the turn queue, speaking the trigger's base64 encoding."""
+    """An async client for the turn queue, speaking the trigger's base64 encoding.
+
+    With identity-based storage (``AzureWebJobsStorage__queueServiceUri``, shared keys off)
+    it signs in with the managed identity, like the host's own queue trigger; otherwise it
+    uses the connection string (Azurite locally).
+    """
+    codecs: dict[str, Any] = {
+        "message_encode_policy": TextBase64EncodePolicy(),
+        "message_decode_policy": TextBase64DecodePolicy(),
+    }
+    if bot_settings.queue_service_uri:
+        credential = ManagedIdentityCredential(client_id=bot_settings.storage_client_id)
+        return QueueClient(
+            bot_settings.queue_service_uri, bot_settings.queue_name, credential=credential, **codecs
+        )
     return QueueClient.from_connection_string(
-        bot_settings.queue_connection,
-        bot_settings.queue_name,
-        message_encode_policy=TextBase64EncodePolicy(),
-        message_decode_policy=TextBase64DecodePolicy(),
+        bot_settings.queue_connection, bot_settings.queue_name, **codecs
     )
 
 

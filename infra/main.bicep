@@ -244,6 +244,7 @@ module endpoints 'modules/privateendpoint.bicep' = [for endpoint in privateEndpo
 module functionApp 'modules/functionapp.bicep' = {
   name: 'functionapp'
   params: {
+    databaseEntraAuth: !postgresPasswordAuth
     name: 'func-${baseName}'
     planName: 'plan-${baseName}'
     location: location

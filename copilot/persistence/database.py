@@ -10,6 +10,7 @@ from psycopg.rows import DictRow
 
 from copilot.errors import DatabaseError
 from copilot.persistence.embedded import resolve_database_url
+from copilot.persistence.entra_login import connection_class
 from copilot.persistence.pool import CONNECTION_KWARGS
 from copilot.settings import Settings
 
@@ -24,7 +25,7 @@ async def connect(settings: Settings) -> AsyncIterator[AsyncConnection[DictRow]]
     """
     url = resolve_database_url(settings)
     try:
-        conn: AsyncConnection[DictRow] = await AsyncConnection.connect(url, **CONNECTION_KWARGS)
+        conn: AsyncConnection[DictRow] = await connection_class(settings).connect(url, **CONNECTION_KWARGS)
     except OperationalError as exc:
         raise DatabaseError(f"could not connect to PostgreSQL: {exc}") from exc
     try:

@@ -40,6 +40,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from copilot.errors import DatabaseError
 from copilot.persistence import audit
+from copilot.persistence.entra_login import connection_class
 from copilot.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -112,7 +113,8 @@ async def open_pool(
     DatabaseError when the database cannot give the app an unprivileged login.
     """
     audit_config = audit.audit_config(settings)
-    app = await resolve_app_login(conninfo, settings)
+    connection = connection_class(settings)
+    app = await resolve_app_login(conninfo, settings, connection)
     check = IdleCheck(check_idle_seconds)
     pool: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
         app.conninfo,
@@ -122,6 +124,7 @@ async def open_pool(
         max_idle=settings.db_pool_max_idle_seconds,
         check=check,
         kwargs=CONNECTION_KWARGS,
+        connection_class=connection,
         configure=app_configure(app.set_role, audit_config),
         open=False,
         name=name,
@@ -210,7 +213,9 @@ def with_login(conninfo: str, login: str, password: str | None) -> str:
     return make_conninfo("", **params)
 
 
-async def resolve_app_login(conninfo: str, settings: Settings) -> AppLogin:
+async def resolve_app_login(
+    conninfo: str, settings: Settings, connection: type[AsyncConnection[DictRow]] = AsyncConnection
+) -> AppLogin:
     """The unprivileged login the pool uses on ``conninfo``'s database (see module doc).
 
     Before migration 0002 there is nothing to protect (no audit log, and request paths
@@ -219,7 +224,7 @@ async def resolve_app_login(conninfo: str, settings: Settings) -> AppLogin:
     (e.g. a typo in ``COPILOT_DB_APP_ROLE``), fails closed, and fast.
     """
     role = settings.db_app_role
-    given = await _probe(conninfo, settings.db_app_login, role)
+    given = await _probe(connection, conninfo, settings.db_app_login, role)
     app_conninfo, probe = conninfo, given
     if given.privileged and given.migrated:
         login = settings.db_app_login
@@ -237,7 +242,7 @@ async def resolve_app_login(conninfo: str, settings: Settings) -> AppLogin:
             )
         password = None if settings.db_app_password is None else settings.db_app_password.get_secret_value()
         app_conninfo = with_login(conninfo, login, password)
-        probe = await _probe(app_conninfo, login, role)
+        probe = await _probe(connection, app_conninfo, login, role)
         if probe.privileged:
             raise DatabaseError(
                 f"database login role {login!r} (COPILOT_DB_APP_LOGIN) is a superuser or owns the audit "
@@ -266,9 +271,9 @@ async def resolve_app_login(conninfo: str, settings: Settings) -> AppLogin:
     return AppLogin(app_conninfo, probe.login, set_role)
 
 
-async def _probe(conninfo: str, login: str, role: str) -> _Probe:
+async def _probe(connection: type[AsyncConnection[DictRow]], conninfo: str, login: str, role: str) -> _Probe:
     try:
-        conn = await AsyncConnection.connect(conninfo, **CONNECTION_KWARGS)
+        conn = await connection.connect(conninfo, **CONNECTION_KWARGS)
     except OperationalError as exc:
         raise DatabaseError(f"could not connect to PostgreSQL: {exc}") from exc
     try:

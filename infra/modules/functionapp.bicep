@@ -42,6 +42,8 @@ param fallbackModels string = ''
 param retentionDays int = 30
 param phoneRegion string = 'US'
 param recordUrlTemplate string = ''
+@description('Log in to PostgreSQL with the managed identity\'s Entra token (no password in DATABASE_URL).')
+param databaseEntraAuth bool = true
 @description('The audit-anchors container (append blobs, time-based immutability that allows appends).')
 param auditAnchorContainer string
 param deployOpenAi bool = false
@@ -112,6 +114,10 @@ var coreSettings = [
   {
     name: 'DATABASE_URL'
     value: '${secretRef}database-url)'
+  }
+  {
+    name: 'COPILOT_DATABASE_ENTRA_AUTH'
+    value: databaseEntraAuth ? 'true' : 'false'
   }
   {
     name: 'COPILOT_AUDIT_HMAC_KEYS'

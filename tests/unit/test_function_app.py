@@ -166,3 +166,33 @@ def test_the_edge_check_is_pure():
         "urllib.parse",
         "pydantic",
     }
+
+
+def test_with_identity_based_storage_the_turn_queue_is_reached_with_the_managed_identity(monkeypatch):
+    # Shared keys off (the template): no connection string, only AzureWebJobsStorage__* settings.
+    from azure.identity.aio import ManagedIdentityCredential
+
+    from bot.settings import BotSettings
+    from functions.host import turn_queue_client
+
+    monkeypatch.delenv("AzureWebJobsStorage", raising=False)
+    monkeypatch.setenv("AzureWebJobsStorage__queueServiceUri", "https://copilotstore.queue.core.windows.net")
+    monkeypatch.setenv("AzureWebJobsStorage__clientId", "11111111-2222-4333-8444-555555555555")
+    monkeypatch.setenv("COPILOT_TURN_QUEUE", "copilot-turns")
+
+    client = turn_queue_client(BotSettings())
+
+    assert client.url == "https://copilotstore.queue.core.windows.net/copilot-turns"
+    assert isinstance(client.credential, ManagedIdentityCredential)
+
+
+def test_without_a_queue_service_uri_the_turn_queue_uses_the_connection_string(monkeypatch):
+    from bot.settings import BotSettings
+    from functions.host import turn_queue_client
+
+    monkeypatch.delenv("AzureWebJobsStorage__queueServiceUri", raising=False)
+    monkeypatch.setenv("AzureWebJobsStorage", "UseDevelopmentStorage=true")
+
+    client = turn_queue_client(BotSettings())
+
+    assert client.url.startswith("http://127.0.0.1:10001/devstoreaccount1/")
