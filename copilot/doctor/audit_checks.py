@@ -8,13 +8,14 @@ writes), not a test record: the store stays a true record of the chain.
 
 from __future__ import annotations
 
+from copilot.doctor.database_checks import Database
 from copilot.doctor.framework import Check, CheckFailed, DoctorContext, settings_named
 from copilot.doctor.settings_checks import aliases
 from copilot.errors import ConfigurationError
 from copilot.persistence import audit
 from copilot.persistence.audit_anchor import AnchorStoreError
 from copilot.persistence.audit_keys import SETTING as KEYS_SETTING
-from copilot.persistence.audit_keys import load_keyring
+from copilot.persistence.audit_keys import AuditKeyring, load_keyring
 from copilot.persistence.database import connect
 from copilot.settings import Settings
 
@@ -32,6 +33,7 @@ async def keys(ctx: DoctorContext) -> str:
             fix=f"set {KEYS_SETTING} to 'kid:base64key' (32+ random bytes; newest first), as a Key Vault "
             "reference: python -c 'from copilot.persistence.audit_keys import generate_key_entry as g; print(g())'",
         ) from exc
+    ctx.provide(keyring)
     return (
         f"{len(keyring.keys)} key(s) from {keyring.source}; new rows chained with {keyring.current.key_id!r}"
     )
@@ -50,6 +52,8 @@ def _config(settings: Settings) -> audit.AuditConfig:
 async def chain(ctx: DoctorContext) -> str:
     """The audit log's HMAC chain verifies against the anchor store's signed checkpoints."""
     settings = ctx.need(Settings, SETTINGS)
+    ctx.need(Database, "a reachable database (database.reachable)")
+    ctx.need(AuditKeyring, "the audit keys (audit.keys)")
     config = _config(settings)
     async with connect(settings) as conn:
         try:
@@ -79,7 +83,8 @@ async def anchor_append(ctx: DoctorContext) -> str:
         except AnchorStoreError as exc:
             raise _store_failure(exc, settings, config) from exc
     assert anchor is not None
-    return f"appended a signed anchor of row {anchor.last_id} to {config.anchors.location if config.anchors else '?'}"
+    head = "the empty log" if anchor.last_id is None else f"row {anchor.last_id}"
+    return f"appended a signed anchor of {head} to {config.anchors.location if config.anchors else '?'}"
 
 
 def _store_failure(exc: AnchorStoreError, settings: Settings, config: audit.AuditConfig) -> CheckFailed:

@@ -8,6 +8,7 @@ one one-token model call per configured model, LangSmith's ``/info`` and a read 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -27,6 +28,13 @@ TIMEOUT_SECONDS = 10.0
 _LIST_ERRORS: tuple[type[BaseException], ...] = (CrmUnavailable, *TRANSPORT_ERRORS)
 ENTRA_METADATA_TENANT = "organizations"
 """The authority's multi-tenant metadata document (what the sign-in and OBO paths start from)."""
+
+
+@dataclass(frozen=True)
+class CrmEndpoint:
+    """The CRM's MCP endpoint answered (for ``crm.tools``)."""
+
+    url: str
 
 
 def _verify(settings: Settings) -> Any:
@@ -83,6 +91,7 @@ async def crm_endpoint(ctx: DoctorContext) -> str:
             fix="set CRM_MCP_URL to the CRM's MCP endpoint (streamable HTTP) and let the app reach it",
         ) from exc
     if response.status_code in (401, 403):
+        ctx.provide(CrmEndpoint(settings.crm_mcp_url))
         challenge = "with a" if "www-authenticate" in response.headers else "without a"
         return f"{settings.crm_mcp_url} answers and refuses a call without a token ({challenge} challenge)"
     if response.is_success:
@@ -110,6 +119,7 @@ def expected_crm_tools() -> tuple[set[str], set[str]]:
 async def crm_tools(ctx: DoctorContext) -> str:
     """The CRM lists every tool the code calls, reads as read-only, and no write tool the code does not gate."""
     settings = ctx.need(Settings, SETTINGS)
+    ctx.need(CrmEndpoint, "the CRM's endpoint (crm.endpoint)")
     if not ctx.crm_token:
         raise CheckSkipped(
             "no delegated CRM token to list the tools with: put one (crm.read) in the environment variable "
