@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 from langchain_core.messages import HumanMessage
+from langsmith import tracing_context
 
 from copilot.analytics.team import WHO_AM_I_TOOL
 from copilot.doctor.framework import Check, CheckFailed, CheckSkipped, DoctorContext
@@ -192,7 +193,9 @@ async def _one_token(name: str, setting: str) -> None:
     except CopilotError as exc:
         raise CheckFailed(str(exc), setting=setting, fix=f"correct {setting}") from exc
     try:
-        await model.ainvoke([HumanMessage("Reply with OK.")], max_tokens=1)
+        # Not traced: LangChain would send this probe to LangSmith when LANGSMITH_TRACING is on.
+        with tracing_context(enabled=False):
+            await model.ainvoke([HumanMessage("Reply with OK.")], max_tokens=1)
     except Exception as exc:  # every provider raises its own errors: any of them means no answer
         raise CheckFailed(
             f"model {name!r} did not answer a one-token call: {type(exc).__name__}: {exc}",

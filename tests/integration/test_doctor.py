@@ -15,16 +15,21 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from azure.storage.queue import QueueServiceClient
+from langchain_core.tracers.langchain import wait_for_all_tracers
 from psycopg.conninfo import conninfo_to_dict
 
 from copilot.doctor.command import main as doctor
 from copilot.doctor.framework import CheckResult, DoctorReport
+from copilot.persistence import audit
+from copilot.persistence.audit_anchor import FileAnchorStore
+from copilot.persistence.audit_keys import generate_key_entry, parse_keys
 from copilot.persistence.checkpoint import setup_langgraph
 from copilot.persistence.migrations import load_migrations, migrate
 from copilot.writes import REGISTRY
@@ -37,7 +42,7 @@ from tests.support.doctor_env import (
     deployed_environment,
     sandbox_tools_with_an_ungated_write,
 )
-from tests.support.fake_langsmith import running_fake_langsmith
+from tests.support.fake_langsmith import FakeLangSmith, running_fake_langsmith
 from tests.support.fake_openai import FakeOpenAI, answer
 from tests.support.postgres import fresh_database
 from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess
@@ -76,8 +81,16 @@ async def _migrated(url: str, count: int | None = None) -> None:
 class Deployment:
     """The shared good environment, and the stand-ins the cases point settings at."""
 
-    def __init__(self, env: dict[str, str], behind_url: str, stub_crm_url: str, superuser: str):
+    def __init__(
+        self,
+        env: dict[str, str],
+        behind_url: str,
+        stub_crm_url: str,
+        superuser: str,
+        langsmith: FakeLangSmith,
+    ):
         self.env = env
+        self.langsmith = langsmith
         self.behind_url = behind_url
         self.stub_crm_url = stub_crm_url
         self.superuser = superuser
@@ -110,7 +123,7 @@ def deployment(
         )
         tools = sandbox_tools_with_an_ungated_write(sandbox, env["COPILOT_DOCTOR_CRM_TOKEN"])
         with StubCrm(tools) as stub:
-            yield Deployment(env, behind_url, stub.url, conninfo_to_dict(url)["user"])
+            yield Deployment(env, behind_url, stub.url, str(conninfo_to_dict(url)["user"]), langsmith)
 
 
 def _apply(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], changes: dict[str, str | None]) -> None:
@@ -127,24 +140,30 @@ def _apply(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], changes: dict[s
             monkeypatch.setenv(name, value)
 
 
-async def _doctor(
+async def _run(
     deployment: Deployment,
     capsys: pytest.CaptureFixture[str],
-    changes: dict[str, str | None] | None = None,
+    changes: dict[str, str | None],
     *,
-    as_json: bool = True,
-) -> tuple[int, DoctorReport | str, str]:
-    """Run the doctor in-process, as ``python -m copilot doctor [--json]`` does (its exit code,
-    the report or the text, the progress lines), on the tests' event loop: the model clients
-    keep their HTTP client per process, as in the one-run-per-process command."""
+    as_json: bool,
+) -> tuple[int, str, str]:
+    """Run the doctor in-process, as ``python -m copilot doctor [--json]`` does: its exit code,
+    stdout and stderr. On the tests' event loop: the model clients keep their HTTP client per
+    process, as in the one-run-per-process command."""
     with pytest.MonkeyPatch.context() as monkeypatch:
-        _apply(monkeypatch, deployment.env, changes or {})
+        _apply(monkeypatch, deployment.env, changes)
         capsys.readouterr()
         code = await doctor(all_checks(), as_json=as_json)
     captured = capsys.readouterr()
-    if not as_json:
-        return code, captured.out, captured.err
-    return code, DoctorReport.model_validate_json(captured.out), captured.err
+    return code, captured.out, captured.err
+
+
+async def _doctor(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str], changes: dict[str, str | None] | None = None
+) -> tuple[int, DoctorReport, str]:
+    """``doctor --json`` in-process: (exit code, the report, the progress lines)."""
+    code, out, err = await _run(deployment, capsys, changes or {}, as_json=True)
+    return code, DoctorReport.model_validate_json(out), err
 
 
 def _by_name(report: DoctorReport) -> dict[str, CheckResult]:
@@ -153,7 +172,6 @@ def _by_name(report: DoctorReport) -> dict[str, CheckResult]:
 
 async def test_a_good_deployed_configuration_passes_every_check(deployment, capsys):
     code, report, progress = await _doctor(deployment, capsys)
-    assert isinstance(report, DoctorReport)
     print(progress)
     assert [c.name for c in report.checks] == ALL_CHECKS
     assert {c.name: c.status for c in report.checks} == dict.fromkeys(ALL_CHECKS, "pass"), progress
@@ -161,6 +179,9 @@ async def test_a_good_deployed_configuration_passes_every_check(deployment, caps
     assert code == 0
     # One progress line per check, as each ran.
     assert len(progress.strip().splitlines()) == len(ALL_CHECKS)
+    # Its probes are not traced (LangChain would trace the model calls with LANGSMITH_TRACING on).
+    wait_for_all_tracers()
+    assert not deployment.langsmith.runs
     # The CRM's expected tools come from the write registry, and the doctor saw them.
     tools = _by_name(report)["crm.tools"].detail
     for entry in REGISTRY.values():
@@ -306,7 +327,6 @@ async def test_each_seeded_misconfiguration_gives_its_named_failure_and_exit_cod
 ):
     code, report, progress = await _doctor(deployment, capsys, _resolve(deployment, changes))
     print(progress)
-    assert isinstance(report, DoctorReport)
     failed = [c.name for c in report.failures]
     # Its own failure comes first; anything after it is the same fault seen again downstream.
     assert failed[:1] == [check], progress
@@ -329,11 +349,52 @@ async def test_app_role_grants_wider_than_the_code_gives_are_named(deployment, c
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("REVOKE UPDATE, TRUNCATE ON audit_log FROM copilot_app")
-    assert isinstance(report, DoctorReport)
     assert [c.name for c in report.failures] == ["database.grants"], progress
     result = _by_name(report)["database.grants"]
     assert result.setting == "COPILOT_DB_APP_ROLE"
     assert "TRUNCATE, UPDATE on audit_log" in result.detail
+    assert code == 1
+
+
+async def test_a_chain_written_with_a_key_no_longer_configured_fails_the_chain_check(deployment, capsys):
+    env = deployment.env
+    config = audit.AuditConfig(
+        keyring=parse_keys(env["COPILOT_AUDIT_HMAC_KEYS"]),
+        anchors=FileAnchorStore(Path(env["COPILOT_AUDIT_ANCHOR_FILE"])),
+        anchor_every=1,
+    )
+    now = datetime.now(UTC)
+    entry = audit.AuditEntry(
+        tenant_id="tenant-doctor",
+        rep_aad_id="rep-doctor",
+        thread_id="thread-" + "d" * 24,
+        tool_call_id="call-doctor-1",
+        tool="log_activity",
+        target_record_id="acc-001",
+        record_version_read=1,
+        original_args={"account_id": "acc-001", "subject": "Call"},
+        edited_args=None,
+        decision="approve",
+        crm_response={"id": "act-1", "version": 1},
+        proposed_at=now,
+        decided_at=now,
+        executed_at=now,
+    )
+    async with await psycopg.AsyncConnection.connect(env["DATABASE_URL"], autocommit=True) as conn:
+        await audit.append(conn, entry, config=config)
+
+    code, report, progress = await _doctor(deployment, capsys)
+    assert code == 0, progress
+    assert "1 row(s) verified" in _by_name(report)["audit.chain"].detail
+
+    # The key rows were chained with was dropped from the setting (a botched rotation).
+    code, report, progress = await _doctor(
+        deployment, capsys, {"COPILOT_AUDIT_HMAC_KEYS": generate_key_entry("k2")}
+    )
+    assert [c.name for c in report.failures] == ["audit.chain"], progress
+    result = _by_name(report)["audit.chain"]
+    assert result.setting == "COPILOT_AUDIT_HMAC_KEYS"
+    assert "doctor-k1" in result.detail
     assert code == 1
 
 
@@ -367,7 +428,6 @@ def test_the_cli_as_a_subprocess_is_green_on_the_good_configuration_and_names_a_
 
 async def test_without_a_crm_token_the_tool_listing_is_skipped_not_passed(deployment, capsys):
     code, report, progress = await _doctor(deployment, capsys, {"COPILOT_DOCTOR_CRM_TOKEN": None})
-    assert isinstance(report, DoctorReport)
     assert [(c.name, c.status) for c in report.checks if c.status != "pass"] == [("crm.tools", "skip")], (
         progress
     )
@@ -375,10 +435,7 @@ async def test_without_a_crm_token_the_tool_listing_is_skipped_not_passed(deploy
 
 
 async def test_the_text_output_names_the_setting_and_the_fix(deployment, capsys):
-    code, out, _ = await _doctor(
-        deployment, capsys, {"COPILOT_TURN_QUEUE": "copilot-turns-typo"}, as_json=False
-    )
-    assert isinstance(out, str)
+    code, out, _ = await _run(deployment, capsys, {"COPILOT_TURN_QUEUE": "copilot-turns-typo"}, as_json=False)
     print(out)
     line = next(line for line in out.splitlines() if line.startswith("FAIL queues"))
     assert "[setting: COPILOT_TURN_QUEUE]" in line
