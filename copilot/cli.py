@@ -160,6 +160,16 @@ def _parser() -> argparse.ArgumentParser:
     k_remove.add_argument("document_id", metavar="DOCUMENT_ID")
     k_remove.add_argument("--tenant", required=True)
     k_remove.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor = commands.add_parser(
+        "doctor", help="preflight of a deployed configuration: each check passes or names the setting and fix"
+    )
+    doctor.add_argument("--json", action="store_true", help="machine-readable results")
+    doctor.add_argument(
+        "--crm-token-env",
+        default="COPILOT_DOCTOR_CRM_TOKEN",
+        metavar="NAME",
+        help="environment variable holding a rep's delegated CRM token (crm.read) to list the CRM's tools",
+    )
     return parser
 
 
@@ -209,6 +219,15 @@ async def _data(settings: Settings, args: argparse.Namespace) -> int:
     return await cli_data.data_delete(
         settings, rep=args.rep, tenant=args.tenant, dry_run=args.dry_run, yes=args.yes, as_json=args.json
     )
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    """The preflight judges the whole deployed app, so it runs every layer's checks: it reaches
+    the top layer (``functions.doctor``) lazily, for this command only (see test_layering)."""
+    from copilot.doctor.command import main as doctor
+    from functions.doctor import all_checks
+
+    return asyncio.run(doctor(all_checks(), as_json=args.json, crm_token_env=args.crm_token_env))
 
 
 def _date(text: str) -> dt.date:
@@ -329,6 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a failure of a service is one line and exit code 1; never a traceback.
     """
     args = _parser().parse_args(argv)
+    if args.command == "doctor":  # before Settings(): invalid settings are what it reports
+        return _doctor(args)
     try:
         settings = Settings()
     except ValidationError as exc:

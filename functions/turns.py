@@ -50,7 +50,14 @@ def turn_queue_name() -> str:
 
 
 TURN_QUEUE = turn_queue_name()
-POISON_QUEUE = f"{TURN_QUEUE}-poison"
+
+
+def poison_queue_name(queue: str) -> str:
+    """Where the Functions host moves a message of ``queue`` after ``maxDequeueCount`` tries."""
+    return f"{queue}-poison"
+
+
+POISON_QUEUE = poison_queue_name(TURN_QUEUE)
 
 # Not "nothing was changed": an approved write may have committed before a later step
 # failed; its card and the audit log say what happened.

@@ -31,8 +31,16 @@ _SETUP_LOCK_KEY = 0x0C0_0117_0002
 _SETUP_LOCK_TIMEOUT_SECONDS = 300.0
 _SETUP_LOCK_POLL_SECONDS = 0.1
 
-# Version tables are written only by migrators; the app may read them (schema check).
-_READ_ONLY_TABLES = ("schema_migrations", "checkpoint_migrations", "store_migrations")
+APP_TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
+"""What the app role may do on a table of the schema: DML, nothing more (no TRUNCATE,
+REFERENCES or TRIGGER, no grant option); the tables below get less."""
+
+READ_ONLY_TABLES = ("schema_migrations", "checkpoint_migrations", "store_migrations")
+"""Version tables are written only by migrators; the app may read them (schema check)."""
+
+APPEND_ONLY_TABLES = ("audit_log",)
+"""Invariant 6: the app role may read and append (SELECT, INSERT), never change or remove."""
+APPEND_ONLY_PRIVILEGES = ("SELECT", "INSERT")
 
 
 async def setup_langgraph(conn_string: str, *, app_role: str = "copilot_app") -> None:
@@ -88,14 +96,14 @@ async def grant_app_role(conn: AsyncConnection[Any], app_role: str) -> None:
             row = await cur.fetchone()
             schema = sql.Identifier(_field(row, "schema"))
             await conn.execute(
-                sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {} TO {}").format(
-                    schema, role
+                sql.SQL("GRANT {} ON ALL TABLES IN SCHEMA {} TO {}").format(
+                    sql.SQL(", ").join(sql.SQL(p) for p in APP_TABLE_PRIVILEGES), schema, role
                 )
             )
             await conn.execute(
                 sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {} TO {}").format(schema, role)
             )
-            for table in _READ_ONLY_TABLES:
+            for table in READ_ONLY_TABLES:
                 await conn.execute(
                     sql.SQL("REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON {} FROM {}").format(
                         sql.Identifier(table), role
@@ -103,9 +111,12 @@ async def grant_app_role(conn: AsyncConnection[Any], app_role: str) -> None:
                 )
             # Invariant 6: the blanket grant above included audit_log; take back all but
             # SELECT and INSERT.
-            await conn.execute(
-                sql.SQL("REVOKE UPDATE, DELETE, TRUNCATE ON audit_log FROM PUBLIC, {}").format(role)
-            )
+            for table in APPEND_ONLY_TABLES:
+                await conn.execute(
+                    sql.SQL("REVOKE UPDATE, DELETE, TRUNCATE ON {} FROM PUBLIC, {}").format(
+                        sql.Identifier(table), role
+                    )
+                )
     except (UndefinedObject, InvalidParameterValue) as exc:
         raise DatabaseError(
             f"could not grant privileges to database role {app_role!r}: {exc}", role=app_role

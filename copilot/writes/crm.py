@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from copilot.errors import CrmUnavailable
 from copilot.tools.crm_client import CrmCallError, CrmGateway
 from copilot.tools.schemas import LogActivityArgs, UpdateOpportunityArgs
+from copilot.writes import crm_tools
 from copilot.writes.registry import WriteTool, register
 from copilot.writes.types import ProposalRecord, WriteOutcome, WritePlan
 
@@ -51,12 +52,12 @@ async def _snapshot_activity(
     record: ProposalRecord = {"tool": "log_activity", "proposed": dict(args), "taken_at": now_iso()}
     if args.get("opportunity_id"):
         target, error = await read_safely(
-            ctx.crm, "get_opportunity", {"opportunity_id": str(args["opportunity_id"])}
+            ctx.crm, crm_tools.GET_OPPORTUNITY, {"opportunity_id": str(args["opportunity_id"])}
         )
         kind, ident = "opportunity", str(args["opportunity_id"])
     else:
         target, error = await read_safely(
-            ctx.crm, "get_account", {"account_id": str(args.get("account_id", ""))}
+            ctx.crm, crm_tools.GET_ACCOUNT, {"account_id": str(args.get("account_id", ""))}
         )
         kind, ident = "account", str(args.get("account_id"))
     record["target"] = {"type": kind, "id": ident, "name": (target or {}).get("name", "")}
@@ -76,9 +77,11 @@ async def _check_activity(
     try:
         # Every record the activity will be attached to, as the rep may have edited either.
         if args.opportunity_id:
-            targets.append(await writer.call("get_opportunity", {"opportunity_id": args.opportunity_id}))
+            targets.append(
+                await writer.call(crm_tools.GET_OPPORTUNITY, {"opportunity_id": args.opportunity_id})
+            )
         if args.account_id:
-            targets.append(await writer.call("get_account", {"account_id": args.account_id}))
+            targets.append(await writer.call(crm_tools.GET_ACCOUNT, {"account_id": args.account_id}))
     except CrmCallError as exc:
         return _refused(exc)
     for record in targets:
@@ -104,7 +107,7 @@ async def _log_activity(ctx: AgentContext, store: BaseStore | None, plan: WriteP
     if args.occurred_at is not None:
         payload["occurred_at"] = args.occurred_at.isoformat()
     try:
-        result = await writer.call("upsert_activity", payload)
+        result = await writer.call(crm_tools.UPSERT_ACTIVITY, payload)
     except CrmCallError as exc:
         return WriteOutcome.refused(exc.crm_code, exc.message)
     return WriteOutcome.done({"activity": result["activity"], "created": result["created"]})
@@ -128,6 +131,8 @@ LOG_ACTIVITY = register(
         multiline=frozenset({"notes"}),
         snapshot=_snapshot_activity,
         check=_check_activity,
+        crm_reads=(crm_tools.GET_OPPORTUNITY, crm_tools.GET_ACCOUNT),
+        crm_writes=(crm_tools.UPSERT_ACTIVITY,),
         execute=_log_activity,
     )
 )
@@ -140,7 +145,7 @@ async def _snapshot_opportunity(
     ctx: AgentContext, store: BaseStore | None, args: dict[str, Any]
 ) -> ProposalRecord:
     opp, error = await read_safely(
-        ctx.crm, "get_opportunity", {"opportunity_id": str(args.get("opportunity_id", ""))}
+        ctx.crm, crm_tools.GET_OPPORTUNITY, {"opportunity_id": str(args.get("opportunity_id", ""))}
     )
     return {
         "tool": "update_opportunity",
@@ -164,7 +169,7 @@ async def _check_opportunity(
     assert isinstance(args, UpdateOpportunityArgs)
     writer = ctx.crm_write
     try:
-        target = await writer.call("get_opportunity", {"opportunity_id": args.opportunity_id})
+        target = await writer.call(crm_tools.GET_OPPORTUNITY, {"opportunity_id": args.opportunity_id})
     except CrmCallError as exc:
         return _refused(exc)
     if not (target.get("access") or {}).get("edit", False):
@@ -193,7 +198,7 @@ async def _update_opportunity(ctx: AgentContext, store: BaseStore | None, plan: 
     writer = ctx.crm_write
     try:
         result = await writer.call(
-            "update_opportunity",
+            crm_tools.UPDATE_OPPORTUNITY,
             {
                 "opportunity_id": args.opportunity_id,
                 "expected_version": plan.expected_version,
@@ -252,6 +257,8 @@ UPDATE_OPPORTUNITY = register(
         snapshot=_snapshot_opportunity,
         check=_check_opportunity,
         execute=_update_opportunity,
+        crm_reads=(crm_tools.GET_OPPORTUNITY,),
+        crm_writes=(crm_tools.UPDATE_OPPORTUNITY,),
         recover=_recover_opportunity,
     )
 )

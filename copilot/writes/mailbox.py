@@ -16,6 +16,7 @@ from copilot.tools.crm_client import CrmCallError
 from copilot.tools.mcp_http import shared_transport
 from copilot.tools.preferences import Preferences, compose_email, load_preferences
 from copilot.tools.schemas import DraftFollowupEmailArgs
+from copilot.writes import crm_tools
 from copilot.writes.crm import now_iso, read_safely
 from copilot.writes.registry import WriteTool, register
 from copilot.writes.types import ProposalRecord, WriteOutcome, WritePlan
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 async def _snapshot(ctx: AgentContext, store: BaseStore | None, args: dict[str, Any]) -> ProposalRecord:
     contact, error = await read_safely(
-        ctx.crm, "get_contact", {"contact_id": str(args.get("contact_id", ""))}
+        ctx.crm, crm_tools.GET_CONTACT, {"contact_id": str(args.get("contact_id", ""))}
     )
     name = (contact or {}).get("name", "")
     record: ProposalRecord = {
@@ -56,7 +57,7 @@ async def _check(
     # The contact (and its address, which the model never sees) is re-read as the rep,
     # with the turn's read session: a draft needs no CRM write access.
     try:
-        contact = await ctx.crm.call("get_contact", {"contact_id": args.contact_id})
+        contact = await ctx.crm.call(crm_tools.GET_CONTACT, {"contact_id": args.contact_id})
     except CrmCallError as exc:
         return WriteOutcome.refused(exc.crm_code, f"nothing was written: {exc.message}")
     return WritePlan(tool=plan.tool, key=plan.key, args=args, target=contact)
@@ -127,5 +128,6 @@ DRAFT_FOLLOWUP_EMAIL = register(
         snapshot=_snapshot,
         check=_check,
         execute=_save_draft,
+        crm_reads=(crm_tools.GET_CONTACT,),
     )
 )

@@ -78,6 +78,11 @@ class WriteTool:
     """How to finish an attempt interrupted after it reached the backend, from its journal
     (e.g. the version it was approved over), asking the backend by key before any version
     check; None = check again as usual (the backend is idempotent by key)."""
+    crm_reads: tuple[str, ...] = ()
+    """The CRM MCP tools its snapshot, check or executor reads with (names in
+    :mod:`copilot.writes.crm_tools`); the preflight checks the CRM declares them read-only."""
+    crm_writes: tuple[str, ...] = ()
+    """The CRM MCP tools its executor writes with: the only CRM tools that may change anything."""
 
     def progress(self) -> str:
         """The progress line while the model proposes it."""

@@ -32,6 +32,7 @@ from copilot.persistence import audit, threads
 from copilot.tools.crm_client import CrmCallError, CrmGateway
 from copilot.tools.mcp_http import shared_transport
 from copilot.tools.schemas import UndoWriteArgs, UpdateOpportunityArgs
+from copilot.writes import crm_tools
 from copilot.writes.crm import now_iso, read_safely
 from copilot.writes.registry import WriteTool, register, title
 from copilot.writes.types import ProposalRecord, WriteOutcome, WritePlan
@@ -178,7 +179,9 @@ async def _snapshot(ctx: AgentContext, store: BaseStore | None, args: dict[str, 
         "error": None,
     }
     if reverse.kind == "update_opportunity":
-        opp, error = await read_safely(ctx.crm, "get_opportunity", {"opportunity_id": reverse.record_id})
+        opp, error = await read_safely(
+            ctx.crm, crm_tools.GET_OPPORTUNITY, {"opportunity_id": reverse.record_id}
+        )
         record["error"] = error
         record["restored"] = dict(reverse.restore)
         record["summary"] = "Put back the values this opportunity had before your change."
@@ -216,7 +219,7 @@ async def _check(
     target: dict[str, Any] = {"id": reverse.record_id, "kind": reverse.kind, "restore": reverse.restore}
     if reverse.kind == "update_opportunity":
         try:
-            opp = await ctx.crm_write.call("get_opportunity", {"opportunity_id": reverse.record_id})
+            opp = await ctx.crm_write.call(crm_tools.GET_OPPORTUNITY, {"opportunity_id": reverse.record_id})
         except CrmCallError as exc:
             return WriteOutcome.refused(exc.crm_code, f"nothing was written: {exc.message}")
         if not (opp.get("access") or {}).get("edit", False):
@@ -245,7 +248,7 @@ async def _execute(ctx: AgentContext, store: BaseStore | None, plan: WritePlan) 
     if kind == "log_activity":
         try:
             voided = await ctx.crm_write.call(
-                "void_activity",
+                crm_tools.VOID_ACTIVITY,
                 {
                     "activity_id": record_id,
                     "reason": f"Undone by its rep (audit record {plan.undoes_audit_id})",
@@ -260,7 +263,7 @@ async def _execute(ctx: AgentContext, store: BaseStore | None, plan: WritePlan) 
 async def _restore(crm: CrmGateway, plan: WritePlan, record_id: str, undoes: dict[str, Any]) -> WriteOutcome:
     try:
         result = await crm.call(
-            "update_opportunity",
+            crm_tools.UPDATE_OPPORTUNITY,
             {
                 "opportunity_id": record_id,
                 "expected_version": plan.expected_version,
@@ -330,5 +333,7 @@ UNDO_WRITE = register(
         snapshot=_snapshot,
         check=_check,
         execute=_execute,
+        crm_reads=(crm_tools.GET_OPPORTUNITY,),
+        crm_writes=(crm_tools.VOID_ACTIVITY, crm_tools.UPDATE_OPPORTUNITY),
     )
 )
