@@ -9,24 +9,25 @@ the preflight checks the whole deployed app, and only the top layer knows all of
 from __future__ import annotations
 
 from azure.core.exceptions import AzureError, ResourceNotFoundError
-from azure.storage.queue.aio import QueueClient
 
 from bot.doctor import BOT_CHECKS
 from bot.settings import BotSettings
 from copilot.doctor.checks import COPILOT_CHECKS
 from copilot.doctor.framework import Check, CheckFailed, DoctorContext
+from functions.host import queue_client
 from functions.turns import poison_queue_name
 
 
 async def queues(ctx: DoctorContext) -> str:
-    """The turn queue and its poison queue exist in ``AzureWebJobsStorage``."""
+    """The turn queue and its poison queue exist in the app's storage (``AzureWebJobsStorage``,
+    or ``AzureWebJobsStorage__queueServiceUri`` with the managed identity)."""
     settings = ctx.need(BotSettings, "the bot's settings (settings.bot)")
     names = [settings.queue_name, poison_queue_name(settings.queue_name)]
     missing: list[str] = []
     for name in names:
         try:
             # No retries: an unreachable account should fail the check now, not in a minute.
-            client = QueueClient.from_connection_string(settings.queue_connection, name, retry_total=0)
+            client = queue_client(settings, name, retry_total=0)
         except ValueError as exc:
             raise CheckFailed(
                 f"AzureWebJobsStorage is not a storage connection string: {exc}",

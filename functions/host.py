@@ -91,24 +91,26 @@ EDGE_POOL_NAME = "edge"
 
 
 def turn_queue_client(bot_settings: BotSettings) -> QueueClient:
-    """An async client for the turn queue, speaking the trigger's base64 encoding.
+    """An async client for the turn queue, speaking the trigger's base64 encoding."""
+    return queue_client(
+        bot_settings,
+        bot_settings.queue_name,
+        message_encode_policy=TextBase64EncodePolicy(),
+        message_decode_policy=TextBase64DecodePolicy(),
+    )
+
+
+def queue_client(bot_settings: BotSettings, name: str, **options: Any) -> QueueClient:
+    """An async client for queue ``name`` of the app's storage.
 
     With identity-based storage (``AzureWebJobsStorage__queueServiceUri``, shared keys off)
     it signs in with the managed identity, like the host's own queue trigger; otherwise it
-    uses the connection string (Azurite locally).
+    uses the connection string (Azurite locally). ``ValueError`` for a malformed one.
     """
-    codecs: dict[str, Any] = {
-        "message_encode_policy": TextBase64EncodePolicy(),
-        "message_decode_policy": TextBase64DecodePolicy(),
-    }
     if bot_settings.queue_service_uri:
         credential = ManagedIdentityCredential(client_id=bot_settings.storage_client_id)
-        return QueueClient(
-            bot_settings.queue_service_uri, bot_settings.queue_name, credential=credential, **codecs
-        )
-    return QueueClient.from_connection_string(
-        bot_settings.queue_connection, bot_settings.queue_name, **codecs
-    )
+        return QueueClient(bot_settings.queue_service_uri, name, credential=credential, **options)
+    return QueueClient.from_connection_string(bot_settings.queue_connection, name, **options)
 
 
 async def _open_edge() -> FunctionsEdge:
