@@ -9,10 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
 from typing import Any
 
 import psycopg
@@ -26,6 +23,7 @@ from copilot.persistence import audit
 from copilot.persistence.database import connect
 from copilot.runner import TurnResult
 from tests.support.copilot_env import service, sign_in
+from tests.support.idn_emails import stored_contact_emails
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.scripted_model import ScriptedChatModel, call, calls
 
@@ -751,26 +749,6 @@ _ASKED_IDN_EMAILS = (
 )
 
 
-@contextmanager
-def _contact_emails(sandbox: SandboxProcess, emails: dict[str, str]) -> Iterator[None]:
-    """The sandbox CRM's contacts (id -> email) with these addresses, restored afterwards."""
-    with closing(sqlite3.connect(sandbox.settings.db_path)) as conn, conn:
-        before = {
-            cid: conn.execute("SELECT email FROM contacts WHERE id = ?", (cid,)).fetchone()[0]
-            for cid in emails
-        }
-        conn.executemany(
-            "UPDATE contacts SET email = ? WHERE id = ?", [(e, cid) for cid, e in emails.items()]
-        )
-    try:
-        yield
-    finally:
-        with closing(sqlite3.connect(sandbox.settings.db_path)) as conn, conn:
-            conn.executemany(
-                "UPDATE contacts SET email = ? WHERE id = ?", [(e, cid) for cid, e in before.items()]
-            )
-
-
 async def test_no_internationalised_email_reaches_the_model(copilot_settings, sandbox):
     contacts = sandbox.call("alex", "list_contacts", account_id="acc-acme")["structuredContent"]["items"]
     stored = dict(zip((c["id"] for c in contacts), _CRM_IDN_EMAILS, strict=False))
@@ -784,7 +762,7 @@ async def test_no_internationalised_email_reaches_the_model(copilot_settings, sa
         final="Listed.",
     )
     rep = await sign_in(copilot_settings, "alex")
-    with _contact_emails(sandbox, stored):
+    with stored_contact_emails(sandbox.settings.db_path, stored):
         listed = sandbox.call("alex", "list_contacts", account_id="acc-acme")["content"][0]["text"]
         assert "jos\\u00e9" in listed  # the CRM's JSON escapes what the model must not read either
         asked = f"mailto:{_ASKED_IDN_EMAILS[0]}, <{_ASKED_IDN_EMAILS[1]}> or {_ASKED_IDN_EMAILS[2]}"

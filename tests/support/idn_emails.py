@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote
 
 import idna
@@ -246,3 +250,29 @@ NOT_ADDRESSES = (
     "(@_@) version 2.10.4",
     "see #opp-0012 @ 2026-12-15",
 )
+
+
+# --- in the sandbox CRM --------------------------------------------------------------------------
+
+
+@contextmanager
+def stored_contact_emails(db_path: Path, emails: dict[str, str]) -> Iterator[None]:
+    """The sandbox CRM's contacts (id -> email) with these addresses, restored afterwards.
+
+    The sandbox reads its SQLite database on every request, so its MCP tools serve them at once.
+    """
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        before = {
+            cid: conn.execute("SELECT email FROM contacts WHERE id = ?", (cid,)).fetchone()[0]
+            for cid in emails
+        }
+        conn.executemany(
+            "UPDATE contacts SET email = ? WHERE id = ?", [(e, cid) for cid, e in emails.items()]
+        )
+    try:
+        yield
+    finally:
+        with closing(sqlite3.connect(db_path)) as conn, conn:
+            conn.executemany(
+                "UPDATE contacts SET email = ? WHERE id = ?", [(e, cid) for cid, e in before.items()]
+            )
