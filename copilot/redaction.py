@@ -266,6 +266,7 @@ _LOCAL_BEFORE = regex.compile(rf"[{_LOCAL}]++", regex.REVERSE)
 _DOMAIN_AFTER = regex.compile(rf"{_DOMAIN}(?![{_WORD}])")
 _WHOLE_DOMAIN = regex.compile(_DOMAIN)
 _QUOTE = "'"
+_MAX_QUOTED_LOCAL = 64  # octets of a local part (RFC 5321); characters here
 
 # What a reader decodes without thinking, so an address written through it is still an
 # address: URL percent-encoding (``maria%40b%C3%BCcher.example`` in a query string or
@@ -385,6 +386,20 @@ def _consistent_domain(domain: str) -> str:
     return domain
 
 
+def _quoted_local(text: str, floor: int, at: int) -> str:
+    """The RFC 5322 quoted local part (``"josé garcía"``) ending at ``at``, or ``""``.
+
+    One line, at most 64 characters, no inner quote, with a letter or digit and no
+    whitespace at its edges: JSON's ``"key":"@..."`` is not one.
+    """
+    if at - 1 < floor or text[at - 1] != '"':
+        return ""
+    opening = text.rfind('"', floor, at - 1)
+    inner = text[opening + 1 : at - 1]
+    plausible = 0 < len(inner) <= _MAX_QUOTED_LOCAL and inner == inner.strip() and "\n" not in inner
+    return text[opening:at] if opening >= 0 and plausible and any(c.isalnum() for c in inner) else ""
+
+
 def _email_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     floor = 0  # where the previous address ended
@@ -392,7 +407,7 @@ def _email_spans(text: str) -> list[tuple[int, int]]:
         local = _LOCAL_BEFORE.match(text, floor, at.start())
         # A leading apostrophe is a quote around the address ('maria@acme.example'), not
         # part of it; quotes alone are no local part.
-        unquoted = local.group().lstrip(_QUOTE) if local else ""
+        unquoted = local.group().lstrip(_QUOTE) if local else _quoted_local(text, floor, at.start())
         domain = _DOMAIN_AFTER.match(text, at.end()) if unquoted else None
         if domain is None:
             continue
@@ -407,7 +422,8 @@ def detect_email(text: str) -> list[PIIMatch]:
 
     Unicode local parts in any script, IDN domains in Unicode or punycode (and a punycode
     TLD), full-width and ideographic forms, in sentences of any language, quotes, brackets,
-    display names, ``mailto:`` links, query strings and URL userinfo; written plainly or
+    display names, ``mailto:`` links, query strings and URL userinfo, and quoted local parts
+    (``"josé garcía"@bücher.example``); written plainly or
     through percent-encoding, JSON ``\\u`` escapes or HTML character references (the match
     then covers the escaped characters). Every ASCII address LangChain's ``detect_email``
     finds is inside a match, with the same span for ordinary addresses (wider where our

@@ -26,7 +26,8 @@ REDACTED = "[REDACTED_EMAIL]"
 
 # Local parts people really have, by script (Latin with diacritics, Greek, Cyrillic,
 # Armenian, Georgian, Hebrew, Arabic, Devanagari, Bengali, Tamil, Thai, Han, Japanese
-# kana, Hangul), and ASCII ones with the characters LangChain's pattern already allowed.
+# kana, Hangul), ASCII ones with the characters LangChain's pattern already allowed, and
+# quoted ones.
 LOCAL_PARTS = (
     "josé.garcía",
     "müller",
@@ -64,6 +65,8 @@ LOCAL_PARTS = (
     "o'brien",
     "first_last",
     "maria+renewal",
+    '"josé garcía"',  # RFC 5322 quoted local parts
+    '"maria garcia"',
 )
 
 # Domains that IDNA 2008 (UTS #46) accepts, so each has a punycode form too.

@@ -211,6 +211,11 @@ def test_ascii_addresses_are_found_exactly_as_langchain_finds_them(text: str):
         ("用户@例子。中国", REDACTED),  # but an ideographic dot between labels is one
         ("ｍａｒｉａ＠ｓｈｏｐ．ｅｘａｍｐｌｅ", REDACTED),
         ("'o'brien@acme.example'", f"'{REDACTED}'"),
+        ('He said "hi" to "josé garcía"@bücher.example.', f'He said "hi" to {REDACTED}.'),
+        (
+            '{"handle":"@acme.example", "note": "ok" @acme.example}',
+            '{"handle":"@acme.example", "note": "ok" @acme.example}',
+        ),
         ("mailto:josé@bücher.example?subject=Hi", f"mailto:{REDACTED}?subject=Hi"),
         ("?email=jos%C3%A9%40b%C3%BCcher.example&view=1", f"?email={REDACTED}&view=1"),
         ("https://maria%40acme.example@crm.example/inbox", f"https://{REDACTED}@crm.example/inbox"),
