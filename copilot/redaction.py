@@ -5,6 +5,11 @@ receives.
 The rules (``RedactionRule``: a type, its detector, what replaces a match) are our own, so
 that traces and feedback comments are masked by the same definition (``redact_pii``).
 
+Email addresses are found by our own pattern (``detect_email``), a superset of LangChain's
+ASCII one that also reads internationalised addresses: Unicode local parts in any script,
+IDN domains in Unicode or punycode (``name@bücher.example``, ``name@xn--bcher-kva.example``),
+full-width forms, and addresses a URL or JSON carries escaped (``%40``, ``\\u00e9``).
+
 Phone numbers are found by Google's libphonenumber (the ``phonenumbers`` package), whose
 metadata knows every country's numbering plan, rather than by hand-written shapes that
 missed national formats. Three narrow rules cover what the library cannot see: 7-digit
@@ -14,15 +19,17 @@ fictional area codes, and vanity numbers spelt with letters.
 
 from __future__ import annotations
 
+import html
 import re
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache, partial
 from typing import Literal
 
 import phonenumbers
+import regex
 from langchain.agents.middleware import PIIMatch
-from langchain.agents.middleware.pii import detect_email
 from phonenumbers import Leniency, PhoneMetadata, PhoneNumberMatcher
 
 DEFAULT_REGION = "US"
@@ -221,6 +228,220 @@ def detect_phone_numbers(text: str, region: str = DEFAULT_REGION) -> list[PIIMat
     return [PIIMatch(type="phone_number", value=text[s:e], start=s, end=e) for s, e in merged]
 
 
+# --- email addresses ------------------------------------------------------------------------
+
+# Email addresses, internationalised ones included (RFC 6531 local parts, IDNA domains).
+# The pattern is written with Unicode properties (the ``regex`` package: the standard
+# ``re`` has no ``\p{..}``, and its ``\w`` leaves out combining marks, so a Devanagari,
+# Tamil or Thai local part would be cut at its first vowel sign). It is a superset of
+# LangChain's ASCII ``detect_email`` (``[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}``):
+# the same shape, with every script's letters, marks and digits where that has ASCII ones.
+#
+# No validator judges the candidates: a validator can only drop one, and what it drops the
+# model reads. email-validator refuses special-use domains (``.test``, ``.local``),
+# over-long parts and dot rules; IDNA refuses labels that break its context and bidi rules;
+# each of those is still a person's address as written in a CRM. The shape decides, as it
+# did for ASCII addresses, and the negatives (mentions, decorators, versions, paths) are
+# what the shape already excludes: no local part, no dot in the domain, or no letter TLD.
+_AT_SIGNS = "@＠﹫"  # full-width and small commercial at: a Japanese or Chinese IME types them
+_DOTS = ".。．｡"  # the label separators UTS #46 reads as a dot (ideographic, full-width, half-width)
+# Local part: letters, marks and digits of any script, connector punctuation (``_``), format
+# characters (ZWJ/ZWNJ, which some scripts need), and the ASCII pattern's ``.%+-``, plus an
+# apostrophe (``o'brien``; a leading one is a quote and is left out of the match) and the
+# full-width ``．＋－`` an IME types.
+_LOCAL = r"\p{L}\p{M}\p{N}\p{Pc}\p{Cf}.%+'\-．＋－"
+_LABEL = r"\p{L}\p{M}\p{N}\u200c\u200d\-－"
+_WORD = r"\p{L}\p{M}\p{N}\p{Pc}"
+# The TLD: two or more letters of any script (``中国``, ``рф``, ``भारत``), or punycode.
+_TLD = r"(?:[xX][nN]--[a-zA-Z0-9-]*[a-zA-Z0-9]|\p{L}[\p{L}\p{M}]+)"
+# A domain name has at most 253 characters (RFC 1035), so the scan after an at-sign is bounded
+# too: a run of "a.a.a…" cannot make a message's redaction slow.
+_DOMAIN = rf"[{_LABEL}{_DOTS}]{{1,253}}[{_DOTS}]{_TLD}"
+# An address is found from its at-sign: the local part is the run of local characters just
+# before it (read backwards, never into the previous address), the domain is matched just
+# after it, and the closing lookahead is the ASCII pattern's ``\b``. One pass over the
+# text, however long its words are.
+_AT = regex.compile(rf"[{_AT_SIGNS}]")
+_LOCAL_BEFORE = regex.compile(rf"[{_LOCAL}]++", regex.REVERSE)
+_DOMAIN_AFTER = regex.compile(rf"{_DOMAIN}(?![{_WORD}])")
+_WHOLE_DOMAIN = regex.compile(_DOMAIN)
+_QUOTE = "'"
+_MAX_QUOTED_LOCAL = 64  # octets of a local part (RFC 5321); characters here
+
+# What a reader decodes without thinking, so an address written through it is still an
+# address: URL percent-encoding (``maria%40b%C3%BCcher.example`` in a query string or
+# userinfo), JSON string escapes (a CRM's JSON with non-ASCII as ``\u00e9``), and HTML
+# character references (``&#64;``, ``&commat;``). Addresses are found in the decoded text
+# and each match is mapped back to the characters that wrote it.
+_ESCAPES = regex.compile(
+    r"(?P<percent>(?:%[0-9A-Fa-f]{2})+)|(?P<unicode>(?:\\u[0-9A-Fa-f]{4})+)|(?P<json>\\[\"\\/bfnrt])"
+    r"|(?P<entity>&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});)"
+)
+_JSON_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    """Text as its reader reads it, and where each decoded character was written.
+
+    ``pieces`` are ``(decoded start, original start, original end, verbatim)``: a verbatim
+    piece maps character for character; any other piece is what one escape decoded to (a
+    character, or two for a few HTML entities), written from ``original start`` to
+    ``original end``.
+    """
+
+    text: str
+    pieces: tuple[tuple[int, int, int, bool], ...]
+    starts: tuple[int, ...]  # each piece's decoded start, for bisection
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The original span that wrote decoded characters ``start`` to ``end`` (exclusive)."""
+        first = self.pieces[bisect_right(self.starts, start) - 1]
+        last = self.pieces[bisect_right(self.starts, end - 1) - 1]
+        begin = first[1] + (start - first[0] if first[3] else 0)
+        finish = last[1] + (end - last[0] if last[3] else last[2] - last[1])
+        return begin, finish
+
+
+def _percent_chars(run: str) -> list[tuple[str, int, int]]:
+    """Percent-encoded UTF-8 as ``(character, start, end)`` within ``run``; bytes that are
+    not UTF-8 stay as written."""
+    data = bytes(int(run[i + 1 : i + 3], 16) for i in range(0, len(run), 3))
+    out: list[tuple[str, int, int]] = []
+    i = 0
+    while i < len(data):
+        lead = data[i]
+        size = 1 if lead < 0x80 else 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4
+        try:
+            char = data[i : i + size].decode("utf-8")
+        except UnicodeDecodeError:
+            out += [(c, 3 * i + k, 3 * i + k + 1) for k, c in enumerate(run[3 * i : 3 * i + 3])]
+            i += 1
+            continue
+        out.append((char, 3 * i, 3 * (i + size)))
+        i += size
+    return out
+
+
+def _unicode_chars(run: str) -> list[tuple[str, int, int]]:
+    """JSON ``\\uXXXX`` escapes (surrogate pairs joined) as ``(character, start, end)``."""
+    units = [int(run[i + 2 : i + 6], 16) for i in range(0, len(run), 6)]
+    out: list[tuple[str, int, int]] = []
+    i = 0
+    while i < len(units):
+        unit = units[i]
+        if 0xD800 <= unit < 0xDC00 and i + 1 < len(units) and 0xDC00 <= units[i + 1] < 0xE000:
+            out.append((chr(0x10000 + ((unit - 0xD800) << 10) + units[i + 1] - 0xDC00), 6 * i, 6 * i + 12))
+            i += 2
+            continue
+        char = chr(unit) if not 0xD800 <= unit < 0xE000 else run[6 * i : 6 * i + 6]  # a lone surrogate stays
+        out.append((char, 6 * i, 6 * i + 6))
+        i += 1
+    return out
+
+
+def _escape_chars(escape: regex.Match[str]) -> list[tuple[str, int, int]]:
+    """What one escape decodes to, as ``(text, start, end)`` relative to the escape."""
+    written = escape.group(0)
+    if escape.group("percent"):
+        return _percent_chars(written)
+    if escape.group("unicode"):
+        return _unicode_chars(written)
+    if escape.group("json"):
+        return [(_JSON_ESCAPES[written[1]], 0, 2)]
+    return [(html.unescape(written), 0, len(written))]
+
+
+def _decoded(text: str) -> _Decoded:
+    parts: list[str] = []
+    pieces: list[tuple[int, int, int, bool]] = []
+    at, length = 0, 0
+    for escape in _ESCAPES.finditer(text):
+        if escape.start() > at:
+            pieces.append((length, at, escape.start(), True))
+            parts.append(text[at : escape.start()])
+            length += escape.start() - at
+        for char, start, end in _escape_chars(escape):
+            verbatim = char == escape.group(0)[start:end]
+            pieces.append((length, escape.start() + start, escape.start() + end, verbatim))
+            parts.append(char)
+            length += len(char)
+        at = escape.end()
+    pieces.append((length, at, len(text), True))
+    parts.append(text[at:])
+    return _Decoded("".join(parts), tuple(pieces), tuple(p[0] for p in pieces))
+
+
+def _consistent_domain(domain: str) -> str:
+    """``domain`` cut before the first separator unlike its first one, when that leaves a domain.
+
+    An address uses one kind of dot; CJK text puts an ideographic full stop right after it
+    ("…@例子.中国。谢谢"), which would otherwise read as one more label.
+    """
+    separators = [(i, c) for i, c in enumerate(domain) if c in _DOTS]
+    first = separators[0][1]
+    for i, c in separators:
+        if c != first and _WHOLE_DOMAIN.fullmatch(domain[:i]):
+            return domain[:i]
+    return domain
+
+
+def _quoted_local(text: str, floor: int, at: int) -> str:
+    """The RFC 5322 quoted local part (``"josé garcía"``) ending at ``at``, or ``""``.
+
+    One line, at most 64 characters, no inner quote, with a letter or digit and no
+    whitespace at its edges: JSON's ``"key":"@..."`` is not one.
+    """
+    if at - 1 < floor or text[at - 1] != '"':
+        return ""
+    opening = text.rfind('"', floor, at - 1)
+    inner = text[opening + 1 : at - 1]
+    plausible = 0 < len(inner) <= _MAX_QUOTED_LOCAL and inner == inner.strip() and "\n" not in inner
+    return text[opening:at] if opening >= 0 and plausible and any(c.isalnum() for c in inner) else ""
+
+
+def _email_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    floor = 0  # where the previous address ended
+    for at in _AT.finditer(text):
+        local = _LOCAL_BEFORE.match(text, floor, at.start())
+        # A leading apostrophe is a quote around the address ('maria@acme.example'), not
+        # part of it; quotes alone are no local part.
+        unquoted = local.group().lstrip(_QUOTE) if local else _quoted_local(text, floor, at.start())
+        domain = _DOMAIN_AFTER.match(text, at.end()) if unquoted else None
+        if domain is None:
+            continue
+        start = at.start() - len(unquoted)
+        floor = at.end() + len(_consistent_domain(domain.group()))
+        spans.append((start, floor))
+    return spans
+
+
+def detect_email(text: str) -> list[PIIMatch]:
+    """Email addresses in ``text``, ASCII and internationalised, as the model must not see them.
+
+    Unicode local parts in any script, IDN domains in Unicode or punycode (and a punycode
+    TLD), full-width and ideographic forms, in sentences of any language, quotes, brackets,
+    display names, ``mailto:`` links, query strings and URL userinfo, and quoted local parts
+    (``"josé garcía"@bücher.example``); written plainly or
+    through percent-encoding, JSON ``\\u`` escapes or HTML character references (the match
+    then covers the escaped characters). Every ASCII address LangChain's ``detect_email``
+    finds is inside a match, with the same span for ordinary addresses (wider where our
+    local part is: ``o'brien@...``). Text without an at-sign in any form is returned
+    without matches at once.
+    """
+    if not any(c in text for c in _AT_SIGNS) and not any(c in text for c in "%\\&"):
+        return []
+    decoded = _decoded(text) if any(c in text for c in "%\\&") else None
+    view = decoded.text if decoded is not None else text
+    if not any(c in view for c in _AT_SIGNS):
+        return []
+    spans = _email_spans(view)
+    if decoded is not None:
+        spans = [decoded.span(s, e) for s, e in spans]
+    return [PIIMatch(type="email", value=text[s:e], start=s, end=e) for s, e in spans]
+
+
 STRATEGY: Literal["redact"] = "redact"
 """What the model (and a trace) sees instead of a match: ``[REDACTED_EMAIL]``, ``[REDACTED_PHONE_NUMBER]``."""
 
@@ -250,7 +471,7 @@ def home_region(phone_region: str) -> str:
     return home
 
 
-# What is redacted, in this order: emails (LangChain's own email detector), then phone numbers
+# What is redacted, in this order: emails (``detect_email``), then phone numbers
 # in the email-redacted text (so the digits of an address are never read as a number). The
 # one definition that both the middleware and ``redact_pii`` apply.
 @cache

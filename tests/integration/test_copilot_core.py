@@ -23,6 +23,7 @@ from copilot.persistence import audit
 from copilot.persistence.database import connect
 from copilot.runner import TurnResult
 from tests.support.copilot_env import service, sign_in
+from tests.support.idn_emails import stored_contact_emails
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.scripted_model import ScriptedChatModel, call, calls
 
@@ -736,6 +737,43 @@ async def test_no_contact_email_or_phone_reaches_the_model(copilot_settings, san
     assert contacts[0]["name"] in seen
     for secret in secrets:
         assert secret not in seen
+
+
+# Stored in the CRM (the sandbox serves them as JSON with non-ASCII \u-escaped) and written
+# by the rep: a Unicode local part and domain, punycode, a full-width address.
+_CRM_IDN_EMAILS = ("josé.garcía@bücher.example", "иван.петров@xn--e1afmkfd.xn--p1ai")
+_ASKED_IDN_EMAILS = (
+    "用户@例子.中国",
+    "maría@XN--BCHER-KVA.EXAMPLE",
+    "ｔａｎａｋａ＠ｓｈｏｐ．ｅｘａｍｐｌｅ",
+)
+
+
+async def test_no_internationalised_email_reaches_the_model(copilot_settings, sandbox):
+    contacts = sandbox.call("alex", "list_contacts", account_id="acc-acme")["structuredContent"]["items"]
+    stored = dict(zip((c["id"] for c in contacts), _CRM_IDN_EMAILS, strict=False))
+    model = ScriptedChatModel(
+        steps=[
+            calls(
+                call("list_contacts", account_id="acc-acme"),
+                call("get_contact", contact_id=contacts[0]["id"]),
+            )
+        ],
+        final="Listed.",
+    )
+    rep = await sign_in(copilot_settings, "alex")
+    with stored_contact_emails(sandbox.settings.db_path, stored):
+        listed = sandbox.call("alex", "list_contacts", account_id="acc-acme")["content"][0]["text"]
+        assert "jos\\u00e9" in listed  # the CRM's JSON escapes what the model must not read either
+        asked = f"mailto:{_ASKED_IDN_EMAILS[0]}, <{_ASKED_IDN_EMAILS[1]}> or {_ASKED_IDN_EMAILS[2]}"
+        async with service(copilot_settings, model) as svc:
+            await svc.run_turn(rep.identity, rep.broker, None, f"who is at acme? mail me at {asked}")
+    seen = "\n".join(message_text(m) for batch in model.received for m in batch)
+    assert contacts[0]["name"] in seen
+    assert seen.count("[REDACTED_EMAIL]") >= len(_ASKED_IDN_EMAILS) + len(stored) + 1  # get_contact too
+    for email in (*stored.values(), *_ASKED_IDN_EMAILS):
+        for written in (email, json.dumps(email)[1:-1], email.split("@")[0], email.split("@")[-1].lower()):
+            assert written not in seen, written
 
 
 # --- invariant 10: bounded --------------------------------------------------------------------

@@ -34,6 +34,7 @@ from copilot.tracing.pseudonym import rep_pseudonym
 from tests.support.copilot_env import Rep, service, sign_in
 from tests.support.copilot_env import copilot_settings as make_settings
 from tests.support.fake_langsmith import TENANT_ID, FakeLangSmith, running_fake_langsmith
+from tests.support.idn_emails import stored_contact_emails
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.scripted_model import ScriptedChatModel, call, calls
 
@@ -183,6 +184,36 @@ async def test_a_traced_turn_arrives_as_one_run_tree_with_its_metadata_and_no_to
     assert "[REDACTED_EMAIL]" in json.dumps(contacts["outputs"])
     assert "[REDACTED_PHONE_NUMBER]" in json.dumps(contacts["outputs"])
     _assert_nothing_secret(fake_langsmith, rep, *_contact_pii(sandbox, "acc-acme"))
+
+
+async def test_no_internationalised_email_reaches_a_trace(traced, sandbox, fake_langsmith):
+    contacts = sandbox.call("alex", "list_contacts", account_id="acc-acme")["structuredContent"]["items"]
+    stored = {
+        contacts[0]["id"]: "josé.garcía@bücher.example",
+        contacts[1]["id"]: "иван@xn--e1afmkfd.xn--p1ai",
+    }
+    asked = "用户@例子.中国"
+    model = ScriptedChatModel(
+        steps=[calls(call("list_contacts", account_id="acc-acme"))],
+        final=f"{contacts[0]['name']} [{contacts[0]['id']}] is at Acme.",
+    )
+    rep = await sign_in(traced, "alex")
+    with stored_contact_emails(sandbox.settings.db_path, stored):
+        async with service(traced, model) as svc:
+            result = await svc.run_turn(rep.identity, rep.broker, None, f"who is at acme? cc mailto:{asked}")
+            svc.tracing.flush()
+
+    tools = [r for r in fake_langsmith.in_trace(result.run_id) if r["run_type"] == "tool"]
+    assert "[REDACTED_EMAIL]" in json.dumps(tools[0]["outputs"])
+    sent = fake_langsmith.all_bytes()
+    for email in (*stored.values(), asked):
+        for written in (
+            email,
+            json.dumps(email)[1:-1],
+            email.split("@")[0],
+            json.dumps(email.split("@")[0])[1:-1],
+        ):
+            assert written.encode() not in sent, written
 
 
 async def test_an_audit_row_carries_the_trace_url_of_the_tool_run_langsmith_received(traced, fake_langsmith):

@@ -377,6 +377,7 @@ _MIXED = [
     "020 7946 0958; +49 30 1234567; 555-0144; 2026-12-15 at 10:30, 150000 USD",
     "no contact data here",
     "",
+    'josé.garcía@bücher.example, 用户@例子.中国, ?email=jos%C3%A9%40xn--bcher-kva.example, "jos\\u00e9@acme.example"',
 ]
 
 

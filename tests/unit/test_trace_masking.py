@@ -29,6 +29,12 @@ def test_trace_text_is_masked_exactly_as_the_models_context_is():
     )
 
 
+def test_internationalised_addresses_are_masked_in_traces_as_in_the_models_context():
+    text = "Reach José at josé.garcía@bücher.example or <用户@xn--fsqu00a.xn--fiqs8s>."
+    assert mask_text(text, "US") == redact_pii(text, "US")
+    assert mask_text(text, "US") == "Reach José at [REDACTED_EMAIL] or <[REDACTED_EMAIL]>."
+
+
 def test_bearer_tokens_and_jwts_never_survive_masking():
     masked = mask_text(f"Authorization: Bearer {JWT} and a bare {JWT}", "US")
     assert JWT not in masked
