@@ -109,6 +109,19 @@ class AuditTamperDetected(CopilotError):
     code = "audit_tampered"
 
 
+class AnchorStoreError(CopilotError):
+    """The anchor store could not be read or appended to."""
+
+    code = "audit_anchor_store"
+
+
+class AnchorStoreAltered(AnchorStoreError):
+    """The store itself shows it was tampered with (a record blob missing or replaced):
+    :func:`~copilot.persistence.audit.verify` reports it as a failure, not an outage."""
+
+    code = "audit_anchor_store_altered"
+
+
 class InvalidInput(CopilotError):
     """The caller's input (a command-line argument, a question, a file) is malformed or names
     no one that exists; nothing ran."""

@@ -11,9 +11,8 @@ from __future__ import annotations
 from copilot.doctor.database_checks import Database
 from copilot.doctor.framework import Check, CheckFailed, DoctorContext, settings_named
 from copilot.doctor.settings_checks import aliases
-from copilot.errors import ConfigurationError
+from copilot.errors import AnchorStoreError, ConfigurationError
 from copilot.persistence import audit
-from copilot.persistence.audit_anchor import AnchorStoreError
 from copilot.persistence.audit_keys import SETTING as KEYS_SETTING
 from copilot.persistence.audit_keys import AuditKeyring, load_keyring
 from copilot.persistence.database import connect

@@ -56,13 +56,17 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from copilot.errors import AuditTamperDetected, ConfigurationError, MigrationError
+from copilot.errors import (
+    AnchorStoreAltered,
+    AnchorStoreError,
+    AuditTamperDetected,
+    ConfigurationError,
+    MigrationError,
+)
 from copilot.persistence.audit_anchor import (
     Anchor,
     AnchorCheck,
     AnchorStore,
-    AnchorStoreAltered,
-    AnchorStoreError,
     chain_id,
     check_anchors,
     default_anchor_store,

@@ -32,7 +32,7 @@ from typing import Any, Protocol, assert_never
 
 from psycopg import AsyncConnection
 
-from copilot.errors import ConfigurationError, CopilotError
+from copilot.errors import AnchorStoreError, ConfigurationError
 from copilot.persistence.audit_keys import AuditKey, AuditKeyring
 from copilot.settings import AnchorStoreKind, Settings
 
@@ -41,19 +41,6 @@ _SIGNED_PREFIX = b"copilot-audit-anchor/v1\n"
 _FIELDS = ("v", "chain", "last_id", "head_hash", "rows", "time", "key_id", "sig")
 
 CHAIN_ID_SQL = "SELECT system_identifier::text || '/' || current_database() AS chain FROM pg_control_system()"
-
-
-class AnchorStoreError(CopilotError):
-    """The anchor store could not be read or appended to."""
-
-    code = "audit_anchor_store"
-
-
-class AnchorStoreAltered(AnchorStoreError):
-    """The store itself shows it was tampered with (a record blob missing or replaced):
-    :func:`~copilot.persistence.audit.verify` reports it as a failure, not an outage."""
-
-    code = "audit_anchor_store_altered"
 
 
 class AnchorStore(Protocol):

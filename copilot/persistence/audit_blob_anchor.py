@@ -12,7 +12,7 @@ One append blob holds at most 50,000 blocks, so records go to a sequence of blob
 when the service reports :data:`BLOCKS_PER_BLOB` committed blocks (or refuses with
 ``BlockCountExceedsLimit``). Reading lists them in order; a gap in the sequence, or a blob
 that is not an append blob (replaced by a *Put Blob*), is reported as an altered store
-(:class:`~copilot.persistence.audit_anchor.AnchorStoreAltered`).
+(:class:`~copilot.errors.AnchorStoreAltered`).
 
 Creating a blob is conditional (``If-None-Match: *``): of two appenders that find the next
 blob missing, one creates it and the other appends to it; an unconditional create would
@@ -45,7 +45,7 @@ from azure.core.exceptions import (
 )
 from azure.storage.blob import BlobType, ContainerClient
 
-from copilot.persistence.audit_anchor import AnchorStoreAltered, AnchorStoreError
+from copilot.errors import AnchorStoreAltered, AnchorStoreError
 
 BLOCKS_PER_BLOB = 49_000
 """Move on to the next blob at this many committed blocks (the service's limit is 50,000:

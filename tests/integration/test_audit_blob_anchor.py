@@ -16,9 +16,9 @@ from azure.identity import ManagedIdentityCredential
 from azure.storage.blob import BlobType, ContainerClient
 from pydantic import SecretStr
 
-from copilot.errors import AuditTamperDetected, ConfigurationError
+from copilot.errors import AnchorStoreAltered, AnchorStoreError, AuditTamperDetected, ConfigurationError
 from copilot.persistence import audit, audit_keys
-from copilot.persistence.audit_anchor import AnchorStoreAltered, AnchorStoreError, default_anchor_store
+from copilot.persistence.audit_anchor import default_anchor_store
 from copilot.persistence.audit_blob_anchor import BlobAnchorStore
 from copilot.persistence.migrations import migrate
 from copilot.settings import Settings

@@ -14,9 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from copilot.errors import AuditTamperDetected
+from copilot.errors import AnchorStoreError, AuditTamperDetected
 from copilot.persistence import audit, audit_keys, idempotency
-from copilot.persistence.audit_anchor import AnchorStoreError
 from copilot.persistence.migrations import migrate
 from copilot.persistence.pool import open_pool
 from copilot.settings import Settings
