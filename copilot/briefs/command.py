@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 
 from copilot.auth.tokens import OboTokenBroker, dev_sign_in, identity_from_assertion
@@ -57,6 +58,9 @@ def render_run(run: BriefRun) -> str:
 
 async def main(settings: Settings, *, rep: str, at: str, lead_minutes: int, as_json: bool) -> int:
     """Sign the rep in (the local dev path, as ``ask``), compose the briefs, print them."""
+    # azure-identity logs a refused token request as a multi-line warning; the command's
+    # one-line error (which names what is missing) is what the rep reads.
+    logging.getLogger("azure.identity").setLevel(logging.ERROR)
     check_rep(rep)
     moment = parse_at(at)
     check_lead(lead_minutes)
