@@ -12,6 +12,7 @@ brief handed to a model later would need no masking either.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +34,7 @@ from copilot.citations import cited_ids, ids_in_tool_results
 
 MAX_ACTIVITIES = 3
 MAX_PLAYBOOK_CHARS = 280
+_BULLET = re.compile(r"\s+[-*]\s+")
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,15 @@ def _text(value: Any) -> str:
     # Square brackets are the citation form: free text (a subject "[External] …") keeps
     # none, so only a brief's own citations are ever read as one.
     return " ".join(str(value or "").split()).replace("[", "(").replace("]", ")")
+
+
+def _advice(snippet: Any) -> str:
+    """A playbook snippet as one line: its Markdown bullets joined with "; ", a cut-off end marked."""
+    parts = [p.strip() for p in _BULLET.split(" " + _text(snippet)) if p.strip()]
+    text = ""
+    for part in parts:
+        text += part if not text else (" " if text[-1] in ".!?;:" else "; ") + part
+    return text if not text or text[-1] in ".!?…" else text + " …"
 
 
 def _item(section: Section, text: str, *ids: str) -> BriefItem:
@@ -99,7 +110,7 @@ def account_items(reads: AccountReads) -> tuple[BriefItem, ...]:
         if step:
             items.append(_item("next_step", f"{step} ({_text(deal.get('name'))})", deal["id"]))
     for stage, chunk in reads.playbooks.items():
-        advice = _text(chunk.get("snippet"))
+        advice = _advice(chunk.get("snippet"))
         if len(advice) > MAX_PLAYBOOK_CHARS:
             advice = advice[: MAX_PLAYBOOK_CHARS - 1].rstrip() + "…"
         items.append(_item("playbook", f"{stage}: {advice}", str(chunk["id"])))
