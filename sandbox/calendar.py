@@ -39,7 +39,6 @@ def calendar_routes(settings: SandboxSettings) -> list[Route]:
             caller = _authenticate(settings, request)
             start, end = _window(request)
             top, skip = _paging(request)
-            await run_in_threadpool(db.ensure_schema, settings.db_path)
             rows = await run_in_threadpool(
                 lambda: db.list_events(
                     settings.db_path,
