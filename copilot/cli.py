@@ -133,6 +133,13 @@ def _parser() -> argparse.ArgumentParser:
     analytics.add_argument("--tenant", help="only this tenant's decisions")
     analytics.add_argument("--json", action="store_true", help="a JSON document instead of the tables")
     _data_arguments(commands)
+    brief = commands.add_parser("brief", help="the meeting prep briefs the timer would post at a moment")
+    brief.add_argument("--rep", required=True, help="the rep's handle or AAD object id")
+    brief.add_argument("--at", required=True, help="the moment, ISO 8601 (e.g. 2026-12-03T14:30:00Z)")
+    brief.add_argument(
+        "--lead-minutes", type=int, default=60, help="meetings starting within this (default 60)"
+    )
+    brief.add_argument("--json", action="store_true", help="machine-readable output (see docs/BRIEFS.md)")
     knowledge = commands.add_parser("knowledge", help="playbooks and product documents for retrieval")
     knowledge_commands = knowledge.add_subparsers(dest="knowledge_command", required=True)
     k_ingest = knowledge_commands.add_parser(
@@ -406,6 +413,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_knowledge(settings, args))
         if args.command in ("data", "retention"):
             return asyncio.run(_data(settings, args))
+        if args.command == "brief":
+            from copilot.briefs.command import main as brief_main
+
+            return asyncio.run(
+                brief_main(
+                    settings, rep=args.rep, at=args.at, lead_minutes=args.lead_minutes, as_json=args.json
+                )
+            )
         if args.command == "eval":
             from evals.command import main as evaluate
 

@@ -59,6 +59,12 @@ class MailboxUnavailable(CopilotError):
     code = "mailbox_unavailable"
 
 
+class CalendarUnavailable(CopilotError):
+    """The rep's calendar (Microsoft Graph) cannot be reached or answered something unreadable."""
+
+    code = "calendar_unavailable"
+
+
 class InvalidDecision(CopilotError):
     """A decision on a proposal is malformed, stale or not the caller's to make; nothing ran."""
 

@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from sandbox import db
 from sandbox.access import crm_access_enabled
+from sandbox.calendar import calendar_routes
 from sandbox.config import SandboxSettings
 from sandbox.crm import CrmService
 from sandbox.directory import TENANTS, find_user
@@ -159,6 +160,7 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
         Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]),
         *identity_routes(settings),
         *mailbox_routes(settings),
+        *calendar_routes(settings),
         *drive_routes(settings),
         *_admin_routes(settings, state),
     ]

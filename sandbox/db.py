@@ -125,6 +125,17 @@ CREATE TABLE IF NOT EXISTS drafts (
     sent_at TEXT
 );
 CREATE INDEX IF NOT EXISTS ix_drafts_owner ON drafts(tenant_id, owner_id);
+CREATE TABLE IF NOT EXISTS events (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    organizer_id TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    start_at TEXT NOT NULL,
+    end_at TEXT NOT NULL,
+    is_online INTEGER NOT NULL,
+    attendees TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ix_events_tenant_start ON events(tenant_id, start_at);
 CREATE TABLE IF NOT EXISTS request_log (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     at TEXT NOT NULL,
@@ -168,12 +179,14 @@ TABLES: tuple[str, ...] = (
     "activities",
     "shares",
     "drafts",
+    "events",
     "request_log",
     "applied_requests",
     "user_overrides",
 )
 _JSON_COLUMNS = {
     "drafts": ("to_recipients",),
+    "events": ("attendees",),
     "request_log": ("record_ids",),
     "applied_requests": ("result_json",),
 }
@@ -304,7 +317,7 @@ def ensure_schema(path: Path) -> None:
     Creation and the emptiness check run in one ``BEGIN IMMEDIATE`` transaction, so
     two processes starting together seed exactly once.
     """
-    from sandbox.seed import seed  # seed imports this module's helpers
+    from sandbox.seed import seed, seed_calendar  # seed imports this module's helpers
 
     path.parent.mkdir(parents=True, exist_ok=True)
     _enable_wal(path)
@@ -312,6 +325,9 @@ def ensure_schema(path: Path) -> None:
         _create_schema(conn)
         if conn.execute("SELECT COUNT(*) AS n FROM tenants").fetchone()["n"] == 0:
             seed(conn)
+        elif conn.execute("SELECT COUNT(*) AS n FROM events").fetchone()["n"] == 0:
+            # A database seeded before the sandbox had a calendar: its meetings, from today.
+            seed_calendar(conn)
 
 
 def _create_schema(conn: sqlite3.Connection) -> None:
@@ -365,6 +381,16 @@ def export_state(path: Path) -> dict[str, list[dict[str, Any]]]:
             ]
             for table in TABLES
         }
+
+
+def list_events(path: Path, *, tenant_id: str, start_before: str, end_after: str) -> list[dict[str, Any]]:
+    """The tenant's events overlapping a window (ISO UTC strings), by start then id."""
+    with transaction(path, write=False) as conn:
+        rows = conn.execute(
+            "SELECT * FROM events WHERE tenant_id = ? AND start_at < ? AND end_at > ? ORDER BY start_at, id",
+            (tenant_id, start_before, end_after),
+        ).fetchall()
+    return [_decode("events", row) for row in rows]
 
 
 class DraftIdempotencyMismatch(Exception):

@@ -28,7 +28,7 @@ from starlette.routing import Route
 from sandbox.config import SandboxSettings
 from sandbox.directory import CONTOSO, FABRIKAM
 from sandbox.identity.tokens import TokenClaims, TokenError, bearer_from_header, validate_token
-from sandbox.mailbox import GraphError, _graph_error
+from sandbox.mailbox import GraphError, graph_error_response
 
 SITES_SCOPE = "Sites.Read.All"
 LIBRARY = Path(__file__).resolve().parent / "knowledge"
@@ -88,7 +88,7 @@ def drive_routes(settings: SandboxSettings) -> list[Route]:
             try:
                 return await handler(request, _authenticate(settings, request))
             except GraphError as exc:
-                return _graph_error(request, exc)
+                return graph_error_response(request, exc)
 
         return endpoint
 

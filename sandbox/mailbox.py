@@ -71,7 +71,7 @@ def mailbox_routes(settings: SandboxSettings) -> list[Route]:
                 await run_in_threadpool(_ensure_schema, settings)
                 return await handler(request, caller)
             except GraphError as exc:
-                return _graph_error(request, exc)
+                return graph_error_response(request, exc)
 
         return endpoint
 
@@ -253,7 +253,8 @@ def _invalid(message: str) -> GraphError:
     return GraphError(400, "ErrorInvalidRequest", message)
 
 
-def _graph_error(request: Request, exc: GraphError) -> JSONResponse:
+def graph_error_response(request: Request, exc: GraphError) -> JSONResponse:
+    """``exc`` as Graph answers errors (also used by the calendar)."""
     inner = {
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
         "request-id": str(uuid.uuid4()),

@@ -5,10 +5,15 @@ seeding day (UTC) so "closing this quarter" and "recent activity" stay meaningfu
 whenever the sandbox is reset, while two databases seeded on the same day are
 identical. Alex Wilber's book (Acme Corporation, a shared East account) is written
 out by hand because tests and the demo script ask about it by name.
+
+The calendar (:func:`seed_calendar`) comes last and draws nothing from the random
+stream, so adding meetings changed no CRM record: its meetings are over the days after
+the seeding day and pick their CRM attendees from the contacts already inserted.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import sqlite3
@@ -417,3 +422,90 @@ def seed(conn: sqlite3.Connection, today: date | None = None) -> None:
     _insert(conn, "opportunities", data.opportunities)
     _insert(conn, "activities", data.activities)
     _insert(conn, "shares", data.shares)
+    seed_calendar(conn, today)
+
+
+# --- the calendar (Graph-shaped meetings, see sandbox/calendar.py) ---------------------
+
+
+@dataclass(frozen=True)
+class _Meeting:
+    organizer: str
+    """A user id."""
+    subject: str
+    day: int
+    """Days after the seeding day."""
+    start: tuple[int, int]
+    """(hour, minute) UTC."""
+    minutes: int
+    online: bool
+    attendees: tuple[dict[str, str], ...]
+
+
+def _person_attendee(user_id: str, kind: str = "required") -> dict[str, str]:
+    user = _user(user_id)
+    return {"name": user.name, "address": user.email, "type": kind}
+
+
+def _contact_attendees(conn: sqlite3.Connection, account_sql: str, count: int) -> tuple[dict[str, str], ...]:
+    """The first ``count`` contacts (by id) of the first account (by id) ``account_sql`` selects."""
+    account = conn.execute(account_sql + " ORDER BY id LIMIT 1").fetchone()
+    if account is None:
+        return ()
+    rows = conn.execute(
+        "SELECT name, email FROM contacts WHERE account_id = ? ORDER BY id LIMIT ?", (account["id"], count)
+    ).fetchall()
+    return tuple({"name": r["name"], "address": r["email"], "type": "required"} for r in rows)
+
+
+def calendar_meetings(conn: sqlite3.Connection) -> list[_Meeting]:
+    """The seeded meetings: CRM contacts as attendees, internal-only ones, and one whose only
+    external attendee is a contact of an East account alex may not see."""
+    acme = _contact_attendees(conn, "SELECT id FROM accounts WHERE id = 'acc-acme'", 4)
+    globex = _contact_attendees(conn, "SELECT id FROM accounts WHERE id = 'acc-globex'", 2)
+    # Diego's own East accounts (not Globex, which is shared with alex) are hidden from alex.
+    hidden = _contact_attendees(
+        conn, "SELECT id FROM accounts WHERE owner_id = 'u-diego' AND id != 'acc-globex'", 1
+    )
+    megan_book = _contact_attendees(conn, "SELECT id FROM accounts WHERE owner_id = 'u-megan'", 1)
+    jordan_book = _contact_attendees(conn, "SELECT id FROM accounts WHERE owner_id = 'u-jordan'", 1)
+    partner = {"name": "Pat Rivera", "address": "pat.rivera@partnerco.example", "type": "optional"}
+    p = _person_attendee
+    return [
+        _Meeting("u-alex", "Acme analytics add-on: order form", 0, (17, 0), 30, True, (*acme[1:2], acme[3])),
+        _Meeting("u-alex", "West pipeline review", 1, (9, 0), 30, True, (p("u-megan"), p("u-nestor"))),
+        _Meeting(
+            "u-alex", "Acme renewal pricing review", 1, (15, 0), 45, True,
+            (*acme[0:2], p("u-nestor", "optional")),
+        ),
+        _Meeting("u-diego", "Globex co-sell sync", 1, (18, 0), 30, True, (*globex[:1], p("u-alex"))),
+        _Meeting("u-megan", "Account check-in", 1, (11, 0), 30, False, megan_book),
+        _Meeting("u-alex", "Introduction call", 2, (14, 0), 30, True, (*hidden, p("u-lidia", "optional"))),
+        _Meeting("u-alex", "Fleet rollout workshop", 2, (16, 0), 60, False, (*megan_book, partner)),
+        _Meeting("u-diego", "Globex QBR prep", 2, (13, 0), 45, True, globex[1:2]),
+        _Meeting("u-lidia", "East territory planning", 2, (10, 0), 60, True, (p("u-diego"),)),
+        _Meeting("u-nestor", "1:1 Alex / Nestor", 3, (10, 0), 30, True, (p("u-alex"),)),
+        _Meeting("u-jordan", "Renewal kickoff", 1, (15, 0), 30, True, jordan_book),
+    ]  # fmt: skip
+
+
+def seed_calendar(conn: sqlite3.Connection, today: date | None = None) -> None:
+    """Insert the seeded meetings, at fixed hours (UTC) on the days after ``today``."""
+    midnight = datetime.combine(today or datetime.now(UTC).date(), time(0, 0), tzinfo=UTC)
+    rows: list[tuple[object, ...]] = []
+    for number, meeting in enumerate(calendar_meetings(conn), start=1):
+        start = midnight + timedelta(days=meeting.day, hours=meeting.start[0], minutes=meeting.start[1])
+        end = start + timedelta(minutes=meeting.minutes)
+        rows.append(
+            (
+                f"evt-{number:04d}",
+                _user(meeting.organizer).tenant_id,
+                meeting.organizer,
+                meeting.subject,
+                start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                int(meeting.online),
+                json.dumps(list(meeting.attendees)),
+            )
+        )
+    _insert(conn, "events", rows)

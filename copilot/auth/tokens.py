@@ -77,6 +77,9 @@ def _claim_list(claims: dict[str, Any], name: str) -> tuple[str, ...]:
     return tuple(str(v) for v in value if isinstance(v, str | int) and str(v).strip())
 
 
+_CONSENT_MISSING = "AADSTS65001"
+
+
 def _no_access(message: str) -> bool:
     # AADSTS50105: the user is not assigned to the CRM application (licence revoked);
     # AADSTS65001: consent missing. Both mean "this rep has no CRM access".
@@ -137,6 +140,17 @@ class OboTokenBroker:
             if not isinstance(exc, ClientAuthenticationError):
                 raise AuthError(f"the identity provider is unreachable: {exc.message}") from exc
             message = str(exc.message or exc)
+            if _CONSENT_MISSING in message and not any(
+                s.startswith(self.settings.crm_resource) for s in scopes
+            ):
+                # Consent to a Graph scope (e.g. Calendars.Read) is missing: say which one,
+                # not "no CRM access", which this is not.
+                names = ", ".join(s.rpartition("/")[2] for s in scopes)
+                raise AuthError(
+                    f"consent missing: you (or your administrator) have not consented to {names} "
+                    "for the copilot; grant it and try again",
+                    consent_required=list(scopes),
+                ) from exc
             if _no_access(message):
                 raise AuthError(
                     "You don't have access to the CRM. Ask your CRM administrator to assign you a licence.",

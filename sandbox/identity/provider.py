@@ -42,7 +42,10 @@ USER_TOKEN_SCOPE = "access_as_user"
 RESERVED_SCOPES = frozenset({"openid", "profile", "offline_access", "email"})
 MULTI_TENANT_ALIASES = frozenset({"common", "organizations"})
 CRM_SCOPES = ("crm.read", "crm.write")
-GRAPH_SCOPES = ("Mail.ReadWrite", "Sites.Read.All")
+GRAPH_SCOPES = ("Mail.ReadWrite", "Sites.Read.All", "Calendars.Read")
+CALENDAR_SCOPE = "Calendars.Read"
+CALENDAR_CONSENT_WITHHELD: frozenset[str] = frozenset({"u-lidia"})
+"""Users who have not consented to ``Calendars.Read`` (a rep the brief must explain this to)."""
 
 
 class OAuthError(Exception):
@@ -169,7 +172,27 @@ async def _token(settings: SandboxSettings, request: Request) -> dict[str, Any]:
             f"The signed in user '{user.email}' is not assigned to a role for the application "
             f"'{settings.crm_audience}'. The user has no access to the CRM (licence revoked).",
         )
+    if scopes.resource == settings.graph_audience:
+        scopes = _consented(settings, user, scopes)
     return _token_response(settings, form, user, scopes)
+
+
+def _consented(settings: SandboxSettings, user: User, scopes: ScopeRequest) -> ScopeRequest:
+    """Graph scopes the user consented to: a named scope without consent is AADSTS65001 (as
+    Entra answers); ``.default`` quietly grants only the consented ones."""
+    missing = [n for n in scopes.names if n == CALENDAR_SCOPE and user.id in CALENDAR_CONSENT_WITHHELD]
+    if missing and scopes.names == GRAPH_SCOPES:
+        return ScopeRequest(scopes.resource, tuple(n for n in scopes.names if n not in missing))
+    if missing:
+        raise OAuthError(
+            400,
+            "invalid_grant",
+            65001,
+            f"The user or administrator has not consented to use the application with ID "
+            f"'{settings.bot_app_id}' for scope '{settings.graph_audience}/{missing[0]}'. Send an "
+            "interactive authorization request for this user and resource.",
+        )
+    return scopes
 
 
 def _token_response(

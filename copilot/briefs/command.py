@@ -1,0 +1,81 @@
+"""``python -m copilot brief``: print the briefs the timer would post at a given moment."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+
+from copilot.auth.tokens import OboTokenBroker, dev_sign_in, identity_from_assertion
+from copilot.briefs.service import MAX_LEAD_MINUTES, briefs_at
+from copilot.briefs.types import BriefRun
+from copilot.cli_conversation import check_rep
+from copilot.errors import AuthError, InvalidInput
+from copilot.persistence.database import connect
+from copilot.settings import Settings
+
+# Entra's "the user account does not exist in the directory": the rep named is unknown.
+_UNKNOWN_USER = "AADSTS50034"
+
+
+def parse_at(text: str) -> datetime:
+    """``--at``: an ISO 8601 time (``Z`` or an offset; none = UTC)."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"--at {text[:60]!r} is not an ISO time (e.g. 2026-12-03T14:30:00Z)") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def check_lead(minutes: int) -> None:
+    """``--lead-minutes``: 1 minute to a week."""
+    if not 1 <= minutes <= MAX_LEAD_MINUTES:
+        raise InvalidInput(f"--lead-minutes must be between 1 and {MAX_LEAD_MINUTES}, not {minutes}")
+
+
+def render_run(run: BriefRun) -> str:
+    """The run as text: a header, then each brief, then how many meetings had none."""
+    lines = [
+        f"Briefs for {run.rep} at {run.at:%Y-%m-%dT%H:%M:%SZ}: meetings starting within "
+        f"{run.lead_minutes} minutes ({run.meetings_in_window} in the window)"
+    ]
+    for brief in run.briefs:
+        check = brief.citation_check
+        lines += [
+            "",
+            brief.text,
+            f"  citations: {len(check.cited)} checked, {len(check.unverified)} unverified",
+        ]
+    if not run.briefs:
+        lines += ["", "No brief: no meeting in the window has a CRM contact you can see."]
+    if run.briefs and run.meetings_without_brief:
+        lines += [
+            "",
+            f"{run.meetings_without_brief} other meeting(s) in the window have no CRM contact you can see.",
+        ]
+    return "\n".join(lines)
+
+
+async def main(settings: Settings, *, rep: str, at: str, lead_minutes: int, as_json: bool) -> int:
+    """Sign the rep in (the local dev path, as ``ask``), compose the briefs, print them."""
+    # azure-identity logs a refused token request as a multi-line warning; the command's
+    # one-line error (which names what is missing) is what the rep reads.
+    logging.getLogger("azure.identity").setLevel(logging.ERROR)
+    check_rep(rep)
+    moment = parse_at(at)
+    check_lead(lead_minutes)
+    try:
+        assertion = await dev_sign_in(settings, rep)
+    except AuthError as exc:
+        if _UNKNOWN_USER in exc.message:
+            raise InvalidInput(
+                f"unknown rep {rep[:60]!r}: no such user in the directory "
+                "(see `python -m sandbox users` for the handles)"
+            ) from exc
+        raise
+    identity = identity_from_assertion(assertion)
+    tokens = OboTokenBroker(settings, identity, assertion)
+    async with connect(settings) as conn:
+        run = await briefs_at(settings, identity, tokens, conn, at=moment, lead_minutes=lead_minutes)
+    print(json.dumps(run.model_dump(mode="json")) if as_json else render_run(run), flush=True)
+    return 0

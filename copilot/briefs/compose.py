@@ -1,0 +1,179 @@
+"""Composing a brief from its reads (pure: no I/O, no model).
+
+A brief is a deterministic summary of what the CRM and the knowledge store returned to the
+rep, so it cannot say anything they did not: each fact is one :class:`BriefItem` that cites
+the record it came from as ``[id]``, exactly as answers cite, and the whole text then passes
+the answers' citation check against the run's reads.
+
+The brief is shown to the rep, never sent to a model, so nothing in it is redacted; but it
+carries no email address or phone number at all (attendees appear by name and title), so a
+brief handed to a model later would need no masking either.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from copilot.briefs.types import (
+    SECTION_TITLES,
+    SECTIONS,
+    AccountBrief,
+    Brief,
+    BriefItem,
+    CitationCheck,
+    Meeting,
+    Section,
+)
+from copilot.citations import cited_ids, ids_in_tool_results
+
+MAX_ACTIVITIES = 3
+MAX_PLAYBOOK_CHARS = 280
+_BULLET = re.compile(r"\s+[-*]\s+")
+
+
+@dataclass(frozen=True)
+class AccountReads:
+    """What was read for one account of a meeting (CRM answers and knowledge chunks, as returned)."""
+
+    account: Mapping[str, Any]
+    contacts: Sequence[Mapping[str, Any]]
+    opportunities: Sequence[Mapping[str, Any]]
+    activities: Sequence[Mapping[str, Any]]
+    playbooks: Mapping[str, Mapping[str, Any]]
+    """Stage → the chunk (``id``, ``title``, ``section``, ``snippet``) that advises on it."""
+
+
+def _text(value: Any) -> str:
+    # Square brackets are the citation form: free text (a subject "[External] …") keeps
+    # none, so only a brief's own citations are ever read as one.
+    return " ".join(str(value or "").split()).replace("[", "(").replace("]", ")")
+
+
+def _advice(snippet: Any) -> str:
+    """A playbook snippet as one line: its Markdown bullets joined with "; ", a cut-off end marked."""
+    parts = [p.strip() for p in _BULLET.split(" " + _text(snippet)) if p.strip()]
+    text = ""
+    for part in parts:
+        text += part if not text else (" " if text[-1] in ".!?;:" else "; ") + part
+    return text if not text or text[-1] in ".!?…" else text + " …"
+
+
+def _item(section: Section, text: str, *ids: str) -> BriefItem:
+    cites = tuple(dict.fromkeys(i for i in ids if i))
+    return BriefItem(section=section, text=f"{text} " + " ".join(f"[{i}]" for i in cites), cited=cites)
+
+
+def _amount(record: Mapping[str, Any]) -> str:
+    value = record.get("amount")
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return ""
+    number = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+    currency = record.get("currency")
+    return f"{currency} {number}" if isinstance(currency, str) and currency else number
+
+
+def account_items(reads: AccountReads) -> tuple[BriefItem, ...]:
+    """The facts of one account's section, in the order of :data:`SECTIONS`."""
+    account = reads.account
+    items: list[BriefItem] = []
+    details = ", ".join(_text(account.get(k)) for k in ("industry", "city") if account.get(k))
+    items.append(
+        _item("account", _text(account.get("name")) + (f" ({details})" if details else ""), account["id"])
+    )
+    for contact in reads.contacts:
+        title = _text(contact.get("title"))
+        items.append(
+            _item("attendee", _text(contact.get("name")) + (f", {title}" if title else ""), contact["id"])
+        )
+    for deal in reads.opportunities:
+        parts = [_text(deal.get("stage")), _amount(deal), f"closes {_text(deal.get('close_date'))[:10]}"]
+        items.append(
+            _item("deal", f"{_text(deal.get('name'))}: " + ", ".join(p for p in parts if p), deal["id"])
+        )
+    for activity in list(reads.activities)[:MAX_ACTIVITIES]:
+        when = _text(activity.get("occurred_at"))[:10]
+        items.append(
+            _item(
+                "activity",
+                f"{when} {_text(activity.get('type'))}: {_text(activity.get('subject'))}",
+                activity["id"],
+            )
+        )
+    for deal in reads.opportunities:
+        step = _text(deal.get("next_step"))
+        if step:
+            items.append(_item("next_step", f"{step} ({_text(deal.get('name'))})", deal["id"]))
+    for stage, chunk in reads.playbooks.items():
+        advice = _advice(chunk.get("snippet"))
+        if len(advice) > MAX_PLAYBOOK_CHARS:
+            advice = advice[: MAX_PLAYBOOK_CHARS - 1].rstrip() + "…"
+        items.append(_item("playbook", f"{stage}: {advice}", str(chunk["id"])))
+    return tuple(items)
+
+
+def render(meeting: Meeting, accounts: Sequence[AccountBrief], other_external: int) -> str:
+    """The brief as text: the meeting, then each account's sections (an empty one says so)."""
+    when = f"{meeting.start:%a %Y-%m-%d %H:%M}–{meeting.end:%H:%M} UTC"
+    lines = [
+        f"Meeting: {_text(meeting.subject) or '(no subject)'} — {when}{' (online)' if meeting.is_online else ''}"
+    ]
+    for account in accounts:
+        for section in SECTIONS:
+            facts = [i.text for i in account.items if i.section == section]
+            if section == "account":
+                lines.append(f"Account: {facts[0] if facts else account.name}")
+                continue
+            if not facts:
+                lines.append(f"  {SECTION_TITLES[section]}: none")
+                continue
+            lines.append(f"  {SECTION_TITLES[section]}:")
+            lines.extend(f"    - {fact}" for fact in facts)
+    if other_external:
+        noun = "attendee is" if other_external == 1 else "attendees are"
+        lines.append(f"  ({other_external} other external {noun} not a CRM contact you can see.)")
+    return "\n".join(lines)
+
+
+def check_citations(text: str, reads: Iterable[BaseMessage]) -> CitationCheck:
+    """The answers' citation check: which cited ids appeared in a read of this run."""
+    seen = ids_in_tool_results(reads)
+    cited = cited_ids(text)
+    return CitationCheck(
+        cited=tuple(i for i in cited if i in seen), unverified=tuple(i for i in cited if i not in seen)
+    )
+
+
+def compose_brief(
+    meeting: Meeting, accounts: Sequence[AccountReads], other_external: int, reads: Sequence[BaseMessage]
+) -> Brief:
+    """A brief for ``meeting`` from the reads of its accounts (at least one)."""
+    sections = tuple(
+        AccountBrief(
+            account_id=str(r.account["id"]), name=_text(r.account.get("name")), items=account_items(r)
+        )
+        for r in accounts
+    )
+    text = render(meeting, sections, other_external)
+    return Brief(
+        meeting_id=meeting.id,
+        subject=meeting.subject,
+        start=meeting.start,
+        end=meeting.end,
+        is_online=meeting.is_online,
+        accounts=sections,
+        other_external_attendees=other_external,
+        text=text,
+        citations=tuple(cited_ids(text)),
+        citation_check=check_citations(text, reads),
+    )
+
+
+def starts_within(meeting: Meeting, at: datetime, until: datetime) -> bool:
+    """Whether the meeting starts in ``[at, until)`` (what the timer posts a brief for)."""
+    return at <= meeting.start < until

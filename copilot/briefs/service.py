@@ -1,0 +1,135 @@
+"""The briefs the timer would post at a moment: one per meeting with a CRM contact the rep may see.
+
+The same function serves ``python -m copilot brief`` and (later) the Functions timer:
+read the rep's calendar with their delegated ``Calendars.Read`` token, keep the meetings
+starting within the lead time, match external attendees to CRM contacts with the rep's
+CRM read token, and compose each brief from the CRM's and the knowledge store's answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+
+from copilot.agent_tools.knowledge import compact
+from copilot.auth.tokens import TokenBroker
+from copilot.briefs.calendar import read_meetings
+from copilot.briefs.compose import AccountReads, compose_brief, starts_within
+from copilot.briefs.evidence import Evidence
+from copilot.briefs.matching import domain_of, external_attendees, visible_contacts
+from copilot.briefs.types import Brief, BriefRun, Meeting
+from copilot.context import crm_gateway
+from copilot.identity import RepIdentity
+from copilot.knowledge.acl import Reader
+from copilot.knowledge.store import search
+from copilot.settings import Settings
+
+DEFAULT_LEAD_MINUTES = 60
+MAX_LEAD_MINUTES = 7 * 24 * 60
+LAST_ACTIVITIES = 3
+
+
+class BriefTokens(TokenBroker, Protocol):
+    """A broker that also gives the Graph calendar token (``Calendars.Read``)."""
+
+    async def token_for(self, scopes: list[str]) -> str: ...
+
+
+async def _playbooks(
+    conn: AsyncConnection[DictRow], evidence: Evidence, reader: Reader, stages: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Per stage, the stage playbook's best chunk the rep may read (the answers' access filter)."""
+    found: dict[str, dict[str, Any]] = {}
+    for stage in dict.fromkeys(stages):
+        hits = await search(conn, reader, f"{stage} stage playbook next steps", limit=5)
+        chunks = [compact(h) for h in hits]
+        evidence.record("search_knowledge", {"items": chunks, "count": len(chunks)})
+        match = next((c for c in chunks if stage.lower() in str(c["title"]).lower()), None)
+        if match is not None:
+            found[stage] = match
+    return found
+
+
+async def _account_reads(
+    evidence: Evidence,
+    conn: AsyncConnection[DictRow],
+    reader: Reader,
+    account_id: str,
+    contacts: list[dict[str, Any]],
+) -> AccountReads:
+    account = await evidence.call("get_account", {"account_id": account_id})
+    deals = [
+        d async for d in evidence.items("list_opportunities", {"account_id": account_id, "open_only": True})
+    ]
+    activities = await evidence.call("list_activities", {"account_id": account_id, "limit": LAST_ACTIVITIES})
+    stages = [str(d["stage"]) for d in deals if d.get("stage")]
+    return AccountReads(
+        account=account,
+        contacts=contacts,
+        opportunities=deals,
+        activities=[a for a in activities.get("items") or [] if isinstance(a, dict)],
+        playbooks=await _playbooks(conn, evidence, reader, stages),
+    )
+
+
+async def _brief(
+    meeting: Meeting,
+    evidence: Evidence,
+    conn: AsyncConnection[DictRow],
+    reader: Reader,
+    own_domain: str,
+    directory: dict[str, dict[str, Any]],
+) -> Brief | None:
+    external = external_attendees(meeting, own_domain)
+    matched = [
+        directory[a.address.strip().lower()] for a in external if a.address.strip().lower() in directory
+    ]
+    if not matched:
+        return None
+    by_account: dict[str, list[dict[str, Any]]] = {}
+    for contact in matched:
+        by_account.setdefault(str(contact["account_id"]), []).append(contact)
+    accounts = [await _account_reads(evidence, conn, reader, a, c) for a, c in by_account.items()]
+    return compose_brief(meeting, accounts, len(external) - len(matched), evidence.messages)
+
+
+async def briefs_at(
+    settings: Settings,
+    identity: RepIdentity,
+    tokens: BriefTokens,
+    conn: AsyncConnection[DictRow],
+    *,
+    at: datetime,
+    lead_minutes: int = DEFAULT_LEAD_MINUTES,
+) -> BriefRun:
+    """The briefs for the rep's meetings starting in ``[at, at + lead_minutes)``.
+
+    No brief for a meeting without an external attendee who is a CRM contact the rep may
+    see; every fact comes from a read made as the rep (``conn`` serves the knowledge search).
+    """
+    until = at + timedelta(minutes=lead_minutes)
+    meetings = [m for m in await read_meetings(settings, tokens, at, until) if starts_within(m, at, until)]
+    own_domain = domain_of(identity.username)
+    reader = Reader.of(identity)
+    briefs: list[Brief] = []
+    async with AsyncExitStack() as stack:
+        evidence = Evidence(crm_gateway(stack, settings, tokens, write=False))
+        addresses = [a.address for m in meetings for a in external_attendees(m, own_domain)]
+        directory = await visible_contacts(evidence, addresses) if addresses else {}
+        for meeting in meetings:
+            brief = await _brief(meeting, evidence, conn, reader, own_domain, directory)
+            if brief is not None:
+                briefs.append(brief)
+    return BriefRun(
+        rep=identity.username or identity.name,
+        at=at,
+        lead_minutes=lead_minutes,
+        meetings_in_window=len(meetings),
+        briefs=tuple(briefs),
+        meetings_without_brief=len(meetings) - len(briefs),
+    )

@@ -1,0 +1,96 @@
+"""The typed vocabulary of meeting prep briefs (one definition, imported by every module)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+AttendeeType = Literal["required", "optional", "resource"]
+Section = Literal["account", "attendee", "deal", "activity", "next_step", "playbook"]
+SECTIONS: tuple[Section, ...] = ("account", "attendee", "deal", "activity", "next_step", "playbook")
+SECTION_TITLES: dict[Section, str] = {
+    "account": "Account",
+    "attendee": "Attendees",
+    "deal": "Open deals",
+    "activity": "Last activities",
+    "next_step": "Open next steps",
+    "playbook": "Playbook",
+}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Attendee(_Frozen):
+    """One attendee of a calendar event, as Graph gives it."""
+
+    name: str = ""
+    address: str
+    type: AttendeeType = "required"
+
+
+class Meeting(_Frozen):
+    """One event of the rep's calendar (Graph ``event``), times in UTC."""
+
+    id: str
+    subject: str
+    start: datetime
+    end: datetime
+    is_online: bool = False
+    organizer: Attendee | None = None
+    attendees: tuple[Attendee, ...] = ()
+
+
+class BriefItem(_Frozen):
+    """One fact of a brief: its text (with its ``[id]`` citations) and the ids it cites."""
+
+    section: Section
+    text: str
+    cited: tuple[str, ...] = Field(min_length=1)
+
+
+class AccountBrief(_Frozen):
+    """What a brief says about one account whose contacts attend the meeting."""
+
+    account_id: str
+    name: str
+    items: tuple[BriefItem, ...]
+
+
+class CitationCheck(_Frozen):
+    """The citation check answers pass: every cited id appeared in a read of this brief."""
+
+    cited: tuple[str, ...]
+    unverified: tuple[str, ...]
+
+
+class Brief(_Frozen):
+    """A meeting prep brief: the meeting, an account section per visible CRM account, the text."""
+
+    meeting_id: str
+    subject: str
+    start: datetime
+    end: datetime
+    is_online: bool
+    accounts: tuple[AccountBrief, ...]
+    other_external_attendees: int
+    """External attendees who are no CRM contact the rep may see (neither named nor counted by
+    account: a hidden account's contact is just one of these)."""
+    text: str
+    citations: tuple[str, ...]
+    citation_check: CitationCheck
+
+
+class BriefRun(_Frozen):
+    """What the timer would post at ``at``: the briefs of meetings starting within the lead time."""
+
+    rep: str
+    at: datetime
+    lead_minutes: int
+    meetings_in_window: int
+    briefs: tuple[Brief, ...]
+    meetings_without_brief: int
+    """Meetings in the window with no CRM contact the rep may see (internal ones, hidden accounts)."""
