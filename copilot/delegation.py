@@ -38,6 +38,7 @@ class Delegation:
     id: int
     tenant_id: str
     owner_aad_id: str
+    owner_name: str
     delegate_aad_id: str
     delegate_name: str
     starts_at: dt.datetime
@@ -86,11 +87,12 @@ async def grant(
         )
         await cur.execute(
             """
-            INSERT INTO approval_delegations (tenant_id, owner_aad_id, delegate_aad_id, delegate_name, ends_at)
-            VALUES (%s, %s, %s, %s, %s)
-            RETURNING id, tenant_id, owner_aad_id, delegate_aad_id, delegate_name, starts_at, ends_at
+            INSERT INTO approval_delegations
+                (tenant_id, owner_aad_id, owner_name, delegate_aad_id, delegate_name, ends_at)
+            VALUES (%s, %s, %s, %s, %s, %s)
+            RETURNING id, tenant_id, owner_aad_id, owner_name, delegate_aad_id, delegate_name, starts_at, ends_at
             """,
-            (owner.tenant_id, owner.aad_object_id, delegate.aad_object_id, delegate.name, until),
+            (owner.tenant_id, owner.aad_object_id, owner.name, delegate.aad_object_id, delegate.name, until),
         )
         row = await cur.fetchone()
     assert row is not None
@@ -124,7 +126,7 @@ async def _select(conn: AsyncConnection[Any], column: str, who: RepIdentity) -> 
     assert column in ("owner_aad_id", "delegate_aad_id")
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
-            "SELECT id, tenant_id, owner_aad_id, delegate_aad_id, delegate_name, starts_at, ends_at"
+            "SELECT id, tenant_id, owner_aad_id, owner_name, delegate_aad_id, delegate_name, starts_at, ends_at"
             f" FROM approval_delegations WHERE tenant_id = %s AND {column} = %s AND {_LIVE}"
             " ORDER BY ends_at, id",
             (who.tenant_id, who.aad_object_id),

@@ -59,6 +59,12 @@ class MailboxUnavailable(CopilotError):
     code = "mailbox_unavailable"
 
 
+class DirectoryUnavailable(CopilotError):
+    """The organisation's directory (Microsoft Graph users) cannot be reached; nothing changed."""
+
+    code = "directory_unavailable"
+
+
 class InvalidDecision(CopilotError):
     """A decision on a proposal is malformed, stale or not the caller's to make; nothing ran."""
 

@@ -25,6 +25,7 @@ from sandbox.drive import drive_routes
 from sandbox.identity.provider import identity_routes
 from sandbox.knobs import Knobs, KnobState
 from sandbox.mailbox import mailbox_routes
+from sandbox.people import people_routes
 from sandbox.mcp_auth import READ_SCOPE, WRITE_SCOPE, McpAuthGate
 from sandbox.mcp_server import build_mcp_server
 
@@ -159,6 +160,7 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
         Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]),
         *identity_routes(settings),
         *mailbox_routes(settings),
+        *people_routes(settings),
         *drive_routes(settings),
         *_admin_routes(settings, state),
     ]

@@ -42,7 +42,7 @@ USER_TOKEN_SCOPE = "access_as_user"
 RESERVED_SCOPES = frozenset({"openid", "profile", "offline_access", "email"})
 MULTI_TENANT_ALIASES = frozenset({"common", "organizations"})
 CRM_SCOPES = ("crm.read", "crm.write")
-GRAPH_SCOPES = ("Mail.ReadWrite", "Sites.Read.All")
+GRAPH_SCOPES = ("Mail.ReadWrite", "Sites.Read.All", "User.ReadBasic.All")
 
 
 class OAuthError(Exception):

@@ -7,6 +7,7 @@ CREATE TABLE approval_delegations (
     id               bigserial PRIMARY KEY,
     tenant_id        text NOT NULL,
     owner_aad_id     text NOT NULL,
+    owner_name       text NOT NULL DEFAULT '',
     delegate_aad_id  text NOT NULL,
     delegate_name    text NOT NULL DEFAULT '',
     starts_at        timestamptz NOT NULL DEFAULT now(),
