@@ -25,9 +25,9 @@ from sandbox.drive import drive_routes
 from sandbox.identity.provider import identity_routes
 from sandbox.knobs import Knobs, KnobState
 from sandbox.mailbox import mailbox_routes
-from sandbox.people import people_routes
 from sandbox.mcp_auth import READ_SCOPE, WRITE_SCOPE, McpAuthGate
 from sandbox.mcp_server import build_mcp_server
+from sandbox.people import people_routes
 
 
 @dataclass
