@@ -49,8 +49,11 @@ lint: setup
 typecheck: setup
 	$(PY) -m mypy
 
+# One pytest worker per core (pytest-xdist); each test file runs whole on one worker, so a
+# module's services (its Playground, its database) start once. PYTEST_WORKERS=0 runs serially.
+PYTEST_WORKERS ?= auto
 test: setup lint typecheck
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 # The inner loop: the unit tests only (no services; well under a minute).
 unit: setup

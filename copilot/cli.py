@@ -132,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     analytics.add_argument("--tenant", help="only this tenant's decisions")
     analytics.add_argument("--json", action="store_true", help="a JSON document instead of the tables")
+    _data_arguments(commands)
     knowledge = commands.add_parser("knowledge", help="playbooks and product documents for retrieval")
     knowledge_commands = knowledge.add_subparsers(dest="knowledge_command", required=True)
     k_ingest = knowledge_commands.add_parser(
@@ -160,6 +161,54 @@ def _parser() -> argparse.ArgumentParser:
     k_remove.add_argument("--tenant", required=True)
     k_remove.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
+
+
+def _data_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``data export|delete`` (a rep's data on request) and ``retention status|run``."""
+    data = commands.add_parser("data", help="a rep's stored data on request: export or delete")
+    data_commands = data.add_subparsers(dest="data_command", required=True)
+    for name, help_text in (
+        ("export", "write everything stored about a rep as JSON"),
+        ("delete", "delete it"),
+    ):
+        sub = data_commands.add_parser(name, help=help_text)
+        sub.add_argument("--rep", required=True, help="the rep's AAD object id")
+        sub.add_argument("--tenant", help="only this tenant's rows (default: every tenant)")
+        sub.add_argument("--json", action="store_true")
+        if name == "export":
+            sub.add_argument("--out", help="file to write the export to (default, or '-': stdout)")
+        else:
+            sub.add_argument(
+                "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
+            )
+            sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    retention = commands.add_parser("retention", help="expire idle threads, prune checkpoints and tokens")
+    retention_commands = retention.add_subparsers(dest="retention_command", required=True)
+    for name, help_text in (
+        ("status", "what the policy keeps and removes now"),
+        ("run", "remove exactly that"),
+    ):
+        sub = retention_commands.add_parser(name, help=help_text)
+        sub.add_argument(
+            "--days", type=int, help="idle days before a thread expires (default COPILOT_RETENTION_DAYS)"
+        )
+        sub.add_argument("--json", action="store_true")
+
+
+async def _data(settings: Settings, args: argparse.Namespace) -> int:
+    from copilot import cli_data
+
+    if args.command == "retention":
+        return await cli_data.retention(
+            settings, command=args.retention_command, days=args.days, as_json=args.json
+        )
+    if args.data_command == "export":
+        return await cli_data.data_export(
+            settings, rep=args.rep, tenant=args.tenant, out=args.out, as_json=args.json
+        )
+    return await cli_data.data_delete(
+        settings, rep=args.rep, tenant=args.tenant, dry_run=args.dry_run, yes=args.yes, as_json=args.json
+    )
 
 
 def _date(text: str) -> dt.date:
@@ -334,6 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.command == "knowledge":
             return asyncio.run(_knowledge(settings, args))
+        if args.command in ("data", "retention"):
+            return asyncio.run(_data(settings, args))
         if args.command == "eval":
             from evals.command import main as evaluate
 

@@ -79,6 +79,8 @@ class Settings(BaseSettings):
     """Anchor the committed head every N appends (per process); 0 = only ``audit verify``/``anchor``."""
     undo_window_hours: float = Field(default=24.0, ge=0, le=24 * 90, alias="COPILOT_UNDO_WINDOW_HOURS")
     """How long after a write its rep may still undo it (``undo_write``); 0 = no undo."""
+    retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1, alias="COPILOT_RETENTION_DAYS")
+    """Days a thread may stay idle before ``retention run`` (and the bot's daily timer) deletes it."""
 
     # --- model -------------------------------------------------------------------------
     copilot_model: str = Field(default=OFFLINE_MODEL, alias="COPILOT_MODEL")

@@ -1,6 +1,7 @@
-"""Daily retention (03:30 UTC): expire idle threads, prune old checkpoint versions, and
-forget the webhook deliveries this app de-duplicates against (``inbound_activities``) and
-messages whose rep never signed in (``pending_messages``).
+"""Daily retention (03:30 UTC): expire idle threads, prune old checkpoint versions and expired
+SSO tokens (``python -m copilot retention run`` does the same on demand), and forget the
+webhook deliveries this app de-duplicates against (``inbound_activities``) and messages
+whose rep never signed in (``pending_messages``).
 
 Cold start: ``function_app`` imports every blueprint when the app is indexed, the HTTP
 trigger's included, so this module imports only ``azure.functions`` at load time; the

@@ -34,7 +34,16 @@ class PlanContext:
 
     def help(self) -> Step:
         """What the copilot can do with the tools bound here (a few examples when the question was not read)."""
-        return answer((c.unread_text if self.req.unread else c.help_text)(self.tools.has))
+        if self.req.unread:
+            return answer(c.unread_text(self.tools.has))
+        text = c.help_text(self.tools.has)
+        # Write tools no role serves are named by their own titles (asked for the same way).
+        titles = [
+            tool.title[:1].lower() + tool.title[1:]
+            for name in self.tools.without_role()
+            if (tool := self.tools.tools[name]).title and not tool.read_only
+        ]
+        return answer(text + "".join(f"\n- {title}, for your approval" for title in titles))
 
     def require(self, role: Role, what: str) -> Step | None:
         """A plain "I can't" when no bound tool serves ``role``; ``None`` when one does."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from offline_model import knowledge, reads, undo, writes
+from offline_model import generic_write, knowledge, reads, undo, writes
 from offline_model.context import PlanContext
-from offline_model.intents import Intent
+from offline_model.intents import WRITE_INTENTS, Intent
 from offline_model.lookup import check_typed_ids
 from offline_model.roles import Kind
 from offline_model.steps import Step
@@ -22,6 +22,11 @@ from offline_model.steps import Step
 def plan(ctx: PlanContext) -> Step:
     """The next step: tool calls to make now, or the final answer."""
     intents = ctx.req.intents
+    if not any(i in WRITE_INTENTS for i in intents):
+        # A write tool added after the roles were written: asked for by its title.
+        requested = generic_write.requested_tool(ctx)
+        if requested is not None:
+            return generic_write.propose(ctx, requested)
     if _documents_only(ctx, intents[0]):
         return knowledge.documents_answer(ctx)
     if intents == ["help"]:

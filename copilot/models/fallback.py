@@ -15,7 +15,7 @@ from langchain.agents.middleware import ModelFallbackMiddleware, ModelRequest, M
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.outputs import ChatGeneration, ChatResult
 
 from copilot.tracing import model_labels, trace_event
 
@@ -58,7 +58,7 @@ class FallbackChatModel(BaseChatModel):
 
     @property
     def _llm_type(self) -> str:
-        return "fallback:" + ",".join(m._llm_type for m in self.models)
+        return "fallback:" + ",".join(model_labels(self.models))
 
     def _generate(
         self,
@@ -67,12 +67,14 @@ class FallbackChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        # Each model is called through its public ``invoke`` (its own callbacks come from
+        # the run's context, as for any runnable called inside a run).
         last: Exception | None = None
         for model in self.models:
             try:
-                return model._generate(messages, stop=stop, **kwargs)
+                return _result(model.invoke(messages, stop=stop, **kwargs))
             except Exception as exc:  # noqa: BLE001 - any provider failure is what fallback is for
-                logger.warning("model %s failed, trying the next: %s", model._llm_type, exc)
+                logger.warning("model %s failed, trying the next: %s", _label(model), exc)
                 last = exc
         assert last is not None
         raise last
@@ -89,12 +91,21 @@ class FallbackChatModel(BaseChatModel):
             if last is not None:
                 _fell_back(self.models[position - 1], last, model, "summary")
             try:
-                return await model._agenerate(messages, stop=stop, **kwargs)
+                return _result(await model.ainvoke(messages, stop=stop, **kwargs))
             except Exception as exc:  # noqa: BLE001 - any provider failure is what fallback is for
-                logger.warning("model %s failed, trying the next: %s", model._llm_type, exc)
+                logger.warning("model %s failed, trying the next: %s", _label(model), exc)
                 last = exc
         assert last is not None
         raise last
+
+
+def _label(model: BaseChatModel) -> str:
+    [label] = model_labels([model])
+    return label
+
+
+def _result(message: BaseMessage) -> ChatResult:
+    return ChatResult(generations=[ChatGeneration(message=message)])
 
 
 def with_fallbacks(model: BaseChatModel, fallbacks: Sequence[BaseChatModel]) -> BaseChatModel:

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -86,10 +86,18 @@ def _echo(details: dict[str, Any]) -> dict[str, Any]:
 
 
 def _model_label(model: Any) -> str:
-    params: Mapping[str, Any] = model._get_ls_params() if isinstance(model, BaseChatModel) else {}
-    name = params.get("ls_model_name") or getattr(model, "model_name", None) or getattr(model, "model", None)
-    provider = params.get("ls_provider") or getattr(model, "_llm_type", type(model).__name__)
-    return f"{provider}:{name}" if name else str(provider)
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    return f"{_provider(model)}:{name}" if isinstance(name, str) and name else _provider(model)
+
+
+def _provider(model: Any) -> str:
+    """``openai``, ``azure_openai``…: the last part of a LangChain integration's serialisation
+    namespace (``["langchain", "chat_models", "openai"]``); any other model by its class."""
+    if isinstance(model, BaseChatModel):
+        namespace = model.get_lc_namespace()
+        if len(namespace) > 1 and namespace[0] == "langchain":
+            return namespace[-1]
+    return type(model).__name__.lower()
 
 
 def model_labels(models: Sequence[Any]) -> list[str]:

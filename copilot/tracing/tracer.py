@@ -48,17 +48,32 @@ class CopilotTracer(LangChainTracer):
             copy.shared = self.shared
         return copy
 
-    def _start_trace(self, run: Run) -> None:
-        super()._start_trace(run)
-        call_id = run.extra.get("tool_call_id") if run.run_type == "tool" else None
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: UUID,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Run:
+        # The tool call id goes into the run's metadata before the run is posted, so the
+        # run can be found (and given feedback) by the call it executed.
+        call_id = kwargs.get("tool_call_id")
         if isinstance(call_id, str):
-            run.extra.setdefault("metadata", {})["tool_call_id"] = call_id
+            metadata = {**(metadata or {}), "tool_call_id": call_id}
+        run = super().on_tool_start(serialized, input_str, run_id=run_id, metadata=metadata, **kwargs)
+        if isinstance(call_id, str):
             self.shared.tool_runs[call_id] = TracedRun(run.id, run.trace_id)
+        return run
 
-    def _on_chain_end(self, run: Run) -> None:
+    def on_chain_end(
+        self, outputs: dict[str, Any], *, run_id: UUID, inputs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> Run:
+        run = super().on_chain_end(outputs, run_id=run_id, inputs=inputs, **kwargs)
         if self.shared.root_id is not None and run.parent_run_id == self.shared.root_id:
             self.shared.root_outputs = run.outputs
-        super()._on_chain_end(run)
+        return run
 
     def tool_run(self, tool_call_id: str) -> TracedRun | None:
         """The run that executed ``tool_call_id`` in this copilot run, if it was traced."""

@@ -223,7 +223,7 @@ class PlaygroundDriver:
         seconds to wait for the reply (default: the driver's timeout + 30 s).
         """
         if wait is None:
-            wait = float(args.get("timeout", 30_000)) / 1000 + 30
+            wait = float(args.get("timeout", 60_000)) / 1000 + 30
         self._next_id += 1
         request = {"id": self._next_id, "cmd": cmd, **args}
         self.steps.append(json.dumps(request, ensure_ascii=False))

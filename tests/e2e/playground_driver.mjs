@@ -27,7 +27,7 @@ const CHROMIUM_ARGS = [
   '--disable-sync',
   '--disable-dev-shm-usage',
 ];
-const DEFAULT_TIMEOUT = 30_000;
+const DEFAULT_TIMEOUT = 60_000; // generous: the suite runs on two busy cores (pytest -n 2)
 
 let browser = null;
 let page = null;

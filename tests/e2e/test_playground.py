@@ -34,7 +34,7 @@ from tests.integration.test_bot_identity import ingest_west_guide
 from tests.support.copilot_env import copilot_settings
 from tests.support.sandbox_process import free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
@@ -80,7 +80,7 @@ def handled_by_bot(stack: Stack) -> int:
     return len(ACCESS_LOG.findall(stack.bot.log.read_text(errors="replace")))
 
 
-def wait_handled(stack: Stack, count: int, timeout: float = 30) -> None:
+def wait_handled(stack: Stack, count: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while handled_by_bot(stack) < count:
         assert time.monotonic() < deadline, f"the bot handled {handled_by_bot(stack)} of {count} activities"

@@ -25,7 +25,7 @@ from copilot.persistence import threads
 from copilot.persistence.checkpoint import make_saver_and_store, setup_langgraph
 from copilot.persistence.migrations import migrate
 from copilot.persistence.pool import open_pool
-from copilot.persistence.retention import apply_retention
+from copilot.persistence.retention import apply_retention, plan_retention
 from copilot.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -190,8 +190,12 @@ async def test_retention_skips_delta_channel_threads_and_still_expires_them(app_
     assert delta_before > 2
 
     async with app_pool.connection() as conn:
+        plan = await plan_retention(conn, saver, older_than=timedelta(days=30))
         report = await apply_retention(conn, saver, older_than=timedelta(days=30))
 
+    assert [t.thread_id for t in plan.skipped_threads] == [delta], (
+        "status says the delta thread is kept whole"
+    )
     assert report.expired_threads == [idle_delta]
     assert report.skipped_threads == [delta]
     assert report.pruned_threads == [plain]

@@ -158,6 +158,50 @@ def foreign_rewrites(source: str, where: str) -> list[str]:
     return found
 
 
+def _guarded_private_members() -> frozenset[str]:
+    """Underscore members of the guarded packages' classes the product works with: read off
+    another object (``model._generate(...)``, ``model._get_ls_params()``), they are private."""
+    from botbuilder.core import ActivityHandler, TurnContext
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.runnables import Runnable
+    from langchain_core.tools import BaseTool
+    from langchain_core.tracers.langchain import LangChainTracer
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.store.base import BaseStore
+    from mcp import ClientSession
+
+    classes = (
+        ActivityHandler,
+        TurnContext,
+        AgentMiddleware,
+        BaseChatModel,
+        Runnable,
+        BaseTool,
+        LangChainTracer,
+        BaseCheckpointSaver,
+        BaseStore,
+        ClientSession,
+    )
+    return frozenset(name for cls in classes for name in dir(cls) if _private(name))
+
+
+def private_member_uses(source: str, where: str, members: frozenset[str]) -> list[str]:
+    """``x._member`` where ``_member`` belongs to a guarded class and ``x`` is not ``self``,
+    ``cls`` or ``super()`` (an override calling its own base is the classes' extension API)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Attribute) and _private(node.attr) and node.attr in members):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id in {"self", "cls"}:
+            continue
+        if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+            continue
+        found.append(f"{where}:{node.lineno} reads {ast.unparse(node)}")
+    return found
+
+
 def _read(path: Path) -> tuple[str, str]:
     return path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
 
@@ -173,6 +217,40 @@ def test_no_product_module_uses_a_private_module_or_name_of_langchain_langgraph_
     offending = [line for path in product_modules() for line in private_uses(*_read(path))]
 
     assert offending == [], "\n".join(offending)
+
+
+def test_no_product_module_reads_a_private_member_of_a_langchain_langgraph_mcp_or_botbuilder_object():
+    members = _guarded_private_members()
+    offending = [line for path in product_modules() for line in private_member_uses(*_read(path), members)]
+
+    assert offending == [], "\n".join(offending)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(model):\n    return model._generate([])",
+        "async def f(model):\n    return await model._agenerate([])",
+        "def f(model):\n    return model._get_ls_params()",
+        "def f(models):\n    return [m._llm_type for m in models]",
+        "def f(tracer, run):\n    tracer._start_trace(run)",
+        "def f(self):\n    return self.model._generate([])",
+    ],
+)
+def test_a_private_member_read_off_another_object_is_found(source: str):
+    assert private_member_uses(source, "seeded.py", _guarded_private_members()) != []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "class M:\n    def _generate(self, m):\n        return super()._generate(m)",
+        "class M:\n    def f(self):\n        return self._llm_type",
+        "def f(handle):\n    return handle._begun",
+    ],
+)
+def test_overrides_calling_their_base_and_our_own_private_state_are_left_alone(source: str):
+    assert private_member_uses(source, "ok.py", _guarded_private_members()) == []
 
 
 def test_no_product_module_reassigns_the_globals_of_a_module_it_did_not_write():

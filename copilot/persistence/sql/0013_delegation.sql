@@ -22,7 +22,7 @@ CREATE INDEX approval_delegations_delegate_idx
 CREATE INDEX approval_delegations_owner_idx
     ON approval_delegations (tenant_id, owner_aad_id, ends_at) WHERE revoked_at IS NULL;
 
-GRANT SELECT, INSERT, UPDATE ON approval_delegations TO copilot_app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON approval_delegations TO copilot_app;
 GRANT USAGE, SELECT ON SEQUENCE approval_delegations_id_seq TO copilot_app;
 
 -- Who decided a write, beside whose write it is (rep_aad_id, the thread's owner): the
