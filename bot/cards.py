@@ -30,6 +30,7 @@ from urllib.parse import quote
 from annotated_types import Ge, Le, MaxLen
 
 from bot.dates import DEFAULT_LOCALE, as_date, format_age, format_when
+from copilot.delegation import Delegation
 from copilot.proposals import args_digest
 from copilot.writes import WRITE_TOOL_SCHEMAS, write_tool, write_tools
 from copilot.writes import title as write_title
@@ -813,6 +814,8 @@ class WaitingProposal:
     thread_id: str
     proposal: Proposal
     proposed_at: dt.datetime
+    on_behalf_of: str = ""
+    """The colleague whose proposal this is, when the rep decides it as their delegate."""
 
 
 APPROVALS_SHOWN = 20
@@ -868,6 +871,8 @@ def approvals_card(
             items.append(_text(target, spacing="None"))
         if pairs:
             items.append(_facts(pairs))
+        if row.on_behalf_of:
+            items.append(_text(f"For {row.on_behalf_of} (you are their delegate)", size="Small"))
         items.append(
             _text(f"Proposed {format_age(row.proposed_at, now, locale)}", size="Small", isSubtle=True)
         )
@@ -1053,3 +1058,85 @@ def notice_card(title: str, text: str, *, correlation_id: str | None = None) -> 
             )
         )
     return _card(body, fallback=f"{title}: {text}")
+
+
+# --- approval delegation ---------------------------------------------------------------------
+
+REVOKE_DELEGATION_KIND = "revoke_delegation"
+"""``data.copilot`` of a delegation card's Revoke button: end that grant now."""
+
+
+def revoke_delegation_data(delegation_id: int) -> dict[str, Any]:
+    """The ``data`` of a Revoke button: the grant's id (the bot revokes only the clicker's own)."""
+    return {"copilot": REVOKE_DELEGATION_KIND, "v": SUBMIT_VERSION, "delegation_id": delegation_id}
+
+
+def _last_day(ends_at: dt.datetime) -> dt.date:
+    # A grant "until Dec 24" ends at the start of Dec 25 (UTC): the card names Dec 24.
+    return (ends_at.astimezone(dt.UTC) - dt.timedelta(microseconds=1)).date()
+
+
+def delegations_card(
+    granted: list[Delegation],
+    held: list[Delegation],
+    *,
+    locale: str | None = DEFAULT_LOCALE,
+    notice: str | None = None,
+) -> Card:
+    """Who may approve for the rep (each with a Revoke button) and whose proposals the rep may
+    decide, with ``notice`` on top (e.g. the grant just made, or what was revoked) (pure)."""
+    title = notice or (
+        "You have delegated your approvals" if granted else "You have not delegated your approvals"
+    )
+    body: list[Card] = [
+        _header(
+            "Delegated approvals",
+            title,
+            "A delegate approves or rejects your CRM changes as proposed, with their own CRM "
+            "permissions, and sees nothing else of your conversations.",
+        )
+    ]
+    for grant in granted:
+        body.append(
+            {
+                "type": "Container",
+                "id": f"delegation-{grant.id}",
+                "separator": True,
+                "spacing": "Medium",
+                "items": [
+                    _text(f"**{grant.delegate_name or 'A colleague'}** may decide your proposals", wrap=True),
+                    _text(
+                        f"Until {format_when(_last_day(grant.ends_at), locale)}", size="Small", isSubtle=True
+                    ),
+                    {
+                        "type": "ActionSet",
+                        "actions": [
+                            {
+                                "type": "Action.Submit",
+                                "title": "Revoke",
+                                "data": revoke_delegation_data(grant.id),
+                            }
+                        ],
+                    },
+                ],
+            }
+        )
+    for grant in held:
+        body.append(
+            _text(
+                f"You may decide **{grant.owner_name or 'a colleague'}**'s proposals until "
+                f"{format_when(_last_day(grant.ends_at), locale)}: say **{APPROVALS_COMMANDS[0]}**.",
+                separator=True,
+                spacing="Medium",
+            )
+        )
+    if not granted:
+        body.append(
+            _text(
+                'To delegate, say for example "delegate approvals to megan@contoso.example until '
+                'Dec 24"; "revoke delegation" ends it early.',
+                isSubtle=True,
+                spacing="Medium",
+            )
+        )
+    return _card(body, fallback=f"Delegated approvals: {title}.")

@@ -122,10 +122,13 @@ async def card_copy(
     return None if row is None else _copy(row)
 
 
-async def undecided_cards(pool: Pool, identity: RepIdentity, *, limit: int = 200) -> list[CardCopy]:
-    """Approval cards not yet decided on threads this rep owns (never delegated ones),
-    newest first: the candidates for "my approvals" (the thread's state says which of
-    them still wait)."""
+async def undecided_cards(
+    pool: Pool, identity: RepIdentity, *, limit: int = 200, owner_aad_id: str | None = None
+) -> list[CardCopy]:
+    """Approval cards not yet decided on threads this rep owns (never shared ones), or with
+    ``owner_aad_id`` on those of that colleague of the rep's tenant (whose approvals the rep
+    holds), newest first: the candidates for "my approvals" (the thread's state, read
+    through the runner's decision check, says which of them still wait and may be decided)."""
     async with pool.connection() as conn:
         cur = await conn.execute(
             """
@@ -135,7 +138,7 @@ async def undecided_cards(pool: Pool, identity: RepIdentity, *, limit: int = 200
              ORDER BY c.created_at DESC
              LIMIT %s
             """,
-            (identity.tenant_id, identity.aad_object_id, limit),
+            (identity.tenant_id, owner_aad_id or identity.aad_object_id, limit),
         )
         rows = await cur.fetchall()
     return [_copy(row) for row in rows]

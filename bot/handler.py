@@ -30,7 +30,7 @@ from botbuilder.schema import (
 from botframework.connector.models import ErrorResponseException
 from botframework.connector.token_api.models import TokenExchangeResource
 
-from bot import cards, conversations, feedback
+from bot import cards, conversations, delegations, feedback
 from bot.ai_entities import (
     FEEDBACK_CHANNEL_DATA,
     answer_style,
@@ -39,6 +39,7 @@ from bot.ai_entities import (
     number_citations,
 )
 from bot.card_submit import CardSubmission, InvalidSubmission, parse_submission, to_decision, undo_audit_id
+from bot.delegation_commands import parse_delegation_command
 from bot.json_entity import JsonEntity
 from bot.progress import TurnProgress
 from bot.rep_tokens import RepTokens, SignedInRep, SsoRepTokens
@@ -101,6 +102,14 @@ class CopilotBot(TeamsActivityHandler):
             return
         if isinstance(value, dict) and value.get("copilot") == cards.OPEN_KIND:
             await self._on_open(turn_context, value)
+            return
+        if isinstance(value, dict) and value.get("copilot") == cards.REVOKE_DELEGATION_KIND:
+            if (rep := await self._rep(turn_context)) is not None:
+                locale = turn_context.activity.locale
+                await _reply(
+                    turn_context,
+                    await delegations.revoke_from_card(self.service.pool, rep, value, locale=locale),
+                )
             return
         if isinstance(value, dict) and value.get("copilot") == cards.UNDO_KIND:
             # An approved card's Undo button: a turn that proposes the undo (its approval
@@ -294,6 +303,14 @@ class CopilotBot(TeamsActivityHandler):
         if text.lower() in cards.STATS_COMMANDS:
             await self._show_stats(turn_context, rep)
             return
+        locale = turn_context.activity.locale
+        command = parse_delegation_command(text, today=delegations.today(), locale=locale)
+        if command is not None:
+            settings, pool = self.service.settings, self.service.pool
+            await _reply(
+                turn_context, await delegations.answer_command(settings, pool, rep, command, locale=locale)
+            )
+            return
         thread_id = await conversations.thread_for(self.service.pool, conversation_id, rep.identity)
         progress = TurnProgress(turn_context)
         await progress.start()
@@ -412,10 +429,14 @@ class CopilotBot(TeamsActivityHandler):
         The bot's card records name the candidates; each thread's checkpoint (read through
         the runner, which checks the thread is the rep's) says which of them still wait.
         """
-        copies = await conversations.undecided_cards(self.service.pool, rep.identity)
-        by_thread: dict[str, list[conversations.CardCopy]] = {}
-        for copy in copies:
-            by_thread.setdefault(copy.thread_id, []).append(copy)
+        copies = [(c, "") for c in await conversations.undecided_cards(self.service.pool, rep.identity)]
+        # And those of colleagues whose approvals the rep holds (the runner re-checks each).
+        for owner, name in (await delegations.delegated_owners(self.service.pool, rep)).items():
+            theirs = await conversations.undecided_cards(self.service.pool, rep.identity, owner_aad_id=owner)
+            copies += [(c, name or "a colleague") for c in theirs]
+        by_thread: dict[str, list[tuple[conversations.CardCopy, str]]] = {}
+        for copy, whose in copies:
+            by_thread.setdefault(copy.thread_id, []).append((copy, whose))
         waiting: list[cards.WaitingProposal] = []
         for thread_id, rows in by_thread.items():
             try:
@@ -425,8 +446,8 @@ class CopilotBot(TeamsActivityHandler):
             except (ThreadAccessDenied, ThreadNotFound):
                 continue
             waiting += [
-                cards.WaitingProposal(thread_id, pending[row.tool_call_id], row.created_at)
-                for row in rows
+                cards.WaitingProposal(thread_id, pending[row.tool_call_id], row.created_at, whose)
+                for row, whose in rows
                 if row.tool_call_id in pending
             ]
         card = cards.approvals_card(waiting, now=dt.datetime.now(dt.UTC), locale=turn_context.activity.locale)
@@ -449,9 +470,8 @@ class CopilotBot(TeamsActivityHandler):
         if rep is None:
             return
         thread_id, tool_call_id = str(value.get("thread_id") or ""), str(value.get("tool_call_id") or "")
-        previous = await conversations.card_copy(
-            self.service.pool, thread_id, tool_call_id, owner=rep.identity
-        )
+        # Whose it is (the owner, or an approval delegate) is the runner's check, below.
+        previous = await conversations.card_copy(self.service.pool, thread_id, tool_call_id)
         if previous is None:
             await turn_context.send_activity(NOT_YOURS)
             return
@@ -487,7 +507,7 @@ class CopilotBot(TeamsActivityHandler):
         thread_id, tool_call_id = str(value.get("thread_id") or ""), str(value.get("tool_call_id") or "")
         views: dict[str, cards.CardView] = {v: v for v in get_args(cards.CardView)}
         view = views.get(str(value.get("view")))
-        copy = await conversations.card_copy(self.service.pool, thread_id, tool_call_id, owner=rep.identity)
+        copy = await conversations.card_copy(self.service.pool, thread_id, tool_call_id)
         if copy is None or view is None:
             await turn_context.send_activity(NOT_YOURS)
             return
@@ -669,6 +689,14 @@ class CopilotBot(TeamsActivityHandler):
             await self._replace_card(turn_context, None, clicked, card)
         if newest is not None and newest.activity_id != clicked:
             await self._replace_card(turn_context, newest.conversation_id, newest.activity_id, card)
+
+
+async def _reply(turn_context: TurnContext, reply: delegations.Reply) -> None:
+    """Post a card, or a line of text."""
+    if isinstance(reply, str):
+        await turn_context.send_activity(reply)
+    else:
+        await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(reply)))
 
 
 def _tenant_id(activity: Activity) -> str | None:

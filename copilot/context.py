@@ -39,6 +39,15 @@ class AgentContext:
     crm_write: CrmGateway = field(repr=False)
     """The run's write session (``crm.write`` token), opened on first use: only the write
     guard's executors, after an approval, ever use it."""
+    acting_for: RepIdentity | None = None
+    """The rep whose proposals this run decides when ``identity`` decides them through an
+    approval delegation (``copilot/delegation.py``); None when the rep acts for themself.
+    Tokens and sessions stay ``identity``'s own: the CRM sees the delegate."""
+
+    @property
+    def owner(self) -> RepIdentity:
+        """Whose thread and writes these are: the rep acted for, else the rep acting."""
+        return self.acting_for or self.identity
 
 
 def _token_opener(settings: Settings) -> TokenOpener:
@@ -99,9 +108,11 @@ async def run_context(
     tokens: TokenBroker,
     pool: AsyncConnectionPool[AsyncConnection[DictRow]],
     sessions: CrmSessionPool | None = None,
+    acting_for: RepIdentity | None = None,
 ) -> AgentContext:
     """The context of one run; its sessions are closed (or given back to ``sessions``, the
-    process's kept ones) when ``stack`` closes."""
+    process's kept ones) when ``stack`` closes. ``acting_for``: see
+    :attr:`AgentContext.acting_for`."""
     return AgentContext(
         settings=settings,
         identity=identity,
@@ -110,4 +121,5 @@ async def run_context(
         pool=pool,
         crm=crm_gateway(stack, settings, tokens, write=False, sessions=sessions),
         crm_write=crm_gateway(stack, settings, tokens, write=True, sessions=sessions),
+        acting_for=acting_for,
     )

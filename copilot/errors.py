@@ -65,6 +65,12 @@ class CalendarUnavailable(CopilotError):
     code = "calendar_unavailable"
 
 
+class DirectoryUnavailable(CopilotError):
+    """The organisation's directory (Microsoft Graph users) cannot be reached; nothing changed."""
+
+    code = "directory_unavailable"
+
+
 class InvalidDecision(CopilotError):
     """A decision on a proposal is malformed, stale or not the caller's to make; nothing ran."""
 

@@ -75,6 +75,17 @@ logger = logging.getLogger(__name__)
 
 MODEL_NODE = "model"
 """The node of LangChain's agent graph that calls the model (middleware hooks are nodes of their own)."""
+TOOLS_NODE = "tools"
+"""The node of LangChain's agent graph that runs the model's tool calls (approved writes too)."""
+
+DELEGATE_MAY_NOT_EDIT = (
+    "You decide these proposals for a colleague: you can approve or reject one as it was "
+    "proposed, not edit it. Nothing was changed."
+)
+DELEGATE_CRM_ONLY = (
+    "Only the rep who asked can approve {tool}: it acts on their own mailbox or settings. "
+    "Nothing was changed."
+)
 
 _ONE_RUN_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 20261203))"
 THREAD_BUSY_SECONDS = 60.0
@@ -387,13 +398,18 @@ class CopilotService:
         """
         if not callable(decisions):
             decisions = parse_decisions(decisions)
-        await self._own_thread(identity, thread_id)
-        async with self._one_run(thread_id), self._run(identity, tokens, thread_id, read_now=False) as run:
+        owner = await self._may_decide(identity, thread_id)
+        async with (
+            self._one_run(thread_id),
+            self._run(identity, tokens, thread_id, read_now=False, acting_for=owner) as run,
+        ):
             if isinstance(run, TurnResult):
                 return run
             agent, ctx, config = run
             pending = {p.tool_call_id: p for p in self._proposals(await agent.aget_state(config))}
             chosen = parse_decisions(decisions(pending)) if callable(decisions) else decisions
+            if owner is not None:
+                _delegate_may_decide(chosen, pending)
             answers: dict[str, HitlDecision] = {}
             for decision in chosen:
                 proposal = pending.get(decision.tool_call_id)
@@ -419,22 +435,38 @@ class CopilotService:
                     )
                 except AuthError as exc:
                     return TurnResult(thread_id, answer=exc.message, proposals=kept, notice="auth")
+            whose = identity if owner is None else owner
             try:
-                finished = await self._stream(agent, Command(resume=answers), config, ctx, on_progress)
+                finished = await self._stream(
+                    agent,
+                    Command(resume=answers),
+                    config,
+                    ctx,
+                    on_progress,
+                    # A delegate's round ends once the decided calls ran: the model's follow-up
+                    # (and any read it makes) waits for the owner's next turn, with the
+                    # owner's own token, so nothing the delegate may read lands in the owner's
+                    # thread and nothing of the owner's thread is answered to the delegate.
+                    stop_after_tools=owner is not None,
+                )
             except (CrmUnavailable, MailboxUnavailable, AuthError) as exc:
                 # Already counted by the breaker where a CRM call failed. Decisions whose
                 # tool calls completed (e.g. a rejection beside the failed write) still count.
                 kept = self._proposals(await agent.aget_state(config))
-                await self._record_rejections(identity, thread_id, pending, chosen, kept)
+                await self._record_rejections(whose, thread_id, pending, chosen, kept)
                 answer, notice = self._aborted(exc)
                 return TurnResult(thread_id, answer=answer, proposals=kept, notice=notice)
             state = await agent.aget_state(config)
-            result = self._result(state, thread_id)
+            result = (
+                self._result(state, thread_id)
+                if owner is None
+                else TurnResult(thread_id, proposals=self._proposals(state))
+            )
             if not finished:
                 result.answer, result.notice = LIMIT_MESSAGE, "limit_reached"
             result.decided = {d.tool_call_id: pending[d.tool_call_id] for d in chosen}
             result.outcomes, result.writes = self._outcomes(state, set(result.decided))
-            await self._record_rejections(identity, thread_id, pending, chosen, result.proposals)
+            await self._record_rejections(whose, thread_id, pending, chosen, result.proposals)
             return result
 
     @staticmethod
@@ -496,8 +528,9 @@ class CopilotService:
                     trace.record_rejection(proposal.tool, proposal.tool_call_id, decision.reason)
 
     async def pending(self, identity: RepIdentity, thread_id: str) -> TurnResult:
-        """The proposals waiting on a thread (no model call, no token, no CRM session)."""
-        await self._own_thread(identity, thread_id)
+        """The proposals waiting on a thread (no model call, no token, no CRM session), for
+        its owner or someone who may decide them (an approval delegate)."""
+        await self._may_decide(identity, thread_id)
         state = await self._state_graph().aget_state(self._config(thread_id))
         return TurnResult(thread_id, proposals=self._proposals(state))
 
@@ -530,7 +563,7 @@ class CopilotService:
         For a decision whose outcome the rep never saw (the process died after the write
         and its checkpoint, before the card was updated): a repeated click shows it.
         """
-        await self._own_thread(identity, thread_id)
+        await self._may_decide(identity, thread_id)
         async with self.pool.connection() as conn:
             stored = await idempotency.stored_result(
                 conn, idempotency.idempotency_key(thread_id, tool_call_id)
@@ -668,6 +701,20 @@ class CopilotService:
             await threads.touch(conn, thread_id, self.clock())
             return thread_id
 
+    async def _may_decide(self, identity: RepIdentity, thread_id: str) -> RepIdentity | None:
+        """Authorise deciding the thread's proposals (before any state is restored): the
+        owner when the caller decides them through an approval delegation, else None."""
+        async with self.pool.connection() as conn:
+            owner = await threads.authorize(
+                conn,
+                thread_id=thread_id,
+                tenant_id=identity.tenant_id,
+                aad_id=identity.aad_object_id,
+                purpose="decide",
+            )
+            await threads.touch(conn, thread_id)
+        return None if owner is None else RepIdentity(tenant_id=identity.tenant_id, aad_object_id=owner)
+
     def _config(self, thread_id: str, agent: Any = None) -> dict[str, Any]:
         config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
         if agent is not None:
@@ -693,7 +740,13 @@ class CopilotService:
 
     @asynccontextmanager
     async def _run(
-        self, identity: RepIdentity, tokens: TokenBroker, thread_id: str, *, read_now: bool
+        self,
+        identity: RepIdentity,
+        tokens: TokenBroker,
+        thread_id: str,
+        *,
+        read_now: bool,
+        acting_for: RepIdentity | None = None,
     ) -> AsyncIterator[tuple[Any, AgentContext, dict[str, Any]] | TurnResult]:
         """The agent, the run's context and config; or the result that ends the run first.
 
@@ -712,6 +765,7 @@ class CopilotService:
                 tokens=tokens,
                 pool=self.pool,
                 sessions=self.crm_sessions,
+                acting_for=acting_for,
             )
             try:
                 if read_now:
@@ -739,8 +793,11 @@ class CopilotService:
         config: dict[str, Any],
         ctx: AgentContext,
         on_progress: ProgressCallback | None,
+        *,
+        stop_after_tools: bool = False,
     ) -> bool:
-        """Run the agent to its next stop; False if it ran out of graph steps instead."""
+        """Run the agent to its next stop (``stop_after_tools``: also right after its tool
+        node ran); False if it ran out of graph steps instead."""
         names: dict[str, str] = {}
         # durability="exit": a run's checkpoint is written once, when it stops (its answer,
         # or its pause with the pending tool calls), and the run returns only after that
@@ -754,7 +811,12 @@ class CopilotService:
         # in-flight saves left a run that read back without its pause).
         try:
             async for update in agent.astream(
-                payload, config, context=ctx, stream_mode="updates", durability="exit"
+                payload,
+                config,
+                context=ctx,
+                stream_mode="updates",
+                durability="exit",
+                interrupt_after=[TOOLS_NODE] if stop_after_tools else None,
             ):
                 if not isinstance(update, dict):
                     continue
@@ -853,6 +915,20 @@ class CopilotService:
             args = edited_args(proposal.tool, proposal.args, decision)
             return EditDecision(type="edit", edited_action=Action(name=proposal.tool, args=args))
         return RejectDecision(type="reject", message=decision.reason)
+
+
+def _delegate_may_decide(chosen: list[Approve | Edit | Reject], pending: Mapping[str, Proposal]) -> None:
+    """What an approval delegate may decide: a CRM write approved as proposed (it is then
+    one the owner may make: the owner's own run proposed it from the owner's own read, and
+    the version check refuses it if the record changed since), or any rejection."""
+    for decision in chosen:
+        proposal = pending.get(decision.tool_call_id)
+        if proposal is None:
+            raise ProposalNotPending(decision.tool_call_id)
+        if isinstance(decision, Edit):
+            raise InvalidDecision(DELEGATE_MAY_NOT_EDIT)
+        if isinstance(decision, Approve) and backends({proposal.tool}) != {"crm"}:
+            raise InvalidDecision(DELEGATE_CRM_ONLY.format(tool=proposal.tool))
 
 
 @asynccontextmanager

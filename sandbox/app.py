@@ -28,6 +28,7 @@ from sandbox.knobs import Knobs, KnobState
 from sandbox.mailbox import mailbox_routes
 from sandbox.mcp_auth import READ_SCOPE, WRITE_SCOPE, McpAuthGate
 from sandbox.mcp_server import build_mcp_server
+from sandbox.people import people_routes
 
 
 @dataclass
@@ -161,6 +162,7 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
         *identity_routes(settings),
         *mailbox_routes(settings),
         *calendar_routes(settings),
+        *people_routes(settings),
         *drive_routes(settings),
         *_admin_routes(settings, state),
     ]

@@ -18,7 +18,7 @@ from sandbox.identity.tokens import issue_token
 from sandbox.knobs import Knobs
 
 CRM_SCOPES = ("crm.read", "crm.write")
-GRAPH_SCOPES = ("Mail.ReadWrite", "Sites.Read.All", "Calendars.Read")
+GRAPH_SCOPES = ("Mail.ReadWrite", "Sites.Read.All", "Calendars.Read", "User.ReadBasic.All")
 SSO_SCOPES = ("access_as_user",)
 
 

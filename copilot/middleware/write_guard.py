@@ -153,8 +153,8 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
             async with idempotency.claim(
                 ctx.pool,
                 key=key,
-                tenant_id=ctx.identity.tenant_id,
-                rep_aad_id=ctx.identity.aad_object_id,
+                tenant_id=ctx.owner.tenant_id,
+                rep_aad_id=ctx.owner.aad_object_id,
                 thread_id=ctx.thread_id,
                 tool_call_id=call_id,
                 tool=name,
@@ -204,8 +204,10 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                     trace = current_trace()
                     proposed_at = dt.datetime.fromisoformat(snapshot["taken_at"]) if snapshot else None
                     audit_entry = audit.AuditEntry(
-                        tenant_id=ctx.identity.tenant_id,
-                        rep_aad_id=ctx.identity.aad_object_id,
+                        # Whose write it is (the thread's owner), and who decided it.
+                        tenant_id=ctx.owner.tenant_id,
+                        rep_aad_id=ctx.owner.aad_object_id,
+                        approver_aad_id=ctx.identity.aad_object_id,
                         thread_id=ctx.thread_id,
                         tool_call_id=call_id,
                         tool=name,

@@ -115,12 +115,15 @@ class AuditEntry:
     trace_url: str | None = None
     undoes_audit_id: int | None = None
     """For an ``undo_write``: the audit id of the write it reversed (migration ``undo``)."""
+    approver_aad_id: str | None = None
+    """Who decided the write: ``rep_aad_id`` (whose write it is) or, through an approval
+    delegation, the delegate (migration ``delegation``)."""
 
 
 _COLUMNS = tuple(f.name for f in fields(AuditEntry))
 # Columns added after rows were already chained: hashed only when set, so every row
 # written before them (where they are NULL) still hashes as it was written.
-_HASHED_WHEN_SET = frozenset({"undoes_audit_id"})
+_HASHED_WHEN_SET = frozenset({"undoes_audit_id", "approver_aad_id"})
 _SELECT_ROWS = (
     f"SELECT id, {', '.join(_COLUMNS)}, key_id, prev_hash, row_hash FROM audit_log"
     " WHERE id > %s ORDER BY id LIMIT %s"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from psycopg import AsyncConnection, sql
 from psycopg.errors import UniqueViolation
@@ -100,8 +100,20 @@ async def create_thread(
     return thread_id
 
 
-async def authorize(conn: AsyncConnection[Any], *, thread_id: str, tenant_id: str, aad_id: str) -> None:
+Purpose = Literal["converse", "decide"]
+"""What the caller wants of a thread: ask in it (and read it), or decide its pending proposals."""
+
+
+async def authorize(
+    conn: AsyncConnection[Any], *, thread_id: str, tenant_id: str, aad_id: str, purpose: Purpose = "converse"
+) -> str | None:
     """Allow the caller in if they own the thread (same tenant) or hold a delegation for it.
+
+    The one check of who may act on a thread, the rep an interrupt belongs to included: for
+    ``purpose="decide"`` a live approval delegation from the thread's owner (same tenant,
+    within its window, not revoked; ``copilot/delegation.py``) also admits the caller.
+    Returns the owner's object id when only such a delegation admitted the caller (the
+    decision is then the delegate's, on the owner's behalf), else None.
 
     Raises :class:`ThreadNotFound` for an unknown id and :class:`ThreadAccessDenied`
     otherwise; neither message names the owner.
@@ -113,19 +125,29 @@ async def authorize(conn: AsyncConnection[Any], *, thread_id: str, tenant_id: st
                EXISTS (SELECT 1 FROM thread_delegations d
                         WHERE d.thread_id = t.thread_id
                           AND d.tenant_id = %(tenant)s
-                          AND d.delegate_aad_id = %(aad)s) AS is_delegate
+                          AND d.delegate_aad_id = %(aad)s) AS is_delegate,
+               (%(decide)s AND EXISTS (
+                   SELECT 1 FROM approval_delegations g
+                    WHERE g.tenant_id = t.tenant_id AND g.owner_aad_id = t.owner_aad_id
+                      AND g.tenant_id = %(tenant)s AND g.delegate_aad_id = %(aad)s
+                      AND g.revoked_at IS NULL AND g.starts_at <= now() AND g.ends_at > now()
+               )) AS decides_for_owner,
+               t.owner_aad_id
           FROM threads t
          WHERE t.thread_id = %(thread)s
         """,
-        {"thread": thread_id, "tenant": tenant_id, "aad": aad_id},
+        {"thread": thread_id, "tenant": tenant_id, "aad": aad_id, "decide": purpose == "decide"},
     )
     if row is None:
         raise ThreadNotFound(
             "this conversation thread does not exist (it may have expired); start a new conversation",
             thread_id=thread_id,
         )
-    if not (row["is_owner"] or row["is_delegate"]):
-        raise ThreadAccessDenied(_DENIED, thread_id=thread_id)
+    if row["is_owner"] or row["is_delegate"]:
+        return None
+    if row["decides_for_owner"]:
+        return str(row["owner_aad_id"])
+    raise ThreadAccessDenied(_DENIED, thread_id=thread_id)
 
 
 async def touch(conn: AsyncConnection[Any], thread_id: str, now: datetime | None = None) -> datetime:

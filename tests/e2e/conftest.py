@@ -108,10 +108,11 @@ def stack(
     teams: PlaygroundDriver | None = None
     try:
         bot_port = free_port()
+        bot_url = f"http://127.0.0.1:{bot_port}/api/messages"
         bot = start_bot(env, bot_port, e2e_artifacts / "bot.log")
         started.append(bot)
         playground, url = start_playground(
-            f"http://127.0.0.1:{bot_port}/api/messages",
+            bot_url,
             free_port(),
             workdir,
             e2e_artifacts / "playground.log",
@@ -127,7 +128,7 @@ def stack(
             artifactsDir=str(e2e_artifacts),
             executablePath=chromium,
         )
-        yield Stack(sandbox, bot, playground, url, teams, e2e_artifacts)
+        yield Stack(sandbox, bot, playground, url, teams, e2e_artifacts, bot_url)
     finally:
         if teams is not None:
             teams.close()

@@ -270,6 +270,8 @@ class Stack:
     playground_url: str
     teams: PlaygroundDriver
     artifacts: Path
+    bot_url: str = ""
+    """The bot's ``/api/messages`` (a second Playground can talk to the same bot)."""
 
     def diagnostics(self) -> str:
         return (

@@ -7,15 +7,20 @@ the approval card at phone size (also with its Edit panel open), a question aske
 proposal waits (answered; the card stays, live, and is not posted again), "my
 approvals" (opened from the welcome card; one proposal opened into its card, whose older
 copy loses its buttons, and decided there), and an approved update undone from its card's
-Undo button (the undo's own approval card approved; the CRM as before). Screenshots at 1280×800 and 390×844 land in
+Undo button (the undo's own approval card approved; the CRM as before), and a document
+restricted to the West territory answered to Alex (West) and withheld from Diego (East), who
+chats in a second Playground signed in as him. Screenshots at 1280×800 and 390×844 land in
 ``test-artifacts/e2e/``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -23,7 +28,11 @@ import pytest
 from psycopg.rows import dict_row
 
 from bot.cards import card_element_id
-from tests.e2e.harness import Stack, iter_new
+from sandbox.directory import find_user
+from tests.e2e.harness import PlaygroundDriver, Stack, find_chromium, iter_new, start_playground
+from tests.integration.test_bot_identity import ingest_west_guide
+from tests.support.copilot_env import copilot_settings
+from tests.support.sandbox_process import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -373,3 +382,130 @@ def test_an_approved_update_is_undone_from_its_card_and_the_crm_is_as_before(sta
     fields = ("stage", "amount", "close_date", "next_step", "probability")
     assert {k: after[k] for k in fields} == {k: before[k] for k in fields}
     assert after["version"] == before["version"] + 2
+
+
+# --- the rep's whole identity: restricted knowledge -------------------------------------------
+
+DIEGO_PLAYGROUND_CONFIG = """\
+version: "0.1.1"
+tenantId: 00000000-0000-0000-0000-000000000001
+bot:
+  id: 00000000-0000-0000-0000-00000000000011
+  name: Test Bot
+currentUser:
+  id: user-id-diego
+  name: Diego Siciliani
+  userPrincipleName: diego@contoso.example
+  aadObjectId: {aad}
+  givenName: Diego
+  surname: Siciliani
+  email: diego@contoso.example
+users:
+  - id: user-id-1
+    name: Alex Wilber
+    userPrincipleName: alex@contoso.example
+    aadObjectId: 00000000-0000-0000-0000-0000000000021
+    givenName: Alex
+    surname: Wilber
+    email: alex@contoso.example
+  - id: user-id-2
+    name: Megan Bowen
+    userPrincipleName: megan@contoso.example
+    aadObjectId: 00000000-0000-0000-0000-0000000000022
+    givenName: Megan
+    surname: Bowen
+    email: megan@contoso.example
+  - id: user-id-3
+    name: Adele Vance
+    userPrincipleName: adele@contoso.example
+    aadObjectId: 00000000-0000-0000-0000-0000000000023
+    givenName: Adele
+    surname: Vance
+    email: adele@contoso.example
+  - id: user-id-4
+    name: Lidia Holloway
+    userPrincipleName: lidia@contoso.example
+    aadObjectId: 00000000-0000-0000-0000-0000000000024
+    givenName: Lidia
+    surname: Holloway
+    email: lidia@contoso.example
+  - id: user-id-5
+    name: Nestor Wilke
+    userPrincipleName: nestor@contoso.example
+    aadObjectId: 00000000-0000-0000-0000-0000000000025
+    givenName: Nestor
+    surname: Wilke
+    email: nestor@contoso.example
+personalChat:
+  id: __PERSONAL_CHAT_ID__
+groupChat:
+  id: __GROUP_CHAT_ID__
+  name: Group Chat
+team:
+  id: team-id
+  name: My Team
+  aadGroupId: 00000000-0000-0000-0000-000000000031
+  channels:
+    - id: channel-announcements-id
+      name: Announcements
+"""
+"""The Playground's own config file (``.m365agentsplayground.yml`` in its working directory),
+with Diego as its signed-in user instead of Alex Wilber (the other users, five at least as
+its schema requires, only fill its roster)."""
+
+
+@pytest.fixture
+def west_guide_ingested(e2e_database_url: str, stack: Stack) -> None:
+    """The West field guide, readable by the West territory only, in the bot's database."""
+    settings = copilot_settings(e2e_database_url, stack.sandbox)
+    asyncio.run(ingest_west_guide(settings))
+
+
+@pytest.fixture
+def diego_playground(stack: Stack, tmp_path: Path) -> Iterator[PlaygroundDriver]:
+    """A second Agents Playground on the same bot, its user Diego (Contoso, East territory)."""
+    diego = find_user("diego")
+    assert diego is not None
+    (tmp_path / ".m365agentsplayground.yml").write_text(
+        DIEGO_PLAYGROUND_CONFIG.format(aad=diego.aad_object_id)
+    )
+    bot_url = stack.bot_url
+    playground, url = start_playground(
+        bot_url, free_port(), tmp_path, stack.artifacts / "playground-diego.log"
+    )
+    (stack.artifacts / "diego").mkdir(exist_ok=True)
+    driver = PlaygroundDriver(stack.artifacts / "diego")
+    try:
+        driver(
+            "launch",
+            wait=90,
+            url=url,
+            width=1280,
+            height=800,
+            artifactsDir=str(stack.artifacts),
+            executablePath=find_chromium(),
+        )
+        yield driver
+    finally:
+        driver.close()
+        playground.stop()
+
+
+def test_a_west_only_document_is_answered_to_a_west_rep_and_withheld_from_an_east_rep(
+    stack: Stack, west_guide_ingested: None, diego_playground: PlaygroundDriver
+):
+    question = "what does the West region field guide say about the depot pilot?"
+    new_thread(stack)
+    replies = stack.teams("say", text=question, expect="60-day pilot")["replies"]
+    stack.teams("screenshot", name="restricted-document-answered-west-rep")
+    alex_answer = next(r["text"] for r in replies if "60-day pilot" in r["text"])
+
+    replies = diego_playground("say", text=question, expect="playbooks and product documents")["replies"]
+    diego_playground("screenshot", name="restricted-document-withheld-east-rep")
+    diego_answer = "\n".join(r["text"] for r in replies)
+
+    assert "West region field guide" in alex_answer
+    assert "60-day pilot" not in diego_answer, diego_answer
+    assert "West region field guide" not in diego_answer, diego_answer
+    assert (stack.artifacts / "restricted-document-answered-west-rep.png").exists()
+    assert (stack.artifacts / "restricted-document-withheld-east-rep.png").exists()

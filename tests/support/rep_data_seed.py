@@ -68,6 +68,11 @@ async def seed_rep(
             "INSERT INTO thread_delegations (thread_id, tenant_id, delegate_aad_id, granted_by) VALUES (%s, %s, %s, %s)",
             (first, tenant, f"{rep}-assistant", rep),
         ),
+        (
+            "INSERT INTO approval_delegations (tenant_id, owner_aad_id, delegate_aad_id, ends_at)"
+            " VALUES (%s, %s, %s, now() + interval '7 days')",
+            (tenant, rep, f"{rep}-assistant"),
+        ),
         ("INSERT INTO answered_messages (thread_id, message_id) VALUES (%s, %s)", (first, f"msg-{rep}")),
         (
             """INSERT INTO idempotency_keys (key, tenant_id, rep_aad_id, thread_id, tool_call_id, tool, args_hash, status, result)

@@ -23,12 +23,14 @@ from bot.cards import (
     approvals_card,
     args_digest,
     card_element_id,
+    delegations_card,
     help_card,
     moved_card,
     notice_card,
     outcome_card,
     welcome_card,
 )
+from copilot.delegation import Delegation, end_of_day
 from copilot.proposals import ProposalRecord
 from copilot.runner import Proposal
 from copilot.tools.schemas import STAGES, ActivityType, EmailTone
@@ -183,10 +185,23 @@ def all_cards() -> dict[str, dict[str, Any]]:
     cards["approvals:some"] = approvals_card(WAITING, now=NOW)
     cards["approvals:none"] = approvals_card([], now=NOW)
     cards["approval:update-de"] = approval_card(UPDATE, thread_id=THREAD, locale="de-DE")
+    cards["approvals:delegated"] = approvals_card(
+        [WaitingProposal(THREAD, PROPOSALS["update"], NOW, on_behalf_of="Alex Wilber")], now=NOW
+    )
+    cards["delegations:some"] = delegations_card(
+        [GRANT], [HELD], notice="Megan Bowen may now decide your proposals"
+    )
+    cards["delegations:none"] = delegations_card([], [])
     return cards
 
 
 NOW = dt.datetime(2026, 12, 1, 15, 0, tzinfo=dt.UTC)
+GRANT = Delegation(
+    7, "t-1", "aad-alex", "Alex Wilber", "aad-megan", "Megan Bowen", NOW, end_of_day(dt.date(2026, 12, 24))
+)
+HELD = Delegation(
+    8, "t-1", "aad-nestor", "Nestor Wilke", "aad-alex", "Alex Wilber", NOW, end_of_day(dt.date(2026, 12, 31))
+)
 WAITING = [
     WaitingProposal("thr-old", PROPOSALS["log"], NOW - dt.timedelta(hours=3)),
     WaitingProposal(THREAD, PROPOSALS["update"], NOW - dt.timedelta(minutes=5)),
@@ -785,3 +800,22 @@ def test_answer_card_shows_a_cited_document_by_its_title_linked_to_its_source_on
     )
     local = answer_card("See [kb-1]", ["kb-1"], documents={"kb-1": ("Guide [v2]", "file:///srv/guide.md")})
     assert local["body"][-1]["items"][1]["text"] == "Guide (v2)"  # no link a Teams client cannot open
+
+
+# --- approval delegation ----------------------------------------------------------------------
+
+
+def test_the_delegation_card_names_each_delegate_with_its_last_day_and_a_revoke_button():
+    card = CARDS["delegations:some"]
+    text = all_text(card)
+    assert "Megan Bowen may now decide your proposals" in text
+    assert "Until Dec 24, 2026" in text, "the last day of the window, not the instant after it"
+    assert "Nestor Wilke" in text
+    assert "Dec 31, 2026" in text
+    [revoke] = [a for a in submit_actions(card) if a["title"] == "Revoke"]
+    assert revoke["data"] == {"copilot": "revoke_delegation", "v": 1, "delegation_id": 7}
+
+
+def test_my_approvals_says_whose_a_delegated_proposal_is():
+    assert "For Alex Wilber" in all_text(CARDS["approvals:delegated"])
+    assert "For " not in all_text(CARDS["approvals:some"])
