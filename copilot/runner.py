@@ -712,7 +712,7 @@ class CopilotService:
                 aad_id=identity.aad_object_id,
                 purpose="decide",
             )
-            await threads.touch(conn, thread_id)
+            await threads.touch(conn, thread_id, self.clock())
         return None if owner is None else RepIdentity(tenant_id=identity.tenant_id, aad_object_id=owner)
 
     def _config(self, thread_id: str, agent: Any = None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ writes), not a test record: the store stays a true record of the chain.
 
 from __future__ import annotations
 
-from copilot.doctor.database_checks import Database
+from copilot.doctor.database_checks import Database, SchemaCurrent
 from copilot.doctor.framework import Check, CheckFailed, DoctorContext, settings_named
 from copilot.doctor.settings_checks import aliases
 from copilot.errors import AnchorStoreError, ConfigurationError
@@ -52,6 +52,8 @@ async def chain(ctx: DoctorContext) -> str:
     """The audit log's HMAC chain verifies against the anchor store's signed checkpoints."""
     settings = ctx.need(Settings, SETTINGS)
     ctx.need(Database, "a reachable database (database.reachable)")
+    # An older schema lacks columns the chain hashes: that is the migrations check's failure.
+    ctx.need(SchemaCurrent, "the current schema (database.migrations)")
     ctx.need(AuditKeyring, "the audit keys (audit.keys)")
     config = _config(settings)
     async with connect(settings) as conn:

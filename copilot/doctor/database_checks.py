@@ -34,6 +34,13 @@ class Database:
 
 
 @dataclass(frozen=True)
+class SchemaCurrent:
+    """The database's schema is the code's (checks that read the copilot's tables need it)."""
+
+    version: int
+
+
+@dataclass(frozen=True)
 class AppRole:
     """The role the app's connections act as, and the login they use."""
 
@@ -82,6 +89,7 @@ async def migrations(ctx: DoctorContext) -> str:
                 fix="run `python -m copilot db migrate` with the schema owner's DATABASE_URL "
                 "(and deploy the code that matches the database)",
             ) from exc
+    ctx.provide(SchemaCurrent(total))
     return f"schema at version {total} of {total}"
 
 
