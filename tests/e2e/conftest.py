@@ -1,6 +1,6 @@
 """The stack the end-to-end tests drive: one per module, on a fresh database.
 
-The real sandbox (session fixture), a new PostgreSQL database migrated by
+A real sandbox of the module's own (freshly seeded), a new PostgreSQL database migrated by
 ``python -m copilot db migrate``, the bot dev server (``python -m bot serve``, local
 development mode), the Microsoft 365 Agents Playground pointed at it, and headless
 Chromium on the Playground's web UI, driven step by step by ``playground_driver.mjs``.
@@ -28,7 +28,7 @@ from tests.e2e.harness import (
 )
 from tests.support.copilot_env import copilot_settings
 from tests.support.postgres import fresh_database
-from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess, free_port
+from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess, free_port, start_sandbox, stop_sandbox
 
 FAILED = pytest.StashKey[bool]()
 
@@ -85,15 +85,26 @@ def bot_environment(database_url: str, sandbox: SandboxProcess, data_dir: Path) 
 
 
 @pytest.fixture(scope="module")
+def e2e_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxProcess]:
+    """A sandbox of this module's own, freshly seeded: the walkthroughs expect the seeded CRM
+    (a deal not yet in Negotiation), whatever other test files ran before on this worker."""
+    running = start_sandbox(tmp_path_factory.mktemp("e2e-sandbox"))
+    try:
+        yield running
+    finally:
+        stop_sandbox(running)
+
+
+@pytest.fixture(scope="module")
 def stack(
-    sandbox: SandboxProcess,
+    e2e_sandbox: SandboxProcess,
     e2e_database_url: str,
     e2e_artifacts: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Stack]:
     chromium = find_chromium()
     workdir = tmp_path_factory.mktemp("e2e")
-    env = bot_environment(e2e_database_url, sandbox, workdir / "data")
+    env = bot_environment(e2e_database_url, e2e_sandbox, workdir / "data")
     migrate = subprocess.run(
         [sys.executable, "-m", "copilot", "db", "migrate"],
         cwd=PROJECT_ROOT,
@@ -128,7 +139,7 @@ def stack(
             artifactsDir=str(e2e_artifacts),
             executablePath=chromium,
         )
-        yield Stack(sandbox, bot, playground, url, teams, e2e_artifacts, bot_url)
+        yield Stack(e2e_sandbox, bot, playground, url, teams, e2e_artifacts, bot_url)
     finally:
         if teams is not None:
             teams.close()
