@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from copilot.auth.tokens import OboTokenBroker, dev_sign_in, identity_from_assertion
+from copilot.auth.tokens import OboTokenBroker, dev_sign_in_rep
 from copilot.decisions import parse_decisions
-from copilot.errors import AuthError, InvalidDecision, InvalidInput
+from copilot.errors import InvalidDecision, InvalidInput
 from copilot.progress import ProgressEvent
 from copilot.proposals import args_digest
 from copilot.render import render_proposal, render_result
@@ -29,7 +29,6 @@ MAX_DECISIONS_BYTES = 1_000_000
 _THREAD_ID = re.compile(r"[A-Za-z0-9_-]{22,200}")
 
 # Entra's "the user account does not exist in the directory": the rep named is unknown.
-_UNKNOWN_USER = "AADSTS50034"
 
 
 def _check_text(what: str, text: str) -> None:
@@ -69,20 +68,6 @@ def check_question(question: str) -> None:
         raise InvalidInput('the question is empty: ask something, e.g. "my deals closing this quarter"')
 
 
-async def _sign_in(settings: Settings, rep: str) -> tuple[Any, OboTokenBroker]:
-    try:
-        assertion = await dev_sign_in(settings, rep)
-    except AuthError as exc:
-        if _UNKNOWN_USER in exc.message:
-            raise InvalidInput(
-                f"unknown rep {rep[:60]!r}: no such user in the directory "
-                "(see `python -m sandbox users` for the handles)"
-            ) from exc
-        raise
-    identity = identity_from_assertion(assertion)
-    return identity, OboTokenBroker(settings, identity, assertion)
-
-
 def _progress(as_json: bool) -> Any:
     async def show(event: ProgressEvent) -> None:
         if not as_json:
@@ -100,7 +85,7 @@ async def ask(settings: Settings, rep: str, thread: str | None, question: str, a
     check_rep(rep)
     check_thread(thread)
     check_question(question)
-    identity, tokens = await _sign_in(settings, rep)
+    identity, tokens = await dev_sign_in_rep(settings, rep)
     async with open_service(settings) as service:
         # --thread names the conversation: it may go on in a successor thread (printed).
         result = await service.run_turn(identity, tokens, thread, question, _progress(as_json), rotate=True)
@@ -172,7 +157,7 @@ async def resume(settings: Settings, rep: str, thread: str, decisions: str, as_j
     # Checked here too, so that malformed decisions fail before anything signs in or opens
     # the database (the service checks them again: it has other callers).
     parse_decisions(parsed)
-    identity, tokens = await _sign_in(settings, rep)
+    identity, tokens = await dev_sign_in_rep(settings, rep)
     async with open_service(settings) as service:
         result = await service.decide(identity, tokens, thread, parsed, _progress(as_json))
     _print(result, as_json)
@@ -263,7 +248,7 @@ async def chat(settings: Settings, rep: str, thread: str | None, as_json: bool) 
     """Interactive chat; each proposal is decided on its own, in turn."""
     check_rep(rep)
     check_thread(thread)
-    identity, tokens = await _sign_in(settings, rep)
+    identity, tokens = await dev_sign_in_rep(settings, rep)
     print(f"Signed in as {identity.name or rep}. Ask about your accounts and deals; Ctrl-D to quit.")
     async with open_service(settings) as service:
         while True:

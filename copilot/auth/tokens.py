@@ -31,7 +31,7 @@ from azure.core.exceptions import AzureError, ClientAuthenticationError
 from azure.core.pipeline.transport import RequestsTransport
 from azure.identity import OnBehalfOfCredential
 
-from copilot.errors import AuthError
+from copilot.errors import AuthError, InvalidInput
 from copilot.identity import RepIdentity
 from copilot.settings import Settings
 from copilot.tls import ssl_context
@@ -211,3 +211,23 @@ async def dev_sign_in(settings: Settings, username: str) -> str:
     if not isinstance(token, str):
         raise AuthError("the identity provider answered without an access token")
     return token
+
+
+_UNKNOWN_USER = "AADSTS50034"
+"""Entra's "no such user in the directory" error code."""
+
+
+async def dev_sign_in_rep(settings: Settings, rep: str) -> tuple[RepIdentity, OboTokenBroker]:
+    """The local commands' sign-in (``ask``, ``chat``, ``brief``…): :func:`dev_sign_in`, then
+    the rep's identity and token broker; an unknown handle is the caller's bad input."""
+    try:
+        assertion = await dev_sign_in(settings, rep)
+    except AuthError as exc:
+        if _UNKNOWN_USER in exc.message:
+            raise InvalidInput(
+                f"unknown rep {rep[:60]!r}: no such user in the directory "
+                "(see `python -m sandbox users` for the handles)"
+            ) from exc
+        raise
+    identity = identity_from_assertion(assertion)
+    return identity, OboTokenBroker(settings, identity, assertion)

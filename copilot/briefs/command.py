@@ -6,16 +6,15 @@ import json
 import logging
 from datetime import UTC, datetime
 
-from copilot.auth.tokens import OboTokenBroker, dev_sign_in, identity_from_assertion
+from copilot.auth.tokens import dev_sign_in_rep
 from copilot.briefs.service import MAX_LEAD_MINUTES, briefs_at
 from copilot.briefs.types import BriefRun
 from copilot.cli_conversation import check_rep
-from copilot.errors import AuthError, InvalidInput
+from copilot.errors import InvalidInput
 from copilot.persistence.database import connect
 from copilot.settings import Settings
 
 # Entra's "the user account does not exist in the directory": the rep named is unknown.
-_UNKNOWN_USER = "AADSTS50034"
 
 
 def parse_at(text: str) -> datetime:
@@ -64,17 +63,7 @@ async def main(settings: Settings, *, rep: str, at: str, lead_minutes: int, as_j
     check_rep(rep)
     moment = parse_at(at)
     check_lead(lead_minutes)
-    try:
-        assertion = await dev_sign_in(settings, rep)
-    except AuthError as exc:
-        if _UNKNOWN_USER in exc.message:
-            raise InvalidInput(
-                f"unknown rep {rep[:60]!r}: no such user in the directory "
-                "(see `python -m sandbox users` for the handles)"
-            ) from exc
-        raise
-    identity = identity_from_assertion(assertion)
-    tokens = OboTokenBroker(settings, identity, assertion)
+    identity, tokens = await dev_sign_in_rep(settings, rep)
     async with connect(settings) as conn:
         run = await briefs_at(settings, identity, tokens, conn, at=moment, lead_minutes=lead_minutes)
     print(json.dumps(run.model_dump(mode="json")) if as_json else render_run(run), flush=True)

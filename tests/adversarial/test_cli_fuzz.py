@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 from psycopg import sql
 
 from copilot import cli
-from copilot import cli_conversation as conversation
+from copilot.auth import tokens as auth_tokens
 from copilot.errors import AuthError
 from copilot.persistence import threads
 from copilot.settings import Settings
@@ -121,7 +121,7 @@ def _nothing_reachable() -> Iterator[list[str]]:
     with pytest.MonkeyPatch.context() as mp:
         for name, value in UNREACHABLE.items():
             mp.setenv(name, value)
-        mp.setattr(conversation, "dev_sign_in", sign_in)
+        mp.setattr(auth_tokens, "dev_sign_in", sign_in)
         yield reached
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from copilot import cli
 from copilot import cli_conversation as conversation
+from copilot.auth import tokens as auth_tokens
 from copilot.decisions import MAX_DEPTH, MAX_VALUES, Edit, edited_args, parse_decisions
 from copilot.errors import AuthError, InvalidDecision, ThreadAccessDenied, ThreadNotFound
 from copilot.persistence import threads
@@ -49,7 +50,7 @@ def reached(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         raise AssertionError("the service must not be opened")
         yield  # pragma: no cover
 
-    monkeypatch.setattr(conversation, "dev_sign_in", sign_in)
+    monkeypatch.setattr(auth_tokens, "dev_sign_in", sign_in)
     monkeypatch.setattr(conversation, "open_service", open_service)
     return calls
 
@@ -81,7 +82,7 @@ def service_raising(monkeypatch: pytest.MonkeyPatch, reached: list[str]) -> Call
             reached.append("service")
             yield _Service(error)
 
-        monkeypatch.setattr(conversation, "_sign_in", sign_in)
+        monkeypatch.setattr(conversation, "dev_sign_in_rep", sign_in)
         monkeypatch.setattr(conversation, "open_service", open_service)
 
     return install
@@ -269,7 +270,7 @@ def test_an_unknown_rep_is_bad_input(capsys, monkeypatch, reached):
             "directory. To sign into this application, the account must be added to the directory."
         )
 
-    monkeypatch.setattr(conversation, "dev_sign_in", unknown)
+    monkeypatch.setattr(auth_tokens, "dev_sign_in", unknown)
     line = _bad_input(capsys, "ask", "--rep", "nobody", "hi")  # exit 1 before
     assert "unknown rep 'nobody'" in line
 
