@@ -30,6 +30,7 @@ from urllib.parse import quote
 from annotated_types import Ge, Le, MaxLen
 
 from bot.dates import DEFAULT_LOCALE, as_date, format_age, format_when
+from copilot.briefs.types import SECTION_TITLES, SECTIONS, Brief
 from copilot.delegation import Delegation
 from copilot.proposals import args_digest
 from copilot.writes import WRITE_TOOL_SCHEMAS, write_tool, write_tools
@@ -1140,3 +1141,96 @@ def delegations_card(
             )
         )
     return _card(body, fallback=f"Delegated approvals: {title}.")
+
+
+# --- meeting prep briefs ------------------------------------------------------------------------
+
+BRIEF_ELEMENT_PREFIX = "brief-"
+"""Prefix of the element ``id`` on a brief card's header (the meeting id follows)."""
+
+
+def brief_log_request(account: str, subject: str) -> str:
+    """What **Log this meeting** sends, as if the rep typed it (a proposal → the approval card)."""
+    return f"log a meeting with {account} — {subject}"
+
+
+def brief_follow_up_request(account: str, subject: str) -> str:
+    """What **Draft follow-up** sends, as if the rep typed it (a draft proposal → its card)."""
+    return f"draft a follow-up email to {account} about {subject}"
+
+
+def brief_card(
+    brief: Brief,
+    *,
+    locale: str | None = DEFAULT_LOCALE,
+    record_url_template: str | None = None,
+    documents: Mapping[str, tuple[str, str | None]] | None = None,
+) -> Card:
+    """A meeting prep brief (pure): per account its cited facts by section, then the sources.
+
+    Every fact keeps its ``[id]`` citations in its text, as answers do, and the "Sources"
+    section lists every cited id (a link with ``record_url_template``, a document by its title
+    with ``documents``). The buttons send chat requests, so logging the meeting and drafting
+    the follow-up go through the normal proposal → approval card path.
+    """
+    docs = documents or {}
+    when = format_when(brief.start, locale)
+    subject = brief.subject or "(no subject)"
+    body: list[Card] = [
+        _header(
+            "Meeting prep",
+            subject,
+            f"{when}{' · online' if brief.is_online else ''}",
+            element_id=f"{BRIEF_ELEMENT_PREFIX}{brief.meeting_id}",
+        )
+    ]
+    for account in brief.accounts:
+        items: list[Card] = [_text(account.name or account.account_id, weight="Bolder", size="Medium")]
+        for section in SECTIONS:
+            facts = [i for i in account.items if i.section == section]
+            items.append(_text(SECTION_TITLES[section], weight="Bolder", size="Small", spacing="Medium"))
+            if not facts:
+                items.append(_text("None on record.", isSubtle=True, spacing="None"))
+            items.extend(_text(f"- {f.text}", spacing="None") for f in facts)
+        body.append({"type": "Container", "separator": True, "spacing": "Medium", "items": items})
+    if brief.other_external_attendees:
+        n = brief.other_external_attendees
+        body.append(
+            _text(
+                f"{n} other external attendee{'s' if n != 1 else ''} (no CRM contact you can see).",
+                isSubtle=True,
+                spacing="Medium",
+            )
+        )
+    if brief.citations:
+        sources = dict.fromkeys(
+            document_link(*docs[c]) if c in docs else record_link(c, record_url_template)
+            for c in brief.citations
+        )
+        body.append(
+            {
+                "type": "Container",
+                "separator": True,
+                "spacing": "Medium",
+                "items": [
+                    _text("Sources", weight="Bolder", size="Small"),
+                    _text(" · ".join(sources), size="Small"),
+                ],
+            }
+        )
+    actions: list[Card] = []
+    if brief.accounts:
+        first = brief.accounts[0].name or brief.accounts[0].account_id
+        actions = [
+            {
+                "type": "Action.Submit",
+                "title": "Log this meeting",
+                "data": command_data(brief_log_request(first, subject)),
+            },
+            {
+                "type": "Action.Submit",
+                "title": "Draft follow-up",
+                "data": command_data(brief_follow_up_request(first, subject)),
+            },
+        ]
+    return _card(body, actions, fallback=brief.text)

@@ -22,6 +22,9 @@ from bot.cards import (
     approval_card,
     approvals_card,
     args_digest,
+    brief_card,
+    brief_follow_up_request,
+    brief_log_request,
     card_element_id,
     delegations_card,
     help_card,
@@ -30,6 +33,8 @@ from bot.cards import (
     outcome_card,
     welcome_card,
 )
+from copilot.briefs.compose import AccountReads, compose_brief
+from copilot.briefs.types import SECTION_TITLES, Meeting
 from copilot.delegation import Delegation, end_of_day
 from copilot.proposals import ProposalRecord
 from copilot.runner import Proposal
@@ -192,7 +197,73 @@ def all_cards() -> dict[str, dict[str, Any]]:
         [GRANT], [HELD], notice="Megan Bowen may now decide your proposals"
     )
     cards["delegations:none"] = delegations_card([], [])
+    cards["brief:full"] = brief_card(
+        BRIEF,
+        record_url_template="https://crm.example.com/records/{id}",
+        documents={"kb-proposal-1": ("Proposal stage playbook", "https://kb.example.com/proposal")},
+    )
+    cards["brief:sparse"] = brief_card(SPARSE_BRIEF, locale="de-DE")
     return cards
+
+
+MEETING = Meeting(
+    id="evt-acme-review",
+    subject="Renewal review",
+    start=dt.datetime(2026, 12, 3, 15, tzinfo=dt.UTC),
+    end=dt.datetime(2026, 12, 3, 15, 45, tzinfo=dt.UTC),
+    is_online=True,
+)
+BRIEF = compose_brief(
+    MEETING,
+    [
+        AccountReads(
+            account={"id": "acc-acme", "name": "Acme Corporation", "industry": "Manufacturing"},
+            contacts=[{"id": "con-maria", "name": "Maria Gonzalez", "title": "VP Operations"}],
+            opportunities=[
+                {
+                    "id": "opp-acme-renewal",
+                    "name": "Renewal 2027",
+                    "stage": "Proposal",
+                    "amount": 120000.0,
+                    "currency": "USD",
+                    "close_date": "2026-12-15",
+                    "next_step": "Send the revised quote",
+                }
+            ],
+            activities=[
+                {
+                    "id": "act-call-1",
+                    "type": "call",
+                    "subject": "Pricing call",
+                    "occurred_at": "2026-11-30T10:00:00Z",
+                }
+            ],
+            playbooks={
+                "Proposal": {
+                    "id": "kb-proposal-1",
+                    "title": "Proposal stage playbook",
+                    "snippet": "- Present live",
+                }
+            },
+        )
+    ],
+    2,
+    [],
+)
+SPARSE_BRIEF = compose_brief(
+    MEETING,
+    [
+        AccountReads(
+            account={"id": "acc-fab", "name": "Fabrikam"},
+            contacts=[],
+            opportunities=[],
+            activities=[],
+            playbooks={},
+        )
+    ],
+    0,
+    [],
+)
 
 
 NOW = dt.datetime(2026, 12, 1, 15, 0, tzinfo=dt.UTC)
@@ -819,3 +890,64 @@ def test_the_delegation_card_names_each_delegate_with_its_last_day_and_a_revoke_
 def test_my_approvals_says_whose_a_delegated_proposal_is():
     assert "For Alex Wilber" in all_text(CARDS["approvals:delegated"])
     assert "For " not in all_text(CARDS["approvals:some"])
+
+
+# --- meeting prep briefs ---------------------------------------------------------------------------
+
+
+def test_brief_card_shows_every_fact_with_its_citation_and_lists_every_cited_id_as_a_source():
+    card = CARDS["brief:full"]
+    text = all_text(card)
+    for fact in (
+        "Acme Corporation",
+        "Maria Gonzalez, VP Operations",
+        "Renewal 2027",
+        "Pricing call",
+        "Send the revised quote",
+        "Present live",
+    ):
+        assert fact in text, fact
+    assert [i.section for a in BRIEF.accounts for i in a.items] == [
+        "account",
+        "attendee",
+        "deal",
+        "activity",
+        "next_step",
+        "playbook",
+    ]
+    for item in BRIEF.accounts[0].items:
+        assert any(f"- {item.text}" == n.get("text") for n in elements(card)), item.text
+        assert all(f"[{c}]" in item.text for c in item.cited)
+    sources = next(
+        n for n in elements(card) if n.get("type") == "Container" and all_text(n).startswith("Sources")
+    )
+    for cited in BRIEF.citations:
+        # A record by its id, a knowledge chunk by its document's title (as answers show them).
+        assert cited in all_text(sources) or cited == "kb-proposal-1", cited
+    assert "[acc-acme](https://crm.example.com/records/acc-acme)" in all_text(sources)
+    assert "[Proposal stage playbook](https://kb.example.com/proposal)" in all_text(sources)
+    assert "2 other external attendees" in text
+    for heading in SECTION_TITLES.values():
+        assert heading in text
+
+
+def test_brief_card_says_when_a_section_has_nothing_on_record_and_shows_the_time_in_the_reps_locale():
+    card = CARDS["brief:sparse"]
+    text = all_text(card)
+    assert text.count("None on record.") == 5
+    assert "03.12.2026" in text
+    assert "other external" not in text
+
+
+def test_brief_buttons_send_the_chat_requests_that_propose_through_the_approval_card():
+    buttons = submit_actions(CARDS["brief:full"])
+    assert [b["title"] for b in buttons] == ["Log this meeting", "Draft follow-up"]
+    assert [b["data"] for b in buttons] == [
+        {"copilot": "command", "text": brief_log_request("Acme Corporation", "Renewal review")},
+        {"copilot": "command", "text": brief_follow_up_request("Acme Corporation", "Renewal review")},
+    ]
+    assert buttons[0]["data"]["text"] == "log a meeting with Acme Corporation — Renewal review"
+
+
+def test_brief_card_header_carries_the_meeting_id_as_its_element_id():
+    assert CARDS["brief:full"]["body"][0]["id"] == "brief-evt-acme-review"
