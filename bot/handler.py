@@ -30,7 +30,7 @@ from botbuilder.schema import (
 from botframework.connector.models import ErrorResponseException
 from botframework.connector.token_api.models import TokenExchangeResource
 
-from bot import cards, conversations, delegations, feedback
+from bot import brief_store, cards, conversations, delegations, feedback
 from bot.ai_entities import (
     FEEDBACK_CHANNEL_DATA,
     answer_style,
@@ -65,6 +65,14 @@ PRIVATE_ONLY = (
 )
 GROUP_CONVERSATION_TYPES = frozenset({"groupChat", "channel"})
 """Teams ``conversationType``s with more people than the rep (1:1 chats are ``personal``)."""
+BRIEF_COMMANDS: dict[str, bool] = {"brief on": True, "brief off": False}
+"""Messages (lower-cased) that turn meeting prep briefs on or off (off until the rep says on)."""
+BRIEFS_ON = (
+    "Meeting prep briefs are on: before each meeting with a CRM contact you can see, I post a brief "
+    'here. Say "brief off" to stop them.'
+)
+BRIEFS_OFF = 'Meeting prep briefs are off. Say "brief on" to get them again.'
+BRIEFS_PRIVATE_ONLY = 'Briefs come only to your 1:1 chat with me: say "brief on" there.'
 
 
 class CopilotBot(TeamsActivityHandler):
@@ -303,6 +311,9 @@ class CopilotBot(TeamsActivityHandler):
         if text.lower() in cards.STATS_COMMANDS:
             await self._show_stats(turn_context, rep)
             return
+        if (choice := BRIEF_COMMANDS.get(text.lower())) is not None:
+            await self._set_briefs(turn_context, rep, enabled=choice)
+            return
         locale = turn_context.activity.locale
         command = parse_delegation_command(text, today=delegations.today(), locale=locale)
         if command is not None:
@@ -333,6 +344,16 @@ class CopilotBot(TeamsActivityHandler):
             self.service.pool, conversation_id, rep.identity, result.thread_id, reference
         )
         await self._send_result(turn_context, result, progress)
+
+    async def _set_briefs(self, turn_context: TurnContext, rep: SignedInRep, *, enabled: bool) -> None:
+        """``brief on|off``: store the choice and this 1:1 chat as where briefs go."""
+        kind = getattr(turn_context.activity.conversation, "conversation_type", None)
+        if kind in GROUP_CONVERSATION_TYPES:
+            await turn_context.send_activity(BRIEFS_PRIVATE_ONLY)
+            return
+        reference = TurnContext.get_conversation_reference(turn_context.activity).serialize()
+        await brief_store.set_briefs(self.service.pool, rep.identity, enabled=enabled, reference=reference)
+        await turn_context.send_activity(BRIEFS_ON if enabled else BRIEFS_OFF)
 
     async def _send_result(
         self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None

@@ -119,6 +119,8 @@ def test_export_writes_one_reps_data_in_every_group_and_nothing_of_the_other_rep
         "pending_messages": 1,
         "answers": 1,
         "answer_feedback": 1,
+        "brief_settings": 1,
+        "brief_claims": 1,
     }
     assert exported["groups"]["functions"] == {}
     assert exported["audit_rows_kept"] == 1
@@ -169,7 +171,16 @@ def test_delete_dry_run_shows_what_would_go_and_changes_nothing(two_reps, capsys
     report = json.loads(stdout)
     assert report["action"] == "dry_run"
     assert report["groups"]["teams"] == dict.fromkeys(
-        ["answer_feedback", "answers", "pending_messages", "user_tokens", "approval_cards", "conversations"],
+        [
+            "brief_claims",
+            "brief_settings",
+            "answer_feedback",
+            "answers",
+            "pending_messages",
+            "user_tokens",
+            "approval_cards",
+            "conversations",
+        ],
         1,
     )
     checkpoints = sum(v for k, v in a_before.items() if k.startswith("checkpoints:"))

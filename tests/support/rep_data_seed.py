@@ -118,6 +118,14 @@ async def seed_rep(
                VALUES (%s, 'act-2', %s, %s, %s, 'dislike', 'too long')""",
             (f"conv-{rep}", first, tenant, rep),
         ),
+        (
+            "INSERT INTO brief_settings (tenant_id, aad_object_id, enabled, reference) VALUES (%s, %s, true, %s)",
+            (tenant, rep, json.dumps({"conversation": {"id": f"conv-{rep}"}})),
+        ),
+        (
+            "INSERT INTO brief_claims (tenant_id, aad_object_id, meeting_id) VALUES (%s, %s, 'evt-1')",
+            (tenant, rep),
+        ),
     ]
     for statement, params in statements:
         await conn.execute(statement, params)

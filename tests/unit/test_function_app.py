@@ -47,7 +47,14 @@ def test_function_app_registers_every_function_with_its_trigger():
         "turns_poison",
         "retention",
         "audit_seal",
+        "briefs",
     }
+
+
+def test_the_briefs_timer_runs_every_five_minutes():
+    trigger = _trigger("briefs")
+    assert trigger["type"] == "timerTrigger"
+    assert trigger["schedule"] == "0 */5 * * * *"
 
 
 def test_messages_is_an_anonymous_post_route():
