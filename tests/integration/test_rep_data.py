@@ -136,9 +136,9 @@ def test_export_writes_one_reps_data_in_every_group_and_nothing_of_the_other_rep
     assert b.rep not in text
     assert not any(t in text for t in b.threads)
     assert f"copilot: {2 + 1 + 1 + 1 + 1 + 1 + checkpoints + 1} exported" in stdout
-    assert "teams: 6 exported" in stdout
+    assert "teams: 8 exported" in stdout
     assert f"written to {out}" in stdout
-    assert "14/14" in stderr, "progress is shown, one step per table"
+    assert "16/16" in stderr, "progress is shown, one step per table"
     assert _snapshot(url, a) == expected, "an export changes nothing"
     assert _snapshot(url, b) == b_before
 
@@ -151,7 +151,7 @@ def test_export_to_stdout_is_the_json_document_and_the_summary_goes_to_stderr(tw
     assert document["rep"] == a.rep
     assert document["tenant"] == TENANT
     assert document["groups"]["teams"]["user_tokens"] == 1
-    assert "teams: 6 exported" in stderr
+    assert "teams: 8 exported" in stderr
 
 
 def test_an_export_for_another_tenant_finds_nothing(two_reps, capsys):
