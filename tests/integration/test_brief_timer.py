@@ -17,8 +17,9 @@ from bot.brief_delivery import deliver_briefs
 from bot.handler import BRIEFS_OFF, BRIEFS_ON, PRIVATE_ONLY
 from copilot.persistence.database import connect
 from copilot.settings import Settings
+from copilot.writes import title
 from sandbox.directory import find_user
-from tests.support.fake_connector import Recorded, card_of
+from tests.support.fake_connector import Recorded, card_of, find_actions
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.teams_client import Teams, running_bot
 
@@ -187,3 +188,30 @@ async def test_a_brief_whose_post_failed_is_posted_by_the_next_run(
     meetings = [meeting for meeting, _ in _briefs_posted(teams)]
     assert len(meetings) >= 3
     assert sorted(meetings) == sorted(set(meetings)) == sorted(m for _, m in retry.posted)
+
+
+async def test_log_this_meeting_on_a_posted_brief_proposes_the_activity_through_the_approval_card(
+    teams: Teams, sandbox: SandboxProcess
+) -> None:
+    assert BRIEFS_ON in await _as(teams, "alex", "brief on")
+    assert teams.runtime is not None
+    await deliver_briefs(teams.runtime, at=_seeded_day(sandbox), lead_minutes=WINDOW)
+    acme = next(
+        message
+        for _, message in _briefs_posted(teams)
+        if "Acme renewal pricing review" in repr(card_of(message))
+    )
+    [button] = find_actions(card_of(acme), "Log this meeting")
+    before = len(teams.connector.messages())
+
+    teams.conversation = "conv-alex-personal"
+    await teams.submit(acme.activity_id or "", button["data"], aad=_aad("alex"))
+
+    approvals = [
+        card_of(m)
+        for m in teams.connector.messages()[before:]
+        if m.body.get("attachments") and find_actions(card_of(m), "Approve")
+    ]
+    assert len(approvals) == 1, teams.last_text()
+    assert title("log_activity") in repr(approvals[0])
+    assert "Acme renewal pricing review" in repr(approvals[0])
