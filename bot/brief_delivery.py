@@ -20,7 +20,7 @@ from botbuilder.schema import ConversationReference
 
 from bot import brief_store, cards
 from bot.handler import GROUP_CONVERSATION_TYPES
-from copilot.briefs.service import DEFAULT_LEAD_MINUTES, briefs_at
+from copilot.briefs.service import briefs_at
 from copilot.identity import RepIdentity
 
 if TYPE_CHECKING:
@@ -49,10 +49,12 @@ def is_group(reference: dict[str, object]) -> bool:
 
 
 async def deliver_briefs(
-    runtime: BotRuntime, *, at: datetime, lead_minutes: int = DEFAULT_LEAD_MINUTES
+    runtime: BotRuntime, *, at: datetime, lead_minutes: int | None = None
 ) -> DeliveryReport:
-    """Post every opted-in rep's briefs of meetings starting in ``[at, at + lead_minutes)``, once."""
+    """Post every opted-in rep's briefs of meetings starting in ``[at, at + lead_minutes)``, once
+    (``lead_minutes`` unset: the admin's ``COPILOT_BRIEF_LEAD_MINUTES``)."""
     pool = runtime.service.pool
+    lead = runtime.bot_settings.brief_lead_minutes if lead_minutes is None else lead_minutes
     report = DeliveryReport()
     for sub in await brief_store.subscribers(pool):
         report.reps += 1
@@ -65,7 +67,7 @@ async def deliver_briefs(
             continue
         async with pool.connection() as conn:
             run = await briefs_at(
-                runtime.settings, rep.identity, rep.broker, conn, at=at, lead_minutes=lead_minutes
+                runtime.settings, rep.identity, rep.broker, conn, at=at, lead_minutes=lead
             )
         reference = ConversationReference().deserialize(sub.reference)
         for brief in run.briefs:

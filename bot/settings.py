@@ -62,6 +62,10 @@ class BotSettings(BaseSettings):
     """E.g. ``https://contoso.crm.dynamics.com/main.aspx?id={id}``: citations become links."""
     retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1, alias="COPILOT_RETENTION_DAYS")
     answer_sources: AnswerSources = Field(default="auto", alias="COPILOT_ANSWER_SOURCES")
+    brief_lead_minutes: int = Field(default=60, ge=1, le=10080, alias="COPILOT_BRIEF_LEAD_MINUTES")
+    """How long before a meeting its brief is posted (the admin's setting; the default is
+    ``copilot.briefs.service.DEFAULT_LEAD_MINUTES``, a unit test keeps them equal: importing it
+    here would load the brief service into the HTTP edge)."""
     group_answers: bool = Field(default=False, alias="COPILOT_GROUP_ANSWERS")
     """Answer CRM questions in group chats and channels too. Off by default: an answer is read
     with the asking rep's permissions, and everyone in the chat would see it."""

@@ -14,7 +14,8 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from bot.brief_delivery import deliver_briefs
-from bot.handler import BRIEFS_OFF, BRIEFS_ON, PRIVATE_ONLY
+from bot.handler import BRIEFS_OFF, BRIEFS_ON, BRIEFS_PRIVATE_ONLY, PRIVATE_ONLY
+from bot.settings import BotSettings
 from copilot.persistence.database import connect
 from copilot.settings import Settings
 from copilot.writes import title
@@ -215,3 +216,17 @@ async def test_log_this_meeting_on_a_posted_brief_proposes_the_activity_through_
     assert len(approvals) == 1, teams.last_text()
     assert title("log_activity") in repr(approvals[0])
     assert "Acme renewal pricing review" in repr(approvals[0])
+
+
+async def test_where_group_answers_are_on_brief_on_in_a_group_chat_is_still_refused(
+    copilot_settings: Settings, sandbox: SandboxProcess
+) -> None:
+    async with running_bot(
+        copilot_settings, BotSettings(MicrosoftAppId="", COPILOT_GROUP_ANSWERS=True)
+    ) as teams:
+        reply = await _as(teams, "alex", "brief on", conversation_type="groupChat")
+        assert BRIEFS_PRIVATE_ONLY in reply
+        assert teams.runtime is not None
+        report = await deliver_briefs(teams.runtime, at=_seeded_day(sandbox), lead_minutes=WINDOW)
+    assert report.reps == 0
+    assert _briefs_posted(teams) == []
