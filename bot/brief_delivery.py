@@ -66,9 +66,7 @@ async def deliver_briefs(
             report.not_signed_in += 1
             continue
         async with pool.connection() as conn:
-            run = await briefs_at(
-                runtime.settings, rep.identity, rep.broker, conn, at=at, lead_minutes=lead
-            )
+            run = await briefs_at(runtime.settings, rep.identity, rep.broker, conn, at=at, lead_minutes=lead)
         reference = ConversationReference().deserialize(sub.reference)
         for brief in run.briefs:
             if not await brief_store.claim_brief(pool, rep.identity, brief.meeting_id):
