@@ -88,6 +88,14 @@ def _expected_meetings(state: State, at: datetime) -> list[str]:
     ]
 
 
+async def _last_active(conn: Any, thread_id: str) -> datetime:
+    cur = await conn.execute("SELECT last_active_at FROM threads WHERE thread_id = %s", (thread_id,))
+    row = await cur.fetchone()
+    assert row is not None
+    moment: datetime = row["last_active_at"]
+    return moment
+
+
 def _section_ids(digest: Digest, section: str) -> list[str]:
     return [i.cited[0] for i in digest.items if i.section == section]
 
@@ -109,7 +117,10 @@ async def test_alexs_digest_has_every_section_each_line_cited_with_ids_alex_may_
         assert len(proposed.proposals) == 1
         waiting_id = proposed.proposals[0].tool_call_id
         async with connect(copilot_settings) as conn:
+            active = await _last_active(conn, proposed.thread_id)
             digest = await digest_at(copilot_settings, rep.identity, rep.broker, conn, svc, at=at)
+            # Reading a thread's waiting proposals is no activity on it (expiry is unchanged).
+            assert await _last_active(conn, proposed.thread_id) == active
             # The day alex meets a contact of an account he may not see.
             hidden_at = _start(_event(state, "Introduction call")).replace(hour=7, minute=30)
             hidden_day = await digest_at(copilot_settings, rep.identity, rep.broker, conn, svc, at=hidden_at)
