@@ -193,3 +193,8 @@ async def test_the_digest_cli_prints_the_digest_as_json(
     bad = _digest_cli(_cli_env(copilot_settings, sandbox), "--rep", "alex", "--at", "soon")
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: --at")
+
+    text = _digest_cli(_cli_env(copilot_settings, sandbox), "--rep", "alex", "--at", at)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith(f"Daily digest for alex@contoso.example, {_instant(at):%a %Y-%m-%d} (UTC)")
+    assert text.stdout.rstrip().endswith(f"{len(digest['citations'])} checked, 0 unverified")
