@@ -140,6 +140,10 @@ def _parser() -> argparse.ArgumentParser:
         "--lead-minutes", type=int, default=60, help="meetings starting within this (default 60)"
     )
     brief.add_argument("--json", action="store_true", help="machine-readable output (see docs/BRIEFS.md)")
+    digest = commands.add_parser("digest", help="a rep's daily digest (meetings, deals, waiting proposals)")
+    digest.add_argument("--rep", required=True, help="the rep's handle or AAD object id")
+    digest.add_argument("--at", required=True, help="the moment, ISO 8601; the digest is of its day (UTC)")
+    digest.add_argument("--json", action="store_true", help="machine-readable output (see docs/BRIEFS.md)")
     knowledge = commands.add_parser("knowledge", help="playbooks and product documents for retrieval")
     knowledge_commands = knowledge.add_subparsers(dest="knowledge_command", required=True)
     k_ingest = knowledge_commands.add_parser(
@@ -421,6 +425,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     settings, rep=args.rep, at=args.at, lead_minutes=args.lead_minutes, as_json=args.json
                 )
             )
+        if args.command == "digest":
+            from copilot.briefs.command import digest_main
+
+            return asyncio.run(digest_main(settings, rep=args.rep, at=args.at, as_json=args.json))
         if args.command == "eval":
             from evals.command import main as evaluate
 

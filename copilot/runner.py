@@ -534,6 +534,24 @@ class CopilotService:
         state = await self._state_graph().aget_state(self._config(thread_id))
         return TurnResult(thread_id, proposals=self._proposals(state))
 
+    async def waiting(self, identity: RepIdentity, thread_id: str) -> list[Proposal]:
+        """The proposals waiting on one of the rep's threads, read without touching it.
+
+        Like :meth:`pending` (the same authorisation), but a read that is no activity: the
+        daily digest looks at every thread of the rep each morning, and must not keep idle
+        threads from expiring.
+        """
+        async with self.pool.connection() as conn:
+            await threads.authorize(
+                conn,
+                thread_id=thread_id,
+                tenant_id=identity.tenant_id,
+                aad_id=identity.aad_object_id,
+                purpose="decide",
+            )
+        state = await self._state_graph().aget_state(self._config(thread_id))
+        return self._proposals(state)
+
     async def _answered(self, thread_id: str, message_id: str) -> bool:
         async with self.pool.connection() as conn:
             return await threads.was_answered(conn, thread_id, message_id)

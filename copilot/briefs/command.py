@@ -68,3 +68,29 @@ async def main(settings: Settings, *, rep: str, at: str, lead_minutes: int, as_j
         run = await briefs_at(settings, identity, tokens, conn, at=moment, lead_minutes=lead_minutes)
     print(json.dumps(run.model_dump(mode="json")) if as_json else render_run(run), flush=True)
     return 0
+
+
+async def digest_main(settings: Settings, *, rep: str, at: str, as_json: bool) -> int:
+    """``python -m copilot digest``: sign the rep in (as ``brief``), compose their digest, print it.
+
+    The waiting proposals come from the rep's threads, so this opens the copilot's service
+    (its database must be migrated) and reads each thread's state through the runner.
+    """
+    from copilot.briefs.digest import digest_at
+    from copilot.runner import open_service
+
+    logging.getLogger("azure.identity").setLevel(logging.ERROR)
+    check_rep(rep)
+    moment = parse_at(at)
+    identity, tokens = await dev_sign_in_rep(settings, rep)
+    async with open_service(settings) as service, service.pool.connection() as conn:
+        digest = await digest_at(settings, identity, tokens, conn, service, at=moment)
+    if as_json:
+        print(json.dumps(digest.model_dump(mode="json")), flush=True)
+        return 0
+    check = digest.citation_check
+    print(
+        f"{digest.text}\n  citations: {len(check.cited)} checked, {len(check.unverified)} unverified",
+        flush=True,
+    )
+    return 0

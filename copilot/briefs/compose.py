@@ -49,7 +49,8 @@ class AccountReads:
     """Stage → the chunk (``id``, ``title``, ``section``, ``snippet``) that advises on it."""
 
 
-def _text(value: Any) -> str:
+def plain(value: Any) -> str:
+    """Free text of a record as one line, without square brackets."""
     # Square brackets are the citation form: free text (a subject "[External] …") keeps
     # none, so only a brief's own citations are ever read as one.
     return " ".join(str(value or "").split()).replace("[", "(").replace("]", ")")
@@ -57,19 +58,26 @@ def _text(value: Any) -> str:
 
 def _advice(snippet: Any) -> str:
     """A playbook snippet as one line: its Markdown bullets joined with "; ", a cut-off end marked."""
-    parts = [p.strip() for p in _BULLET.split(" " + _text(snippet)) if p.strip()]
+    parts = [p.strip() for p in _BULLET.split(" " + plain(snippet)) if p.strip()]
     text = ""
     for part in parts:
         text += part if not text else (" " if text[-1] in ".!?;:" else "; ") + part
     return text if not text or text[-1] in ".!?…" else text + " …"
 
 
-def _item(section: Section, text: str, *ids: str) -> BriefItem:
+def with_citations(text: str, *ids: str) -> tuple[str, tuple[str, ...]]:
+    """``text`` followed by its ``[id]`` citations (each once, empty ids left out), and those ids."""
     cites = tuple(dict.fromkeys(i for i in ids if i))
-    return BriefItem(section=section, text=f"{text} " + " ".join(f"[{i}]" for i in cites), cited=cites)
+    return f"{text} " + " ".join(f"[{i}]" for i in cites), cites
 
 
-def _amount(record: Mapping[str, Any]) -> str:
+def _item(section: Section, text: str, *ids: str) -> BriefItem:
+    cited, cites = with_citations(text, *ids)
+    return BriefItem(section=section, text=cited, cited=cites)
+
+
+def amount_text(record: Mapping[str, Any]) -> str:
+    """A record's ``amount`` with its currency ("" if it has none)."""
     value = record.get("amount")
     if not isinstance(value, int | float) or isinstance(value, bool):
         return ""
@@ -82,33 +90,33 @@ def account_items(reads: AccountReads) -> tuple[BriefItem, ...]:
     """The facts of one account's section, in the order of :data:`SECTIONS`."""
     account = reads.account
     items: list[BriefItem] = []
-    details = ", ".join(_text(account.get(k)) for k in ("industry", "city") if account.get(k))
+    details = ", ".join(plain(account.get(k)) for k in ("industry", "city") if account.get(k))
     items.append(
-        _item("account", _text(account.get("name")) + (f" ({details})" if details else ""), account["id"])
+        _item("account", plain(account.get("name")) + (f" ({details})" if details else ""), account["id"])
     )
     for contact in reads.contacts:
-        title = _text(contact.get("title"))
+        title = plain(contact.get("title"))
         items.append(
-            _item("attendee", _text(contact.get("name")) + (f", {title}" if title else ""), contact["id"])
+            _item("attendee", plain(contact.get("name")) + (f", {title}" if title else ""), contact["id"])
         )
     for deal in reads.opportunities:
-        parts = [_text(deal.get("stage")), _amount(deal), f"closes {_text(deal.get('close_date'))[:10]}"]
+        parts = [plain(deal.get("stage")), amount_text(deal), f"closes {plain(deal.get('close_date'))[:10]}"]
         items.append(
-            _item("deal", f"{_text(deal.get('name'))}: " + ", ".join(p for p in parts if p), deal["id"])
+            _item("deal", f"{plain(deal.get('name'))}: " + ", ".join(p for p in parts if p), deal["id"])
         )
     for activity in list(reads.activities)[:MAX_ACTIVITIES]:
-        when = _text(activity.get("occurred_at"))[:10]
+        when = plain(activity.get("occurred_at"))[:10]
         items.append(
             _item(
                 "activity",
-                f"{when} {_text(activity.get('type'))}: {_text(activity.get('subject'))}",
+                f"{when} {plain(activity.get('type'))}: {plain(activity.get('subject'))}",
                 activity["id"],
             )
         )
     for deal in reads.opportunities:
-        step = _text(deal.get("next_step"))
+        step = plain(deal.get("next_step"))
         if step:
-            items.append(_item("next_step", f"{step} ({_text(deal.get('name'))})", deal["id"]))
+            items.append(_item("next_step", f"{step} ({plain(deal.get('name'))})", deal["id"]))
     for stage, chunk in reads.playbooks.items():
         advice = _advice(chunk.get("snippet"))
         if len(advice) > MAX_PLAYBOOK_CHARS:
@@ -121,7 +129,7 @@ def render(meeting: Meeting, accounts: Sequence[AccountBrief], other_external: i
     """The brief as text: the meeting, then each account's sections (an empty one says so)."""
     when = f"{meeting.start:%a %Y-%m-%d %H:%M}–{meeting.end:%H:%M} UTC"
     lines = [
-        f"Meeting: {_text(meeting.subject) or '(no subject)'} — {when}{' (online)' if meeting.is_online else ''}"
+        f"Meeting: {plain(meeting.subject) or '(no subject)'} — {when}{' (online)' if meeting.is_online else ''}"
     ]
     for account in accounts:
         for section in SECTIONS:
@@ -155,7 +163,7 @@ def compose_brief(
     """A brief for ``meeting`` from the reads of its accounts (at least one)."""
     sections = tuple(
         AccountBrief(
-            account_id=str(r.account["id"]), name=_text(r.account.get("name")), items=account_items(r)
+            account_id=str(r.account["id"]), name=plain(r.account.get("name")), items=account_items(r)
         )
         for r in accounts
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -94,3 +94,40 @@ class BriefRun(_Frozen):
     briefs: tuple[Brief, ...]
     meetings_without_brief: int
     """Meetings in the window with no CRM contact the rep may see (internal ones, hidden accounts)."""
+
+
+# --- the daily digest ----------------------------------------------------------------------------
+
+DigestSection = Literal["meeting", "closing_quiet", "overdue", "waiting"]
+DIGEST_SECTIONS: tuple[DigestSection, ...] = ("meeting", "closing_quiet", "overdue", "waiting")
+DIGEST_TITLES: dict[DigestSection, str] = {
+    "meeting": "Today's customer meetings",
+    "closing_quiet": "Closing within 14 days, no activity in 14 days",
+    "overdue": "Overdue next steps (close date passed)",
+    "waiting": "Proposals still waiting for your decision",
+}
+
+
+class DigestItem(_Frozen):
+    """One line of a digest: its text (with its ``[id]`` citations) and the ids it cites."""
+
+    section: DigestSection
+    text: str
+    cited: tuple[str, ...] = Field(min_length=1)
+
+
+class Digest(_Frozen):
+    """The daily digest of a rep for one day of theirs, as it stood at ``at``."""
+
+    rep: str
+    at: datetime
+    day: date
+    time_zone: str
+    """The zone the rep's day is taken in (UTC while no time zone of the rep is known)."""
+    items: tuple[DigestItem, ...]
+    meetings_today: int
+    meetings_without_customer: int
+    """Meetings of the day with no CRM contact the rep may see (internal ones, hidden accounts)."""
+    text: str
+    citations: tuple[str, ...]
+    citation_check: CitationCheck

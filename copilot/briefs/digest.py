@@ -1,0 +1,333 @@
+"""The daily digest: the rep's day at a glance, every line cited, read as the rep.
+
+Four sections, each from reads made with the rep's own delegated tokens (the calendar's
+``Calendars.Read``, the CRM's read session) or the rep's own threads:
+
+* the day's customer meetings: meetings starting on the rep's day with at least one
+  external attendee who is a CRM contact the rep may see (matched as briefs match them);
+* the rep's open deals closing within 14 days with no activity regarding them in the last
+  14 days;
+* overdue next steps: the rep's open deals whose close date has passed (the CRM has no due
+  date on a next step; the close date is the one date the next step serves, so once it
+  has passed the step is overdue, whatever it says, and a deal with none set says so);
+* proposals still waiting for the rep's decision on their own threads.
+
+Composition is pure (:func:`compose_digest`): the reads are kept as tool results
+(:class:`copilot.briefs.evidence.Evidence`) and the text passes the answers' citation check,
+as a brief does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from typing import Any, Protocol
+
+from langchain_core.messages import BaseMessage
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+
+from copilot.briefs.calendar import read_meetings
+from copilot.briefs.compose import amount_text, check_citations, plain, with_citations
+from copilot.briefs.evidence import Evidence
+from copilot.briefs.matching import domain_of, external_attendees, visible_contacts
+from copilot.briefs.service import BriefTokens
+from copilot.briefs.types import DIGEST_SECTIONS, DIGEST_TITLES, Digest, DigestItem, DigestSection, Meeting
+from copilot.citations import cited_ids
+from copilot.context import crm_gateway
+from copilot.errors import ThreadAccessDenied, ThreadNotFound
+from copilot.identity import RepIdentity
+from copilot.persistence.threads import list_threads
+from copilot.runner import Proposal
+from copilot.settings import Settings
+from copilot.tools.crm_client import CrmCallError
+from copilot.writes import title
+
+HORIZON_DAYS = 14
+""""Closing within 14 days", "no activity in 14 days"."""
+MAX_THREADS = 200
+"""The rep's most recently active threads looked at for waiting proposals."""
+READ_TARGET = {"account": "get_account", "opportunity": "get_opportunity", "contact": "get_contact"}
+"""A proposal's CRM target, read again as the rep (so it is cited only if still readable)."""
+_TARGET_ARG = {"account": "account_id", "opportunity": "opportunity_id", "contact": "contact_id"}
+
+
+class WaitingProposals(Protocol):
+    """What the digest needs of the runner: a thread's waiting proposals, read without touching it
+    (:meth:`copilot.runner.CopilotService.waiting`)."""
+
+    async def waiting(self, identity: RepIdentity, thread_id: str) -> Sequence[Proposal]: ...
+
+
+@dataclass(frozen=True)
+class CustomerMeeting:
+    """A meeting of the day and the visible CRM contacts among its attendees, with their accounts."""
+
+    meeting: Meeting
+    contacts: Sequence[Mapping[str, Any]]
+    accounts: Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class WaitingProposal:
+    """A proposal waiting on one of the rep's threads, and its CRM target as read now (if any)."""
+
+    tool_call_id: str
+    tool: str
+    target: Mapping[str, Any] | None
+    """The target record as the CRM returned it to the rep now; None if it has none or is hidden."""
+    proposed_at: str
+
+
+@dataclass(frozen=True)
+class DigestReads:
+    """Everything a digest is composed from."""
+
+    meetings: Sequence[CustomerMeeting]
+    closing_quiet: Sequence[Mapping[str, Any]]
+    overdue: Sequence[Mapping[str, Any]]
+    waiting: Sequence[WaitingProposal]
+
+
+# --- composing (pure) ---------------------------------------------------------------------------
+
+
+def _item(section: DigestSection, text: str, *ids: str) -> DigestItem:
+    cited, cites = with_citations(text, *ids)
+    return DigestItem(section=section, text=cited, cited=cites)
+
+
+def _meeting_item(found: CustomerMeeting, zone: tzinfo) -> DigestItem:
+    start, end = found.meeting.start.astimezone(zone), found.meeting.end.astimezone(zone)
+    people = "; ".join(
+        plain(c.get("name")) + (f", {plain(c.get('title'))}" if c.get("title") else "")
+        for c in found.contacts
+    )
+    names = ", ".join(plain(a.get("name")) for a in found.accounts.values())
+    text = f"{start:%H:%M}–{end:%H:%M} {plain(found.meeting.subject) or '(no subject)'} with {people}"
+    ids = [*found.accounts, *(str(c["id"]) for c in found.contacts)]
+    return _item("meeting", text + (f" ({names})" if names else ""), *ids)
+
+
+def _deal(deal: Mapping[str, Any]) -> str:
+    parts = [plain(deal.get("stage")), amount_text(deal)]
+    return f"{plain(deal.get('name'))} ({', '.join(p for p in parts if p)})"
+
+
+def digest_items(reads: DigestReads, day: date, zone: tzinfo) -> tuple[DigestItem, ...]:
+    """The digest's lines, in the order of :data:`DIGEST_SECTIONS`."""
+    items = [_meeting_item(m, zone) for m in reads.meetings]
+    for deal in reads.closing_quiet:
+        items.append(
+            _item(
+                "closing_quiet",
+                f"{_deal(deal)} closes {plain(deal.get('close_date'))[:10]}; no activity in "
+                f"{HORIZON_DAYS} days",
+                str(deal["id"]),
+            )
+        )
+    for deal in reads.overdue:
+        closes = plain(deal.get("close_date"))[:10]
+        late = (day - date.fromisoformat(closes)).days
+        step = plain(deal.get("next_step"))
+        items.append(
+            _item(
+                "overdue",
+                f"{_deal(deal)}: close date {closes} passed {late} day{'s' if late != 1 else ''} ago; "
+                + (f"next step: {step}" if step else "no next step set"),
+                str(deal["id"]),
+            )
+        )
+    for proposal in reads.waiting:
+        target = proposal.target
+        what = f"{title(proposal.tool)}: {plain(target.get('name'))}" if target else title(proposal.tool)
+        since = f" (proposed {proposal.proposed_at[:10]})" if proposal.proposed_at else ""
+        items.append(
+            _item(
+                "waiting",
+                what + since,
+                proposal.tool_call_id,
+                str(target["id"]) if target else "",
+            )
+        )
+    return tuple(items)
+
+
+def render_digest(rep: str, day: date, zone_name: str, items: Sequence[DigestItem], other: int) -> str:
+    """The digest as text: a heading, then each section (an empty one says ``none``)."""
+    lines = [f"Daily digest for {rep}, {day:%a %Y-%m-%d} ({zone_name})"]
+    for section in DIGEST_SECTIONS:
+        facts = [i.text for i in items if i.section == section]
+        if not facts:
+            lines.append(f"{DIGEST_TITLES[section]}: none")
+            continue
+        lines.append(f"{DIGEST_TITLES[section]}:")
+        lines.extend(f"  - {fact}" for fact in facts)
+    if other:
+        noun = "meeting has" if other == 1 else "meetings have"
+        lines.append(f"({other} other {noun} no CRM contact you can see.)")
+    return "\n".join(lines)
+
+
+def compose_digest(
+    rep: str,
+    at: datetime,
+    zone: tzinfo,
+    reads: DigestReads,
+    meetings_today: int,
+    evidence: Sequence[BaseMessage],
+) -> Digest:
+    """The digest of ``rep``'s day (the day of ``at`` in ``zone``) from its reads."""
+    day = at.astimezone(zone).date()
+    zone_name = str(zone)
+    items = digest_items(reads, day, zone)
+    other = meetings_today - len(reads.meetings)
+    text = render_digest(rep, day, zone_name, items, other)
+    return Digest(
+        rep=rep,
+        at=at,
+        day=day,
+        time_zone=zone_name,
+        items=items,
+        meetings_today=meetings_today,
+        meetings_without_customer=other,
+        text=text,
+        citations=tuple(cited_ids(text)),
+        citation_check=check_citations(text, evidence),
+    )
+
+
+# --- reading (as the rep) -----------------------------------------------------------------------
+
+
+def day_bounds(at: datetime, zone: tzinfo) -> tuple[datetime, datetime]:
+    """The rep's day containing ``at``: its start and the next day's start, in UTC."""
+    day = at.astimezone(zone).date()
+    start = datetime.combine(day, time(0, 0), tzinfo=zone)
+    end = datetime.combine(day + timedelta(days=1), time(0, 0), tzinfo=zone)
+    return start.astimezone(UTC), end.astimezone(UTC)
+
+
+async def _customer_meetings(
+    evidence: Evidence, meetings: Sequence[Meeting], own_domain: str
+) -> list[CustomerMeeting]:
+    addresses = [a.address for m in meetings for a in external_attendees(m, own_domain)]
+    directory = await visible_contacts(evidence, addresses) if addresses else {}
+    accounts: dict[str, dict[str, Any]] = {}
+    found: list[CustomerMeeting] = []
+    for meeting in meetings:
+        keys = [a.address.strip().lower() for a in external_attendees(meeting, own_domain)]
+        contacts = [directory[k] for k in keys if k in directory]
+        if not contacts:
+            continue
+        for account_id in dict.fromkeys(str(c["account_id"]) for c in contacts):
+            if account_id not in accounts:
+                accounts[account_id] = await evidence.call("get_account", {"account_id": account_id})
+        ids = dict.fromkeys(str(c["account_id"]) for c in contacts)
+        found.append(CustomerMeeting(meeting, contacts, {i: accounts[i] for i in ids}))
+    return found
+
+
+async def _quiet(evidence: Evidence, deal: Mapping[str, Any], at: datetime) -> bool:
+    """No activity regarding the deal in the ``HORIZON_DAYS`` before ``at``."""
+    since = (at - timedelta(days=HORIZON_DAYS)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    page = await evidence.call(
+        "list_activities", {"opportunity_id": deal["id"], "since": since, "limit": 100}
+    )
+    moments = [a.get("occurred_at") for a in page.get("items") or [] if isinstance(a, dict)]
+    return not any(_instant(m) <= at for m in moments if isinstance(m, str) and m)
+
+
+def _instant(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+async def _waiting(
+    evidence: Evidence,
+    conn: AsyncConnection[DictRow],
+    proposals: WaitingProposals,
+    identity: RepIdentity,
+) -> list[WaitingProposal]:
+    """The proposals waiting on the rep's own threads (not those shared with them), newest thread first."""
+    owned = [
+        t
+        for t in await list_threads(
+            conn, tenant_id=identity.tenant_id, aad_id=identity.aad_object_id, limit=MAX_THREADS
+        )
+        if not t.delegated
+    ]
+    found: list[WaitingProposal] = []
+    for thread in owned:
+        try:
+            waiting = list(await proposals.waiting(identity, thread.thread_id))
+        except (ThreadNotFound, ThreadAccessDenied):
+            continue  # expired or rotated away since it was listed
+        if not waiting:
+            continue
+        # The thread's state is a read of this run: its proposal ids may be cited (targets are not
+        # recorded here, only read again from the CRM below, as the rep).
+        evidence.record(
+            "waiting_proposals",
+            {"items": [{"tool_call_id": p.tool_call_id, "tool": p.tool} for p in waiting]},
+        )
+        for proposal in waiting:
+            found.append(await _with_target(evidence, proposal))
+    return found
+
+
+async def _with_target(evidence: Evidence, proposal: Proposal) -> WaitingProposal:
+    record: Mapping[str, Any] = proposal.record or {}
+    target = record.get("target") or {}
+    kind, target_id = str(target.get("type") or ""), target.get("id")
+    read: Mapping[str, Any] | None = None
+    if kind in READ_TARGET and isinstance(target_id, str) and target_id:
+        try:
+            read = await evidence.call(READ_TARGET[kind], {_TARGET_ARG[kind]: target_id})
+        except CrmCallError:
+            read = None  # no longer readable by the rep: listed, but neither named nor cited
+    return WaitingProposal(
+        tool_call_id=proposal.tool_call_id,
+        tool=proposal.tool,
+        target=read if read and read.get("id") else None,
+        proposed_at=str(record.get("taken_at") or ""),
+    )
+
+
+async def digest_at(
+    settings: Settings,
+    identity: RepIdentity,
+    tokens: BriefTokens,
+    conn: AsyncConnection[DictRow],
+    proposals: WaitingProposals,
+    *,
+    at: datetime,
+    zone: tzinfo = UTC,
+) -> Digest:
+    """The rep's daily digest for their day containing ``at`` (in ``zone``), as it stands at ``at``.
+
+    ``conn`` lists the rep's threads; ``proposals`` (the runner) reads what waits on each.
+    """
+    start, end = day_bounds(at, zone)
+    day = at.astimezone(zone).date()
+    meetings = [m for m in await read_meetings(settings, tokens, start, end) if start <= m.start < end]
+    async with AsyncExitStack() as stack:
+        evidence = Evidence(crm_gateway(stack, settings, tokens, write=False))
+        customer = await _customer_meetings(evidence, meetings, domain_of(identity.username))
+        mine = [d async for d in evidence.items("list_opportunities", {"owner": "me", "open_only": True})]
+        closes = {str(d["id"]): date.fromisoformat(str(d.get("close_date"))[:10]) for d in mine}
+        soon = [d for d in mine if day <= closes[str(d["id"])] <= day + timedelta(days=HORIZON_DAYS)]
+        quiet = [d for d in soon if await _quiet(evidence, d, at)]
+        overdue = [d for d in mine if closes[str(d["id"])] < day]
+        waiting = await _waiting(evidence, conn, proposals, identity)
+    reads = DigestReads(
+        meetings=customer,
+        closing_quiet=sorted(quiet, key=lambda d: (closes[str(d["id"])], str(d["id"]))),
+        overdue=sorted(overdue, key=lambda d: (closes[str(d["id"])], str(d["id"]))),
+        waiting=waiting,
+    )
+    return compose_digest(
+        identity.username or identity.name, at, zone, reads, len(meetings), evidence.messages
+    )
