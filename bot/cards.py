@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 from urllib.parse import quote
@@ -948,29 +948,26 @@ def answer_card(
     docs = documents or {}
     body: list[Card] = _lines(answer) if answer.strip() else [_text("(no answer)")]
     if citations:
-        unique = list(dict.fromkeys(citations))
-        body.append(
-            {
-                "type": "Container",
-                "separator": True,
-                "spacing": "Medium",
-                "items": [
-                    _text("Sources", weight="Bolder", size="Small"),
-                    _text(
-                        # Two chunks of one document are one source.
-                        " · ".join(
-                            dict.fromkeys(
-                                document_link(*docs[c]) if c in docs else record_link(c, record_url_template)
-                                for c in unique
-                            )
-                        ),
-                        size="Small",
-                    ),
-                ],
-            }
-        )
+        body.append(sources_block(citations, docs, record_url_template))
     fallback = answer + (f"\n\nSources: {', '.join(citations)}" if citations else "")
     return _card(body, fallback=fallback)
+
+
+def sources_block(
+    citations: Sequence[str], documents: Mapping[str, tuple[str, str | None]], record_url_template: str | None
+) -> Card:
+    """The "Sources" section under cited text: each record id (a link with a template), each
+    document by its title; two chunks of one document are one source."""
+    sources = dict.fromkeys(
+        document_link(*documents[c]) if c in documents else record_link(c, record_url_template)
+        for c in dict.fromkeys(citations)
+    )
+    return {
+        "type": "Container",
+        "separator": True,
+        "spacing": "Medium",
+        "items": [_text("Sources", weight="Bolder", size="Small"), _text(" · ".join(sources), size="Small")],
+    }
 
 
 def command_data(text: str) -> dict[str, Any]:
@@ -1203,21 +1200,7 @@ def brief_card(
             )
         )
     if brief.citations:
-        sources = dict.fromkeys(
-            document_link(*docs[c]) if c in docs else record_link(c, record_url_template)
-            for c in brief.citations
-        )
-        body.append(
-            {
-                "type": "Container",
-                "separator": True,
-                "spacing": "Medium",
-                "items": [
-                    _text("Sources", weight="Bolder", size="Small"),
-                    _text(" · ".join(sources), size="Small"),
-                ],
-            }
-        )
+        body.append(sources_block(brief.citations, docs, record_url_template))
     actions: list[Card] = []
     if brief.accounts:
         first = brief.accounts[0].name or brief.accounts[0].account_id
