@@ -266,6 +266,12 @@ class ToolCatalog:
         served = {t.name for t in self._by_role.values()}
         return [name for name in self.tools if name not in served]
 
+    def writes_without_role(self) -> list[BoundTool]:
+        """Write tools no role serves (one added later as a registry entry): those that
+        describe themselves with a title and do not say they are read-only. A
+        structured-output schema has neither."""
+        return [t for name in self.without_role() if (t := self.tools[name]).title and not t.read_only]
+
     def fit(self, role: Role, args: Mapping[str, Any]) -> dict[str, Any]:
         """``args`` limited to the arguments the role's tool takes (a filter it lacks is left out)."""
         tool = self._by_role.get(role)

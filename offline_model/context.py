@@ -38,11 +38,7 @@ class PlanContext:
             return answer(c.unread_text(self.tools.has))
         text = c.help_text(self.tools.has)
         # Write tools no role serves are named by their own titles (asked for the same way).
-        titles = [
-            tool.title[:1].lower() + tool.title[1:]
-            for name in self.tools.without_role()
-            if (tool := self.tools.tools[name]).title and not tool.read_only
-        ]
+        titles = [tool.title[:1].lower() + tool.title[1:] for tool in self.tools.writes_without_role()]
         return answer(text + "".join(f"\n- {title}, for your approval" for title in titles))
 
     def require(self, role: Role, what: str) -> Step | None:

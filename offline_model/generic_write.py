@@ -35,18 +35,11 @@ def _title_words(tool: BoundTool) -> set[str]:
 
 
 def requested_tool(ctx: PlanContext) -> BoundTool | None:
-    """The bound write tool with no role whose title the rep's message uses, word for word.
-
-    Only tools that describe themselves (a title annotation, as MCP tools and the copilot's
-    own write tools carry) and do not say they are read-only are candidates: a
-    structured-output schema has neither, and serves no role either.
-    """
+    """The bound write tool with no role whose title the rep's message uses, word for word
+    (:meth:`~offline_model.catalog.ToolCatalog.writes_without_role` are the candidates)."""
     said = {_stem(w) for w in words(ctx.turn.question)}
     matches = [
-        tool
-        for name in ctx.tools.without_role()
-        if (tool := ctx.tools.tools[name]).title and not tool.read_only
-        if (needed := _title_words(tool)) and needed <= said
+        tool for tool in ctx.tools.writes_without_role() if (needed := _title_words(tool)) and needed <= said
     ]
     # The most specific title wins when several match ("Pin a badge" vs "Pin a gold badge").
     return max(matches, key=lambda t: len(_title_words(t)), default=None)

@@ -20,7 +20,6 @@ from bench.azurite import (
     ACCOUNT_KEY,
     AZURITE_QUEUE,
     connection_string,
-    spawn,
     stop,
     wait_listening,
 )
@@ -50,23 +49,47 @@ class Azurite:
 
 
 @contextmanager
-def run_azurite() -> Iterator[Azurite]:
-    """Start ``azurite-queue`` on a free port with a temporary workspace; stop it afterwards."""
-    if not AZURITE_QUEUE.exists():
-        raise FileNotFoundError(f"{AZURITE_QUEUE} is missing: run `npm install`")
-    location = Path(tempfile.mkdtemp(prefix="azurite-"))
+def _serving(binary: Path, service: str, prefix: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """``azurite-<service>`` on a free port with a temporary workspace, stopped afterwards."""
+    if not binary.exists():
+        raise FileNotFoundError(f"{binary} is missing: run `npm install`")
+    location = Path(tempfile.mkdtemp(prefix=prefix))
     port = free_port()
-    process = spawn(location, port)
+    with (location / "azurite.log").open("wb") as log:
+        process = subprocess.Popen(
+            [
+                str(binary),
+                f"--{service}Host",
+                "127.0.0.1",
+                f"--{service}Port",
+                str(port),
+                "--location",
+                str(location),
+                "--silent",
+                "--skipApiVersionCheck",
+                "--disableTelemetry",
+            ],
+            cwd=PROJECT_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         try:
             wait_listening(process, port)
         except RuntimeError as exc:
             output = (location / "azurite.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"{exc}\n{output}") from exc
-        yield Azurite(port, process)
+        yield port, process
     finally:
         stop(process)
         shutil.rmtree(location, ignore_errors=True)
+
+
+@contextmanager
+def run_azurite() -> Iterator[Azurite]:
+    """Start ``azurite-queue`` on a free port with a temporary workspace; stop it afterwards."""
+    with _serving(AZURITE_QUEUE, "queue", "azurite-") as (port, process):
+        yield Azurite(port, process)
 
 
 @dataclass
@@ -89,42 +112,8 @@ class AzuriteBlob:
         )
 
 
-def _spawn_blob(location: Path, port: int) -> subprocess.Popen[bytes]:
-    with (location / "azurite.log").open("wb") as log:
-        return subprocess.Popen(
-            [
-                str(AZURITE_BLOB),
-                "--blobHost",
-                "127.0.0.1",
-                "--blobPort",
-                str(port),
-                "--location",
-                str(location),
-                "--silent",
-                "--skipApiVersionCheck",
-                "--disableTelemetry",
-            ],
-            cwd=PROJECT_ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-
 @contextmanager
 def run_azurite_blob() -> Iterator[AzuriteBlob]:
     """Start ``azurite-blob`` on a free port with a temporary workspace; stop it afterwards."""
-    if not AZURITE_BLOB.exists():
-        raise FileNotFoundError(f"{AZURITE_BLOB} is missing: run `npm install`")
-    location = Path(tempfile.mkdtemp(prefix="azurite-blob-"))
-    port = free_port()
-    process = _spawn_blob(location, port)
-    try:
-        try:
-            wait_listening(process, port)
-        except RuntimeError as exc:
-            output = (location / "azurite.log").read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"{exc}\n{output}") from exc
+    with _serving(AZURITE_BLOB, "blob", "azurite-blob-") as (port, process):
         yield AzuriteBlob(port, process)
-    finally:
-        stop(process)
-        shutil.rmtree(location, ignore_errors=True)
