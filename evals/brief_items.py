@@ -81,9 +81,7 @@ def _record_ids(account: Account) -> list[str]:
 
 
 def _seen(world: World, view: RepView, meeting: Meeting) -> _Seen:
-    directory = {
-        str(c.get("email") or "").strip().lower(): (a, c) for a in view.accounts for c in a.contacts
-    }
+    directory = {str(c.get("email") or "").strip().lower(): (a, c) for a in view.accounts for c in a.contacts}
     external = _external(meeting, _domain(view.email))
     grouped: dict[str, tuple[Account, list[dict[str, object]]]] = {}
     for address in external:
@@ -171,7 +169,11 @@ def _digest_expect(world: World, view: RepView, at: dt.datetime) -> BriefExpect:
         (c, i) for i, c in closes.items() if day <= c <= day + dt.timedelta(days=HORIZON_DAYS) and quiet(i)
     )
     lines += [ExpectedLine(section="closing_quiet", cited=[i]) for _, i in soon]
-    lines += [ExpectedLine(section="overdue", cited=[i]) for c, i in sorted((c, i) for i, c in closes.items()) if c < day]
+    lines += [
+        ExpectedLine(section="overdue", cited=[i])
+        for c, i in sorted((c, i) for i, c in closes.items())
+        if c < day
+    ]
     return BriefExpect(
         lines=lines,
         no_brief=[_no_brief(s) for s in today if s.reason is not None],
@@ -184,7 +186,9 @@ class _Cases:
         self.split = split
         self.cases: list[BriefCase] = []
 
-    def add(self, kind: BriefKind, rep: str, at: Moment, expect: BriefExpect, lead: int | None = None) -> None:
+    def add(
+        self, kind: BriefKind, rep: str, at: Moment, expect: BriefExpect, lead: int | None = None
+    ) -> None:
         self.cases.append(
             BriefCase(
                 id=f"{self.split}-b{len(self.cases) + 1:02d}",
@@ -222,7 +226,11 @@ def build_brief_items(world: World) -> dict[Split, list[BriefCase]]:
         for view, meeting in (p for p in seen if p[1].reason == "hidden" and split == "heldout"):
             at = _midnight(world, (meeting.meeting.start.date() - world.today).days)
             out.add(
-                "brief", view.handle, _moment(world, at), _brief_expect(world, view, at, DAY_MINUTES), DAY_MINUTES
+                "brief",
+                view.handle,
+                _moment(world, at),
+                _brief_expect(world, view, at, DAY_MINUTES),
+                DAY_MINUTES,
             )
         hour, minute = (int(p) for p in DIGEST_TIMES[split].split(":"))
         for index, view in enumerate(world.reps):

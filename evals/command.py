@@ -95,14 +95,14 @@ def main(
         raise InvalidInput("--limit must be at least 1")
     name = dataset or DEFAULT_DATASET
     path = dataset_path(name)
-    dataset = load_dataset(path)
-    items = slice_items(dataset.items, limit)
+    loaded = load_dataset(path)
+    items = slice_items(loaded.items, limit)
     thresholds = load_thresholds(path)
     models = models_to_run(settings, model)
     briefs: BriefReport | None = None
-    if dataset.briefs or not thresholds.briefs.empty:
-        _progress(f"eval: {len(dataset.briefs)} brief items of {path.name} (no model)")
-        briefs = asyncio.run(evaluate_briefs(dataset.briefs, thresholds.briefs, _progress))
+    if loaded.briefs or not thresholds.briefs.empty:
+        _progress(f"eval: {len(loaded.briefs)} brief items of {path.name} (no model)")
+        briefs = asyncio.run(evaluate_briefs(loaded.briefs, thresholds.briefs, _progress))
     reports: list[ModelReport] = []
     for each in models if items else []:
         _progress(f"eval: {len(items)} items of {path.name} with model {each}")

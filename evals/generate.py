@@ -27,6 +27,7 @@ from typing import Any
 from copilot.briefs.calendar import read_meetings
 from copilot.briefs.types import Meeting
 from copilot.tools.schemas import STAGES
+from evals.brief_items import build_brief_items
 from evals.crm import every_page, rep_crm
 from evals.dataset import (
     DATASETS_DIR,
@@ -48,7 +49,6 @@ from evals.dataset import (
     load_config,
     write_items,
 )
-from evals.brief_items import build_brief_items
 from evals.environment import SignedInRep
 from evals.phrasing import TEMPLATES, fill, vary
 
@@ -171,7 +171,9 @@ async def read_world(
             view.user_id = str(me[0]["owner"]["id"]) if me else ""
             view.open_deals = me
             for deal in me:
-                regarding = await every_page(crm, "list_activities", {"opportunity_id": deal["id"], "limit": 100})
+                regarding = await every_page(
+                    crm, "list_activities", {"opportunity_id": deal["id"], "limit": 100}
+                )
                 view.deal_activity[str(deal["id"])] = [str(a["occurred_at"]) for a in regarding]
             for days in (30, 45, 60, 75, 90, 120):
                 window = await every_page(
@@ -208,9 +210,9 @@ async def read_world(
     for handle in config.outsiders:
         progress(f"eval generate: reading the CRM as {handle}")
         user = await sign_in(handle)
-        hidden = [a for a in await _accounts(settings, user, details=False) if a.id not in seen_by_reps]
+        unseen = [a for a in await _accounts(settings, user, details=False) if a.id not in seen_by_reps]
         async with rep_crm(settings, user.broker) as crm:
-            for account in hidden:
+            for account in unseen:
                 # A hidden account's contacts may attend a rep's meeting: the brief items forbid
                 # its every id read here.
                 account.contacts = await every_page(crm, "list_contacts", {"account_id": account.id})
