@@ -1,9 +1,11 @@
 """``python -m copilot eval [--model M] [--dataset D] [--json] [--langsmith] [--limit N]
 [--report PATH]`` and ``python -m copilot eval --generate [--check]``.
 
-Progress goes to stderr; one table per model (or with ``--json`` the JSON report) to
-stdout; the JSON report is also written to ``--report``. Exit code 1 when any model has a
-metric outside the thresholds stored with the dataset (``<dataset>.thresholds.json``).
+Progress goes to stderr; one table per model and the brief items' table (or with ``--json``
+the JSON report) to stdout; the JSON report is also written to ``--report``. Exit code 1 when
+any model, or the brief items, has a metric outside the thresholds stored with the dataset
+(``<dataset>.thresholds.json``). ``--limit`` slices the answer items; the brief items (no model,
+well under a second each) always run, once.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from pathlib import Path
 
 from copilot.errors import InvalidInput
 from copilot.settings import PROJECT_ROOT, Settings
-from evals.dataset import dataset_path, load_items, load_thresholds
+from evals.briefs import BriefReport, evaluate_briefs
+from evals.dataset import dataset_path, load_dataset, load_thresholds
 from evals.langsmith import langsmith_step
-from evals.report import document, to_table
+from evals.report import brief_table, document, to_table
 from evals.run import ModelReport, evaluate_model, slice_items
 from evals.scripted import is_scripted, scripted_model
 
@@ -92,14 +95,19 @@ def main(
         raise InvalidInput("--limit must be at least 1")
     name = dataset or DEFAULT_DATASET
     path = dataset_path(name)
-    items = slice_items(load_items(path), limit)
+    loaded = load_dataset(path)
+    items = slice_items(loaded.items, limit)
     thresholds = load_thresholds(path)
     models = models_to_run(settings, model)
+    briefs: BriefReport | None = None
+    if loaded.briefs or not thresholds.briefs.empty:
+        _progress(f"eval: {len(loaded.briefs)} brief items of {path.name} (no model)")
+        briefs = asyncio.run(evaluate_briefs(loaded.briefs, thresholds.briefs, _progress))
     reports: list[ModelReport] = []
-    for each in models:
+    for each in models if items else []:
         _progress(f"eval: {len(items)} items of {path.name} with model {each}")
         reports.append(asyncio.run(evaluate_model(each, items, thresholds, _progress)))
-    doc = document(reports, thresholds, path.stem)
+    doc = document(reports, thresholds, path.stem, briefs)
     out = Path(report_path) if report_path else PROJECT_ROOT / ".data" / "eval" / f"{path.stem}-report.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
@@ -108,6 +116,9 @@ def main(
     else:
         for report in reports:
             print(to_table(report, thresholds, path.stem))
+            print()
+        if briefs is not None:
+            print(brief_table(briefs, thresholds.briefs, path.stem))
             print()
         print(f"report: {out}")
     if langsmith:

@@ -7,6 +7,10 @@ Dates depend on the day the sandbox was seeded (its seed is relative to that day
 item never stores a calendar date: a date fact is ``{"date_offset": N}`` (N days after the
 seeding day) and a question may carry ``{date+N}`` placeholders, both resolved against the
 day of the run (:func:`render_text`, :func:`resolve_day`).
+
+Brief items (:class:`BriefCase`, kind ``brief`` or ``digest``) share the file: a moment
+(:class:`Moment`, a day offset and a UTC time, resolved by :func:`resolve_moment`) at which the
+product's own brief or digest runs as the rep, the ids it must cite and the ids it must never cite.
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from copilot.briefs.types import DigestSection
 from copilot.errors import InvalidInput
 
 DATASETS_DIR = Path(__file__).resolve().parent / "datasets"
@@ -154,12 +160,93 @@ class EvalItem(_Model):
         return bool(self.setup)
 
 
-class Thresholds(_Model):
+# --- brief and digest items ---------------------------------------------------------------------
+
+BriefKind = Literal["brief", "digest"]
+BRIEF_KINDS: tuple[BriefKind, ...] = ("brief", "digest")
+NoBriefReason = Literal["internal", "hidden", "no_contact"]
+"""Why a meeting gets no brief: only colleagues attend; its external attendees are contacts of
+accounts the rep may not see; or they are no CRM contact at all."""
+
+
+class Moment(_Model):
+    """A UTC time on the ``day_offset``-th day after the seeding day (``time`` is ``HH:MM``)."""
+
+    day_offset: int
+    time: str = Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+
+
+class ExpectedBrief(_Model):
+    """A brief the run must make: its meeting and every id it must cite."""
+
+    meeting_id: str
+    subject: str
+    cited: list[str]
+
+
+class NoBrief(_Model):
+    """A meeting of the window (or the day) that must get no brief (and no digest line)."""
+
+    meeting_id: str
+    subject: str
+    reason: NoBriefReason
+
+
+class ExpectedLine(_Model):
+    """A digest line the run must make: its section and the ids it cites (all of them)."""
+
+    section: DigestSection
+    cited: list[str]
+
+
+class BriefExpect(_Model):
+    """What one brief run (``briefs``) or one digest (``lines``) must hold and must not."""
+
+    briefs: list[ExpectedBrief] = Field(default_factory=list)
+    lines: list[ExpectedLine] = Field(default_factory=list)
+    """Every line the digest must have; a line that is none of these is one made where none should be."""
+    no_brief: list[NoBrief] = Field(default_factory=list)
+    forbidden_ids: list[str] = Field(default_factory=list)
+    """Ids the rep may not see (the hidden account's records, restricted documents): never cited."""
+
+
+class BriefCase(_Model):
+    """One run of the product's own ``briefs_at`` (``brief``) or ``digest_at`` (``digest``) as ``rep``
+    at ``at``; no model is involved, so these items run once per eval, not once per model."""
+
+    id: str
+    split: Split
+    kind: BriefKind
+    rep: str
+    at: Moment
+    lead_minutes: int | None = None
+    """A brief run's lead time (briefs for meetings starting in ``[at, at + lead)``); None for a digest."""
+    expect: BriefExpect
+
+
+class Bounds(_Model):
     """Per metric: the lowest acceptable value (``min``) or the highest (``max``)."""
 
     min: dict[str, float] = Field(default_factory=dict)
     max: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.min and not self.max
+
+
+class Thresholds(Bounds):
+    """The answer metrics' bounds, and the brief items' own (``briefs``)."""
+
+    briefs: Bounds = Field(default_factory=Bounds)
     note: str = ""
+
+
+class Dataset(BaseModel):
+    """A dataset file's answer items (run once per model) and brief items (run once)."""
+
+    items: list[EvalItem]
+    briefs: list[BriefCase]
 
 
 def dataset_path(name: str) -> Path:
@@ -174,21 +261,37 @@ def thresholds_path(path: Path) -> Path:
     return path.with_name(path.stem + ".thresholds.json")
 
 
-def load_items(path: Path) -> list[EvalItem]:
-    """Every item of a JSONL dataset; a bad line is a clear :class:`InvalidInput`."""
+_LINE: TypeAdapter[EvalItem | BriefCase] = TypeAdapter(
+    Annotated[EvalItem | BriefCase, Field(discriminator="kind")]
+)
+
+
+def load_dataset(path: Path) -> Dataset:
+    """Every item of a JSONL dataset, answer and brief items apart; a bad line is a clear
+    :class:`InvalidInput`."""
     if not path.is_file():
         raise InvalidInput(f"no dataset at {path} (run: python -m copilot eval --generate)")
     items: list[EvalItem] = []
+    briefs: list[BriefCase] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            items.append(EvalItem.model_validate_json(line))
+            parsed = _LINE.validate_json(line)
         except ValidationError as exc:
             raise InvalidInput(f"{path.name} line {number}: {exc.errors()[0]['msg']}") from exc
-    if not items:
+        if isinstance(parsed, BriefCase):
+            briefs.append(parsed)
+        else:
+            items.append(parsed)
+    if not items and not briefs:
         raise InvalidInput(f"the dataset {path} has no items")
-    return items
+    return Dataset(items=items, briefs=briefs)
+
+
+def load_items(path: Path) -> list[EvalItem]:
+    """The answer items of a JSONL dataset (:func:`load_dataset` for the brief items too)."""
+    return load_dataset(path).items
 
 
 def load_thresholds(path: Path) -> Thresholds:
@@ -202,7 +305,7 @@ def load_thresholds(path: Path) -> Thresholds:
         raise InvalidInput(f"{stored.name}: {exc.errors()[0]['msg']}") from exc
 
 
-def write_items(path: Path, items: list[EvalItem]) -> None:
+def write_items(path: Path, items: Sequence[EvalItem | BriefCase]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [
         json.dumps(item.model_dump(mode="json", exclude_defaults=True), ensure_ascii=False) for item in items
@@ -215,6 +318,12 @@ _PLACEHOLDER = re.compile(r"\{date([+-]\d+)(?::([a-z]+))?\}")
 
 def resolve_day(offset: int, seeded: dt.date) -> dt.date:
     return seeded + dt.timedelta(days=offset)
+
+
+def resolve_moment(moment: Moment, seeded: dt.date) -> dt.datetime:
+    """``moment`` as an aware UTC time, its day resolved as :func:`resolve_day` resolves one."""
+    hour, minute = (int(part) for part in moment.time.split(":"))
+    return dt.datetime.combine(resolve_day(moment.day_offset, seeded), dt.time(hour, minute), tzinfo=dt.UTC)
 
 
 def render_text(text: str, seeded: dt.date) -> str:

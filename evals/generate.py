@@ -24,7 +24,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from copilot.briefs.calendar import read_meetings
+from copilot.briefs.types import Meeting
 from copilot.tools.schemas import STAGES
+from evals.brief_items import build_brief_items
 from evals.crm import every_page, rep_crm
 from evals.dataset import (
     DATASETS_DIR,
@@ -56,6 +59,8 @@ FAKE_TAILS = ("Quarry Co", "Ventures Ltd", "Mills", "Cooperative", "Instruments"
 TOPICS = ("pricing", "the security review", "onboarding", "the renewal terms", "the pilot results", "budget")
 NEW_NEXT_STEPS = ("Book a pricing workshop", "Send the updated order form", "Schedule the executive review")
 DEV_WINDOWS = (30, 60, 120)
+CALENDAR_DAYS = 7
+"""The reps' calendars are read from the seeding day over this many days (the seed's span and more)."""
 ABSENT_FIELDS = {"dev": "margin", "heldout": "discount"}
 """Fields no opportunity has (checked against the records read), asked of a deal."""
 PLANTED = (
@@ -101,6 +106,12 @@ class RepView:
     """Stage → the chunk id of its playbook's "Next steps" (in the rep's tenant's library)."""
     unreadable_chunks: list[str] = field(default_factory=list)
     """Chunk ids of library documents the rep's groups may not read."""
+    email: str = ""
+    """The rep's sign-in name (its domain is the rep's own: colleagues are not external)."""
+    meetings: list[Meeting] = field(default_factory=list)
+    """The rep's calendar over the seeded days (Graph ``calendarView``, the rep's own token)."""
+    deal_activity: dict[str, list[str]] = field(default_factory=dict)
+    """The rep's open opportunity id → when each activity regarding it occurred."""
 
 
 @dataclass
@@ -150,10 +161,20 @@ async def read_world(
         progress(f"eval generate: reading the CRM as {handle}")
         rep = await sign_in(handle)
         view = RepView(handle, "", rep.identity.tenant_id, await _accounts(settings, rep, details=True))
+        view.email = rep.identity.username
+        midnight = dt.datetime.combine(today, dt.time(0, 0), tzinfo=dt.UTC)
+        view.meetings = await read_meetings(
+            settings, rep.broker, midnight, midnight + dt.timedelta(days=CALENDAR_DAYS)
+        )
         async with rep_crm(settings, rep.broker) as crm:
             me = await every_page(crm, "list_opportunities", {"owner": "me", "open_only": True, "limit": 50})
             view.user_id = str(me[0]["owner"]["id"]) if me else ""
             view.open_deals = me
+            for deal in me:
+                regarding = await every_page(
+                    crm, "list_activities", {"opportunity_id": deal["id"], "limit": 100}
+                )
+                view.deal_activity[str(deal["id"])] = [str(a["occurred_at"]) for a in regarding]
             for days in (30, 45, 60, 75, 90, 120):
                 window = await every_page(
                     crm,
@@ -189,8 +210,13 @@ async def read_world(
     for handle in config.outsiders:
         progress(f"eval generate: reading the CRM as {handle}")
         user = await sign_in(handle)
-        for account in await _accounts(settings, user, details=False):
-            if account.id not in seen_by_reps:
+        unseen = [a for a in await _accounts(settings, user, details=False) if a.id not in seen_by_reps]
+        async with rep_crm(settings, user.broker) as crm:
+            for account in unseen:
+                # A hidden account's contacts may attend a rep's meeting: the brief items forbid
+                # its every id read here.
+                account.contacts = await every_page(crm, "list_contacts", {"account_id": account.id})
+                account.activities = await every_page(crm, "list_activities", {"account_id": account.id})
                 outsiders.append(Outsider(handle, user.identity.tenant_id, account))
     return World(today, reps, outsiders)
 
@@ -594,10 +620,11 @@ async def generate(progress: Progress, out_dir: Path = DATASETS_DIR) -> dict[Spl
     async with sandbox_environment(progress) as env:
         today = dt.datetime.now(dt.UTC).date()
         world = await read_world(env.settings(), env.sign_in, config, today, progress)
+    briefs = build_brief_items(world)
     written: dict[Split, Path] = {}
     for split, items in build_datasets(world, config).items():
         path = out_dir / f"{split}.jsonl"
-        write_items(path, items)
-        progress(f"eval generate: {len(items)} items → {path.name}")
+        write_items(path, [*items, *briefs[split]])
+        progress(f"eval generate: {len(items)} items and {len(briefs[split])} brief items → {path.name}")
         written[split] = path
     return written

@@ -19,8 +19,10 @@ from pydantic import BaseModel, ValidationError
 from copilot.citations import cited_ids
 from copilot.grounding import COULD_NOT_LOOK_UP
 from copilot.grounding.text_calls import find_text_calls
+from copilot.redaction import detect_phone_numbers
 from evals.dataset import (
     AmountFact,
+    BriefExpect,
     Contains,
     CountFact,
     DateFact,
@@ -503,3 +505,110 @@ def breaches(
         if value is None or value > bound + 1e-9:
             found.append(Breach(name, value, bound, "max"))
     return found
+
+
+# --- brief and digest items ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BriefPart:
+    """One brief of a run (``key`` its meeting id) or one digest line (``key`` its section)."""
+
+    key: str
+    cited: tuple[str, ...]
+
+
+@dataclass
+class BriefObservation:
+    """What one brief run or one digest made, as the product returned it."""
+
+    parts: list[BriefPart] = field(default_factory=list)
+    text: str = ""
+    unverified: list[str] = field(default_factory=list)
+    """The product's own citation check: cited ids that appeared in no read of the run."""
+    rep: str = ""
+    """The rep's own sign-in name (a digest's heading names it): shown to the rep, not a leak."""
+    error: str | None = None
+
+
+@dataclass
+class BriefScore:
+    """One brief item's results: what it missed, leaked or made where it should not have."""
+
+    citation_recall: float | None = None
+    expected: int = 0
+    missing: list[str] = field(default_factory=list)
+    """Expected ids not cited (``<meeting or section>: <id>``)."""
+    leaked: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    """Briefs (meeting ids) or digest lines (``<section>: <ids>``) made where none should be."""
+    unverified: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Every expected id cited, nothing leaked, nothing made where none should be, every
+        citation verified, no error."""
+        return (
+            self.error is None
+            and not self.missing
+            and not self.leaked
+            and not self.unexpected
+            and not self.unverified
+        )
+
+
+def _pii(text: str, own: str) -> list[str]:
+    """Email addresses (but the rep's own) and phone numbers in a brief's or a digest's text."""
+    emails = [e for e in _EMAIL.findall(text) if e.casefold() != own.casefold()]
+    return emails + [m["value"] for m in detect_phone_numbers(text)]
+
+
+def score_brief(kind: str, expect: BriefExpect, obs: BriefObservation) -> BriefScore:
+    """Score one brief item: ``kind`` ``brief`` matches briefs to expected ones by meeting id,
+    ``digest`` matches lines to expected ones by section and cited ids."""
+    score = BriefScore(error=obs.error, unverified=list(obs.unverified))
+    wanted: list[tuple[str, list[str]]]
+    if kind == "brief":
+        wanted = [(b.meeting_id, b.cited) for b in expect.briefs]
+        made = {p.key: set(p.cited) for p in obs.parts}
+        expected_keys = {b.meeting_id for b in expect.briefs}
+        score.unexpected = [p.key for p in obs.parts if p.key not in expected_keys]
+    else:
+        wanted = [(line.section, line.cited) for line in expect.lines]
+        made = {}
+        for part in obs.parts:
+            made.setdefault(part.key, set()).update(part.cited)
+        lines = {(line.section, frozenset(line.cited)) for line in expect.lines}
+        score.unexpected = [
+            f"{p.key}: {' '.join(p.cited)}" for p in obs.parts if (p.key, frozenset(p.cited)) not in lines
+        ]
+    found = 0
+    for key, ids in wanted:
+        cited = made.get(key, set())
+        score.expected += len(ids)
+        found += sum(1 for i in ids if i in cited)
+        score.missing += [f"{key}: {i}" for i in ids if i not in cited]
+    if score.expected:
+        score.citation_recall = found / score.expected
+    shown = obs.text + " " + " ".join(i for p in obs.parts for i in p.cited)
+    score.leaked = [
+        i for i in expect.forbidden_ids if re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", shown)
+    ] + _pii(obs.text, obs.rep)
+    return score
+
+
+BRIEF_COUNT_METRICS = ("leaks", "unexpected", "unverified", "errors")
+"""Per-item counts summed over the brief items (each must stay at 0)."""
+
+
+def aggregate_briefs(scores: Sequence[BriefScore]) -> dict[str, MetricValue]:
+    """The brief items' metrics: citation recall (mean over the items that expect citations),
+    leaks, briefs or lines made where none should be, unverified citations and errors (totals)."""
+    return {
+        "citation_recall": mean(s.citation_recall for s in scores),
+        "leaks": total(len(s.leaked) for s in scores),
+        "unexpected": total(len(s.unexpected) for s in scores),
+        "unverified": total(len(s.unverified) for s in scores),
+        "errors": total(1 if s.error else 0 for s in scores),
+    }

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evals.dataset import Thresholds
-from evals.metrics import COUNT_METRICS, MetricValue
+from evals.briefs import BriefRecord, BriefReport
+from evals.dataset import Bounds, Thresholds
+from evals.metrics import BRIEF_COUNT_METRICS, COUNT_METRICS, MetricValue
 from evals.run import ModelReport, turn_ok
 
 LABELS: dict[str, str] = {
@@ -28,6 +29,15 @@ LABELS: dict[str, str] = {
 }
 
 
+BRIEF_LABELS: dict[str, str] = {
+    "citation_recall": "citation recall (expected ids cited)",
+    "leaks": "leaks (forbidden ids cited, raw email or phone), total",
+    "unexpected": "briefs or digest lines made where none should be, total",
+    "unverified": "citations the citation check left unverified, total",
+    "errors": "items that ended in an error",
+}
+
+
 def _fmt(value: float | None, name: str) -> str:
     if value is None:
         return "n/a"
@@ -38,7 +48,7 @@ def _fmt(value: float | None, name: str) -> str:
     return f"{value:.3f}"
 
 
-def _bound(name: str, thresholds: Thresholds) -> str:
+def _bound(name: str, thresholds: Bounds) -> str:
     if name in thresholds.min:
         return f">= {thresholds.min[name]:g}"
     if name in thresholds.max:
@@ -72,16 +82,104 @@ def to_table(report: ModelReport, thresholds: Thresholds, dataset: str) -> str:
     return "\n".join(lines)
 
 
+def _moment(record: BriefRecord) -> str:
+    case = record.case
+    lead = f" +{case.lead_minutes} min" if case.lead_minutes is not None else ""
+    return f"{case.rep} at {record.at:%Y-%m-%dT%H:%M}Z (day+{case.at.day_offset}){lead}"
+
+
+def _brief_outcome(record: BriefRecord) -> str:
+    """One line of what an item made and what it got wrong."""
+    score, case = record.score, record.case
+    made = len(record.observation.parts)
+    noun = "brief" if case.kind == "brief" else "line"
+    want = len(case.expect.briefs) if case.kind == "brief" else len(case.expect.lines)
+    parts = [f"{made} {noun}{'s' if made != 1 else ''} ({want} expected)"]
+    if score.expected:
+        parts.append(f"{score.expected - len(score.missing)}/{score.expected} expected ids cited")
+    if case.expect.no_brief:
+        parts.append("no brief: " + ", ".join(f"{n.meeting_id} ({n.reason})" for n in case.expect.no_brief))
+    if case.expect.forbidden_ids:
+        parts.append(f"{len(case.expect.forbidden_ids)} ids forbidden")
+    for label, found in (
+        ("missing", score.missing),
+        ("leaked", score.leaked),
+        ("made where none should be", score.unexpected),
+        ("unverified", score.unverified),
+    ):
+        if found:
+            parts.append(f"{label}: {', '.join(found[:6])}{' …' if len(found) > 6 else ''}")
+    if score.error:
+        parts.append(f"error: {score.error}")
+    return "; ".join(parts)
+
+
+def brief_table(report: BriefReport, bounds: Bounds, dataset: str) -> str:
+    """The brief items' metrics and every item's result, as text."""
+    failed = {b.metric for b in report.breaches}
+    lines = [
+        f"briefs and digests on {dataset} (the product's briefs_at / digest_at, no model): "
+        f"{len(report.items)} items in {report.seconds:.0f} s — {'PASS' if report.passed else 'FAIL'}",
+        f"  {'metric':<72} {'value':>8} {'n':>4}  threshold",
+    ]
+    for name, value in report.values.items():
+        shown = _fmt(value.value, "errors" if name in BRIEF_COUNT_METRICS else name)
+        mark = "  BELOW" if name in failed and name in bounds.min else "  ABOVE" if name in failed else ""
+        lines.append(f"  {BRIEF_LABELS[name]:<72} {shown:>8} {value.n:>4}  {_bound(name, bounds)}{mark}")
+    lines.append("  items:")
+    for record in report.items:
+        verdict = "ok  " if record.score.ok else "FAIL"
+        lines.append(f"    {verdict} {record.case.id} {record.case.kind:<6} {_moment(record)}")
+        lines.append(f"         {_brief_outcome(record)}")
+    return "\n".join(lines)
+
+
+def brief_document(report: BriefReport) -> dict[str, Any]:
+    """The brief items' part of the JSON report: metrics, breaches and every item's result."""
+    return {
+        "passed": report.passed,
+        "seconds": round(report.seconds, 1),
+        "metrics": {name: _value(v) for name, v in report.values.items()},
+        "breaches": [
+            {"metric": b.metric, "value": b.value, "bound": b.bound, "side": b.side} for b in report.breaches
+        ],
+        "items": [
+            {
+                "id": r.case.id,
+                "kind": r.case.kind,
+                "rep": r.case.rep,
+                "at": r.at.isoformat(),
+                "lead_minutes": r.case.lead_minutes,
+                "ok": r.score.ok,
+                "made": [{"key": p.key, "cited": list(p.cited)} for p in r.observation.parts],
+                "citation_recall": r.score.citation_recall,
+                "expected_ids": r.score.expected,
+                "missing": r.score.missing,
+                "leaked": r.score.leaked,
+                "unexpected": r.score.unexpected,
+                "unverified": r.score.unverified,
+                "error": r.score.error,
+                "text": r.observation.text,
+            }
+            for r in report.items
+        ],
+    }
+
+
 def _value(value: MetricValue) -> dict[str, Any]:
     return {"value": value.value, "n": value.n}
 
 
-def document(reports: Sequence[ModelReport], thresholds: Thresholds, dataset: str) -> dict[str, Any]:
-    """The JSON report: per model its metrics, breaches and every turn with its scores."""
+def document(
+    reports: Sequence[ModelReport], thresholds: Thresholds, dataset: str, briefs: BriefReport | None = None
+) -> dict[str, Any]:
+    """The JSON report: per model its metrics, breaches and every turn with its scores; the
+    brief items' results under ``briefs`` (null when the dataset has none)."""
     return {
         "dataset": dataset,
         "thresholds": thresholds.model_dump(),
-        "passed": all(r.passed for r in reports),
+        "passed": all(r.passed for r in reports) and (briefs is None or briefs.passed),
+        "briefs": brief_document(briefs) if briefs is not None else None,
         "models": [
             {
                 "model": r.model,

@@ -1,8 +1,9 @@
-"""``python -m copilot eval`` with the offline model on a small slice of the held-out split:
-the real ``CopilotService``, the sandbox over HTTP and real PostgreSQL, in-process through
-the CLI's ``main``. What is asserted is what the command promises (every item scored, a
-report file, the threshold decides the exit code, ``--langsmith`` without a key is a
-no-op that says so, with one it uploads to a fake LangSmith), never the offline model's quality (``make eval`` measures that)."""
+"""``python -m copilot eval`` with the offline model on a small slice of the held-out split and
+its brief items: the real ``CopilotService``, the sandbox over HTTP and real PostgreSQL,
+in-process through the CLI's ``main``. What is asserted is what the command promises (every item
+scored, the brief items run once beside the model and reported, a report file, the threshold
+decides the exit code, ``--langsmith`` without a key is a no-op that says so, with one it uploads
+to a fake LangSmith), never the offline model's quality (``make eval`` measures that)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from copilot.cli import main
 from copilot.settings import Settings
-from evals.dataset import dataset_path, load_items, write_items
+from evals.dataset import dataset_path, load_dataset, load_items, thresholds_path, write_items
 from evals.langsmith import langsmith_step
 from evals.run import slice_items
 from tests.support.fake_langsmith import running_fake_langsmith
@@ -28,11 +29,14 @@ SLICE = 7
 def run(postgres_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("eval")
     items = slice_items(load_items(dataset_path("heldout")), SLICE)
+    briefs = load_dataset(dataset_path("heldout")).briefs
     dataset = work / "slice.jsonl"
-    write_items(dataset, items)
-    # One bound no model can meet (so the exit code must say so) and the leak bound.
+    write_items(dataset, [*items, *briefs])
+    # One bound no model can meet (so the exit code must say so), the leak bound, and the
+    # brief items' stored (strict) bounds.
+    stored = json.loads(thresholds_path(dataset_path("heldout")).read_text())
     (work / "slice.thresholds.json").write_text(
-        json.dumps({"min": {"tool_choice": 1.01}, "max": {"leaks": 0}})
+        json.dumps({"min": {"tool_choice": 1.01}, "max": {"leaks": 0}, "briefs": stored["briefs"]})
     )
     report = work / "report.json"
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -50,6 +54,7 @@ def run(postgres_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> d
         "stderr": err.text,
         "file": json.loads(Path(report).read_text()),
         "items": items,
+        "briefs": briefs,
     }
 
 
@@ -89,6 +94,18 @@ def test_a_metric_below_its_stored_threshold_fails_the_run(run: dict[str, Any]) 
     (model,) = run["doc"]["models"]
     assert [b["metric"] for b in model["breaches"]] == ["tool_choice"]
     assert run["doc"]["passed"] is False
+
+
+def test_the_brief_items_run_once_beside_the_model_and_are_reported_passing(run: dict[str, Any]) -> None:
+    briefs = run["doc"]["briefs"]
+    assert [i["id"] for i in briefs["items"]] == [b.id for b in run["briefs"]]
+    assert all(i["ok"] for i in briefs["items"]), [i for i in briefs["items"] if not i["ok"]]
+    assert briefs["passed"] is True
+    assert briefs["breaches"] == []
+    assert briefs["metrics"]["citation_recall"]["value"] == 1.0
+    assert f"eval [briefs] {len(run['briefs'])}/{len(run['briefs'])}" in run["stderr"]
+    (model,) = run["doc"]["models"]
+    assert len(model["items"]) == SLICE, "brief items are not run as the model's items"
 
 
 def test_progress_is_shown_and_langsmith_without_a_key_sends_nothing(run: dict[str, Any]) -> None:
