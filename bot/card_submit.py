@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from bot.cards import (
     COMMAND_KIND,
+    DECLINE_SUGGESTION_KIND,
     EDIT_PREFIX,
     EDITABLE_FIELDS,
     REJECT_REASON_ID,
@@ -29,6 +30,7 @@ from bot.cards import (
     args_digest,
     field_spec,
 )
+from copilot.briefs.types import SuggestionKind
 from copilot.errors import CopilotError
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ __all__ = [
     "InvalidSubmission",
     "args_digest",
     "command_text",
+    "declined_suggestion",
     "parse_submission",
     "to_decision",
 ]
@@ -151,6 +154,29 @@ def command_text(value: Any) -> str | None:
         if isinstance(text, str) and text.strip():
             return text.strip()
     return None
+
+
+class DeclinedSuggestion(BaseModel):
+    """A suggestion's "Not now": which suggestion, at the record version it was made at."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+    copilot: Literal["decline_suggestion"]
+    v: Literal[1]
+    kind: SuggestionKind
+    record_id: str = Field(min_length=1, max_length=200)
+    record_version: int = Field(ge=1)
+
+
+def declined_suggestion(value: Any) -> DeclinedSuggestion | None:
+    """The suggestion a "Not now" button declines (:func:`bot.cards.decline_suggestion_data`),
+    else ``None`` (not that button, or data that is not its own)."""
+    if not isinstance(value, dict) or value.get("copilot") != DECLINE_SUGGESTION_KIND:
+        return None
+    try:
+        return DeclinedSuggestion.model_validate(value)
+    except ValidationError:
+        return None
 
 
 # --- edits ----------------------------------------------------------------------------------------

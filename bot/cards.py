@@ -24,13 +24,13 @@ import json
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, Union, assert_never, get_args, get_origin
 from urllib.parse import quote
 
 from annotated_types import Ge, Le, MaxLen
 
 from bot.dates import DEFAULT_LOCALE, as_date, format_age, format_when
-from copilot.briefs.types import SECTION_TITLES, SECTIONS, Brief
+from copilot.briefs.types import SECTION_TITLES, SECTIONS, Brief, Suggestion
 from copilot.delegation import Delegation
 from copilot.proposals import args_digest
 from copilot.writes import WRITE_TOOL_SCHEMAS, write_tool, write_tools
@@ -1156,6 +1156,70 @@ def brief_follow_up_request(account: str, subject: str) -> str:
     return f"draft a follow-up email to {account} about {subject}"
 
 
+DECLINE_SUGGESTION_KIND = "decline_suggestion"
+"""``data.copilot`` of a suggestion's "Not now" button: record it declined at the record's version."""
+NOT_NOW = "Not now"
+
+
+def suggestion_request(suggestion: Suggestion) -> str:
+    """What a suggestion's button sends, as if the rep typed it (the model proposes the change,
+    and its approval card follows)."""
+    match suggestion.kind:
+        case "close_date_passed":
+            return (
+                f"move the close date of {suggestion.record_name} ({suggestion.record_id}) "
+                f"to {suggestion.value}"
+            )
+        case _:
+            assert_never(suggestion.kind)
+
+
+def suggestion_button_title(suggestion: Suggestion) -> str:
+    """The title of the button that asks for a suggestion's change."""
+    match suggestion.kind:
+        case "close_date_passed":
+            return "Move the close date"
+        case _:
+            assert_never(suggestion.kind)
+
+
+def decline_suggestion_data(suggestion: Suggestion) -> dict[str, Any]:
+    """The ``data`` of a "Not now" button: which suggestion, at which record version."""
+    return {
+        "copilot": DECLINE_SUGGESTION_KIND,
+        "v": SUBMIT_VERSION,
+        "kind": suggestion.kind,
+        "record_id": suggestion.record_id,
+        "record_version": suggestion.record_version,
+    }
+
+
+def suggestion_block(suggestions: Sequence[Suggestion]) -> list[Card]:
+    """A card's "Suggestions" section (pure): each suggestion's cited question, a button that
+    asks for the change in chat (so it is proposed through the normal approval card) and
+    "Not now", which declines it until the record changes. No suggestions: no section."""
+    if not suggestions:
+        return []
+    items: list[Card] = [_text("Suggestions", weight="Bolder", size="Small")]
+    for suggestion in suggestions:
+        items.append(_text(suggestion.text, spacing="Small"))
+        items.append(
+            {
+                "type": "ActionSet",
+                "spacing": "Small",
+                "actions": [
+                    {
+                        "type": "Action.Submit",
+                        "title": suggestion_button_title(suggestion),
+                        "data": command_data(suggestion_request(suggestion)),
+                    },
+                    {"type": "Action.Submit", "title": NOT_NOW, "data": decline_suggestion_data(suggestion)},
+                ],
+            }
+        )
+    return [{"type": "Container", "separator": True, "spacing": "Medium", "items": items}]
+
+
 def brief_card(
     brief: Brief,
     *,
@@ -1167,8 +1231,9 @@ def brief_card(
 
     Every fact keeps its ``[id]`` citations in its text, as answers do, and the "Sources"
     section lists every cited id (a link with ``record_url_template``, a document by its title
-    with ``documents``). The buttons send chat requests, so logging the meeting and drafting
-    the follow-up go through the normal proposal → approval card path.
+    with ``documents``). The buttons send chat requests, so logging the meeting, drafting
+    the follow-up and each suggested change go through the normal proposal → approval card
+    path; a suggestion's "Not now" declines it (:func:`suggestion_block`).
     """
     docs = documents or {}
     when = format_when(brief.start, locale)
@@ -1199,6 +1264,7 @@ def brief_card(
                 spacing="Medium",
             )
         )
+    body.extend(suggestion_block(brief.suggestions))
     if brief.citations:
         body.append(sources_block(brief.citations, docs, record_url_template))
     actions: list[Card] = []

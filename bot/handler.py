@@ -38,7 +38,14 @@ from bot.ai_entities import (
     message_entity,
     number_citations,
 )
-from bot.card_submit import CardSubmission, InvalidSubmission, parse_submission, to_decision, undo_audit_id
+from bot.card_submit import (
+    CardSubmission,
+    InvalidSubmission,
+    declined_suggestion,
+    parse_submission,
+    to_decision,
+    undo_audit_id,
+)
 from bot.delegation_commands import parse_delegation_command
 from bot.json_entity import JsonEntity
 from bot.progress import TurnProgress
@@ -47,6 +54,7 @@ from bot.settings import BotSettings
 from bot.stats_card import stats_card
 from copilot.analytics.team import StatsUnavailable, approval_stats
 from copilot.auth.tokens import OboTokenBroker, identity_from_assertion
+from copilot.briefs import ledger
 from copilot.errors import AuthError, InvalidDecision, ProposalNotPending, ThreadAccessDenied, ThreadNotFound
 from copilot.identity import RepIdentity
 from copilot.runner import CopilotService, Proposal, TurnResult
@@ -73,6 +81,8 @@ BRIEFS_ON = (
 )
 BRIEFS_OFF = 'Meeting prep briefs are off. Say "brief on" to get them again.'
 BRIEFS_PRIVATE_ONLY = 'Briefs come only to your 1:1 chat with me: say "brief on" there.'
+SUGGESTION_DECLINED = "Noted: I won't suggest that again until the record changes."
+SUGGESTION_UNREADABLE = "That suggestion's button could not be read, so nothing was recorded."
 
 
 class CopilotBot(TeamsActivityHandler):
@@ -118,6 +128,9 @@ class CopilotBot(TeamsActivityHandler):
                     turn_context,
                     await delegations.revoke_from_card(self.service.pool, rep, value, locale=locale),
                 )
+            return
+        if isinstance(value, dict) and value.get("copilot") == cards.DECLINE_SUGGESTION_KIND:
+            await self._on_not_now(turn_context, value)
             return
         if isinstance(value, dict) and value.get("copilot") == cards.UNDO_KIND:
             # An approved card's Undo button: a turn that proposes the undo (its approval
@@ -354,6 +367,26 @@ class CopilotBot(TeamsActivityHandler):
         reference = TurnContext.get_conversation_reference(turn_context.activity).serialize()
         await brief_store.set_briefs(self.service.pool, rep.identity, enabled=enabled, reference=reference)
         await turn_context.send_activity(BRIEFS_ON if enabled else BRIEFS_OFF)
+
+    async def _on_not_now(self, turn_context: TurnContext, value: dict[str, Any]) -> None:
+        """A suggestion's "Not now": declined, for the rep who pressed it, at the record version
+        it was made at, so it is not suggested again until the record changes."""
+        declined = declined_suggestion(value)
+        if declined is None:
+            await turn_context.send_activity(SUGGESTION_UNREADABLE)
+            return
+        if (rep := await self._rep(turn_context)) is None:
+            return
+        async with self.service.pool.connection() as conn:
+            await ledger.record_decision(
+                conn,
+                rep.identity,
+                kind=declined.kind,
+                record_id=declined.record_id,
+                record_version=declined.record_version,
+                decision="declined",
+            )
+        await turn_context.send_activity(SUGGESTION_DECLINED)
 
     async def _send_result(
         self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None

@@ -38,6 +38,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from copilot.agent import build_agent
 from copilot.auth.tokens import TokenBroker
+from copilot.briefs import ledger
+from copilot.briefs.types import SuggestionDecision
 from copilot.citations import CitedRecord, cited_records, current_run, message_text
 from copilot.context import AgentContext, run_context
 from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
@@ -454,6 +456,7 @@ class CopilotService:
                 # tool calls completed (e.g. a rejection beside the failed write) still count.
                 kept = self._proposals(await agent.aget_state(config))
                 await self._record_rejections(whose, thread_id, pending, chosen, kept)
+                await self._settle_suggestions(whose, pending, chosen, kept, {})
                 answer, notice = self._aborted(exc)
                 return TurnResult(thread_id, answer=answer, proposals=kept, notice=notice)
             state = await agent.aget_state(config)
@@ -467,6 +470,7 @@ class CopilotService:
             result.decided = {d.tool_call_id: pending[d.tool_call_id] for d in chosen}
             result.outcomes, result.writes = self._outcomes(state, set(result.decided))
             await self._record_rejections(whose, thread_id, pending, chosen, result.proposals)
+            await self._settle_suggestions(whose, pending, chosen, result.proposals, result.writes)
             return result
 
     @staticmethod
@@ -526,6 +530,33 @@ class CopilotService:
                     )
                 if (trace := current_trace()) is not None:
                     trace.record_rejection(proposal.tool, proposal.tool_call_id, decision.reason)
+
+    async def _settle_suggestions(
+        self,
+        identity: RepIdentity,
+        pending: dict[str, Proposal],
+        decisions: list[Approve | Edit | Reject],
+        still_pending: list[Proposal],
+        writes: Mapping[str, WriteOutcome],
+    ) -> None:
+        """Decided proposals settle the rep's open suggestions they act on (the suggestion
+        ledger, ``copilot/briefs/ledger.py``): a rejection declines them, an approved or edited
+        write that was done accepts them. ``identity`` is whose thread (and suggestions) it is."""
+        waiting = {p.tool_call_id for p in still_pending}
+        for decision in decisions:
+            proposal = pending[decision.tool_call_id]
+            if proposal.tool_call_id in waiting or not ledger.kinds_changed_by(proposal.tool, proposal.args):
+                continue
+            if isinstance(decision, Reject):
+                verdict: SuggestionDecision = "declined"
+            elif (outcome := writes.get(proposal.tool_call_id)) is not None and outcome.status == "done":
+                verdict = "accepted"
+            else:
+                continue  # not written (a conflict, a failure): the suggestion stays open
+            async with self.pool.connection() as conn:
+                await ledger.settle_proposal(
+                    conn, identity, tool=proposal.tool, args=proposal.args, decision=verdict
+                )
 
     async def pending(self, identity: RepIdentity, thread_id: str) -> TurnResult:
         """The proposals waiting on a thread (no model call, no token, no CRM session), for

@@ -29,12 +29,14 @@ from copilot.briefs.types import (
     CitationCheck,
     Meeting,
     Section,
+    Suggestion,
 )
 from copilot.citations import cited_ids, ids_in_tool_results
 
 MAX_ACTIVITIES = 3
 MAX_PLAYBOOK_CHARS = 280
 _BULLET = re.compile(r"\s+[-*]\s+")
+SUGGESTIONS_TITLE = "Suggestions"
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,13 @@ def render(meeting: Meeting, accounts: Sequence[AccountBrief], other_external: i
     return "\n".join(lines)
 
 
+def suggestion_lines(suggestions: Sequence[Suggestion], indent: str = "") -> list[str]:
+    """Suggestions as text lines under their heading (none: no lines at all, not "none")."""
+    if not suggestions:
+        return []
+    return [f"{indent}{SUGGESTIONS_TITLE}:", *(f"{indent}  - {s.text}" for s in suggestions)]
+
+
 def check_citations(text: str, reads: Iterable[BaseMessage]) -> CitationCheck:
     """The answers' citation check: which cited ids appeared in a read of this run."""
     seen = ids_in_tool_results(reads)
@@ -158,16 +167,21 @@ def check_citations(text: str, reads: Iterable[BaseMessage]) -> CitationCheck:
 
 
 def compose_brief(
-    meeting: Meeting, accounts: Sequence[AccountReads], other_external: int, reads: Sequence[BaseMessage]
+    meeting: Meeting,
+    accounts: Sequence[AccountReads],
+    other_external: int,
+    reads: Sequence[BaseMessage],
+    suggestions: Sequence[Suggestion] = (),
 ) -> Brief:
-    """A brief for ``meeting`` from the reads of its accounts (at least one)."""
+    """A brief for ``meeting`` from the reads of its accounts (at least one), with the
+    suggestions to make (already less the held-back ones), which its text ends with."""
     sections = tuple(
         AccountBrief(
             account_id=str(r.account["id"]), name=plain(r.account.get("name")), items=account_items(r)
         )
         for r in accounts
     )
-    text = render(meeting, sections, other_external)
+    text = "\n".join([render(meeting, sections, other_external), *suggestion_lines(suggestions)])
     return Brief(
         meeting_id=meeting.id,
         subject=meeting.subject,
@@ -179,6 +193,7 @@ def compose_brief(
         text=text,
         citations=tuple(cited_ids(text)),
         citation_check=check_citations(text, reads),
+        suggestions=tuple(suggestions),
     )
 
 

@@ -29,12 +29,22 @@ from langchain_core.messages import BaseMessage
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
+from copilot.briefs import ledger
 from copilot.briefs.calendar import read_meetings
-from copilot.briefs.compose import amount_text, check_citations, plain, with_citations
+from copilot.briefs.compose import amount_text, check_citations, plain, suggestion_lines, with_citations
 from copilot.briefs.evidence import Evidence
 from copilot.briefs.matching import domain_of, external_attendees, visible_contacts
 from copilot.briefs.service import BriefTokens
-from copilot.briefs.types import DIGEST_SECTIONS, DIGEST_TITLES, Digest, DigestItem, DigestSection, Meeting
+from copilot.briefs.suggestions import for_digest
+from copilot.briefs.types import (
+    DIGEST_SECTIONS,
+    DIGEST_TITLES,
+    Digest,
+    DigestItem,
+    DigestSection,
+    Meeting,
+    Suggestion,
+)
 from copilot.citations import cited_ids
 from copilot.context import crm_gateway
 from copilot.errors import ThreadAccessDenied, ThreadNotFound
@@ -155,8 +165,15 @@ def digest_items(reads: DigestReads, day: date, zone: tzinfo) -> tuple[DigestIte
     return tuple(items)
 
 
-def render_digest(rep: str, day: date, zone_name: str, items: Sequence[DigestItem], other: int) -> str:
-    """The digest as text: a heading, then each section (an empty one says ``none``)."""
+def render_digest(
+    rep: str,
+    day: date,
+    zone_name: str,
+    items: Sequence[DigestItem],
+    other: int,
+    suggestions: Sequence[Suggestion] = (),
+) -> str:
+    """The digest as text: a heading, each section (an empty one says ``none``), the suggestions."""
     lines = [f"Daily digest for {rep}, {day:%a %Y-%m-%d} ({zone_name})"]
     for section in DIGEST_SECTIONS:
         facts = [i.text for i in items if i.section == section]
@@ -165,6 +182,7 @@ def render_digest(rep: str, day: date, zone_name: str, items: Sequence[DigestIte
             continue
         lines.append(f"{DIGEST_TITLES[section]}:")
         lines.extend(f"  - {fact}" for fact in facts)
+    lines.extend(suggestion_lines(suggestions))
     if other:
         noun = "meeting has" if other == 1 else "meetings have"
         lines.append(f"({other} other {noun} no CRM contact you can see.)")
@@ -178,13 +196,15 @@ def compose_digest(
     reads: DigestReads,
     meetings_today: int,
     evidence: Sequence[BaseMessage],
+    suggestions: Sequence[Suggestion] = (),
 ) -> Digest:
-    """The digest of ``rep``'s day (the day of ``at`` in ``zone``) from its reads."""
+    """The digest of ``rep``'s day (the day of ``at`` in ``zone``) from its reads, with the
+    suggestions to make (already less the held-back ones)."""
     day = at.astimezone(zone).date()
     zone_name = str(zone)
     items = digest_items(reads, day, zone)
     other = meetings_today - len(reads.meetings)
-    text = render_digest(rep, day, zone_name, items, other)
+    text = render_digest(rep, day, zone_name, items, other, suggestions)
     return Digest(
         rep=rep,
         at=at,
@@ -196,6 +216,7 @@ def compose_digest(
         text=text,
         citations=tuple(cited_ids(text)),
         citation_check=check_citations(text, evidence),
+        suggestions=tuple(suggestions),
     )
 
 
@@ -308,7 +329,9 @@ async def digest_at(
 ) -> Digest:
     """The rep's daily digest for their day containing ``at`` (in ``zone``), as it stands at ``at``.
 
-    ``conn`` lists the rep's threads; ``proposals`` (the runner) reads what waits on each.
+    ``conn`` lists the rep's threads and keeps the suggestion ledger (the digest's suggestions
+    are recorded as made, less those the rep declined at the record's version read now);
+    ``proposals`` (the runner) reads what waits on each thread.
     """
     start, end = day_bounds(at, zone)
     day = at.astimezone(zone).date()
@@ -328,6 +351,7 @@ async def digest_at(
         overdue=sorted(overdue, key=lambda d: (closes[str(d["id"])], str(d["id"]))),
         waiting=waiting,
     )
+    offered = await ledger.offer(conn, identity, for_digest(reads.overdue, day))
     return compose_digest(
-        identity.username or identity.name, at, zone, reads, len(meetings), evidence.messages
+        identity.username or identity.name, at, zone, reads, len(meetings), evidence.messages, offered
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from psycopg import AsyncConnection
@@ -18,10 +18,12 @@ from psycopg.rows import DictRow
 
 from copilot.agent_tools.knowledge import compact
 from copilot.auth.tokens import TokenBroker
+from copilot.briefs import ledger
 from copilot.briefs.calendar import read_meetings
 from copilot.briefs.compose import AccountReads, compose_brief, starts_within
 from copilot.briefs.evidence import Evidence
 from copilot.briefs.matching import domain_of, external_attendees, visible_contacts
+from copilot.briefs.suggestions import for_brief
 from copilot.briefs.types import Brief, BriefRun, Meeting
 from copilot.context import crm_gateway
 from copilot.identity import RepIdentity
@@ -77,14 +79,16 @@ async def _account_reads(
     )
 
 
-async def _brief(
+async def _brief_reads(
     meeting: Meeting,
     evidence: Evidence,
     conn: AsyncConnection[DictRow],
     reader: Reader,
     own_domain: str,
     directory: dict[str, dict[str, Any]],
-) -> Brief | None:
+) -> tuple[list[AccountReads], int] | None:
+    """The reads of a meeting's accounts and how many external attendees matched no contact
+    (``None``: no external attendee is a CRM contact the rep may see, so no brief)."""
     external = external_attendees(meeting, own_domain)
     matched = [
         directory[a.address.strip().lower()] for a in external if a.address.strip().lower() in directory
@@ -95,7 +99,7 @@ async def _brief(
     for contact in matched:
         by_account.setdefault(str(contact["account_id"]), []).append(contact)
     accounts = [await _account_reads(evidence, conn, reader, a, c) for a, c in by_account.items()]
-    return compose_brief(meeting, accounts, len(external) - len(matched), evidence.messages)
+    return accounts, len(external) - len(matched)
 
 
 async def briefs_at(
@@ -110,7 +114,9 @@ async def briefs_at(
     """The briefs for the rep's meetings starting in ``[at, at + lead_minutes)``.
 
     No brief for a meeting without an external attendee who is a CRM contact the rep may
-    see; every fact comes from a read made as the rep (``conn`` serves the knowledge search).
+    see; every fact comes from a read made as the rep (``conn`` serves the knowledge search and
+    the suggestion ledger: a brief's suggestions are recorded as made, less those the rep
+    declined at the record's version read now).
     """
     until = at + timedelta(minutes=lead_minutes)
     meetings = [m for m in await read_meetings(settings, tokens, at, until) if starts_within(m, at, until)]
@@ -121,10 +127,18 @@ async def briefs_at(
         evidence = Evidence(crm_gateway(stack, settings, tokens, write=False))
         addresses = [a.address for m in meetings for a in external_attendees(m, own_domain)]
         directory = await visible_contacts(evidence, addresses) if addresses else {}
-        for meeting in meetings:
-            brief = await _brief(meeting, evidence, conn, reader, own_domain, directory)
-            if brief is not None:
-                briefs.append(brief)
+        found = [
+            (meeting, reads)
+            for meeting in meetings
+            if (reads := await _brief_reads(meeting, evidence, conn, reader, own_domain, directory))
+        ]
+        # Who the rep is in the CRM (a brief lists colleagues' deals of the account too, and
+        # only the rep's own are suggested changes), read once and only if there is a brief.
+        me = str((await evidence.call("get_me", {})).get("id") or "") if found else ""
+        for meeting, (accounts, other) in found:
+            suggested = for_brief(accounts, me, at.astimezone(UTC).date()) if me else ()
+            offered = await ledger.offer(conn, identity, suggested)
+            briefs.append(compose_brief(meeting, accounts, other, evidence.messages, offered))
     return BriefRun(
         rep=identity.username or identity.name,
         at=at,

@@ -67,6 +67,52 @@ class CitationCheck(_Frozen):
     unverified: tuple[str, ...]
 
 
+# --- suggestions ----------------------------------------------------------------------------------
+
+SuggestionKind = Literal["close_date_passed"]
+SUGGESTION_KINDS: tuple[SuggestionKind, ...] = ("close_date_passed",)
+"""What a brief or the digest may suggest changing (``copilot/briefs/suggestions.py`` derives them)."""
+
+SuggestionState = Literal["made", "declined", "accepted"]
+SUGGESTION_STATES: tuple[SuggestionState, ...] = ("made", "declined", "accepted")
+"""A suggestion's standing in the ledger (``copilot/briefs/ledger.py``): shown, declined, accepted."""
+SuggestionDecision = Literal["declined", "accepted"]
+"""What the rep made of a suggestion ("Not now" or a rejected proposal; an approved or edited one)."""
+
+
+class SuggestedChange(_Frozen):
+    """The write a suggestion kind asks for: which tool, which argument names the record, which field."""
+
+    tool: str
+    record_arg: str
+    field: str
+
+
+SUGGESTED_CHANGES: dict[SuggestionKind, SuggestedChange] = {
+    "close_date_passed": SuggestedChange(
+        tool="update_opportunity", record_arg="opportunity_id", field="close_date"
+    ),
+}
+
+
+class Suggestion(_Frozen):
+    """A change a brief or the digest suggests: only ever proposed through the approval card.
+
+    ``record_version`` is the record's version as this run read it: a declined suggestion is
+    held back while the record keeps that version (until the record changes).
+    """
+
+    kind: SuggestionKind
+    record_id: str
+    record_version: int
+    record_name: str
+    text: str
+    """The question, citing its record as ``[id]`` ("The close date of … [opp-1] passed 6 days ago: move it?")."""
+    cited: tuple[str, ...] = Field(min_length=1)
+    value: str
+    """The value the suggestion offers for its kind's field (the rep may edit it on the card)."""
+
+
 class Brief(_Frozen):
     """A meeting prep brief: the meeting, an account section per visible CRM account, the text."""
 
@@ -82,6 +128,8 @@ class Brief(_Frozen):
     text: str
     citations: tuple[str, ...]
     citation_check: CitationCheck
+    suggestions: tuple[Suggestion, ...] = ()
+    """The changes this brief suggests, less those the rep declined at the record's version read."""
 
 
 class BriefRun(_Frozen):
@@ -131,3 +179,5 @@ class Digest(_Frozen):
     text: str
     citations: tuple[str, ...]
     citation_check: CitationCheck
+    suggestions: tuple[Suggestion, ...] = ()
+    """The changes this digest suggests, less those the rep declined at the record's version read."""

@@ -85,6 +85,11 @@ async def seed_rep(
             (tenant, rep, first),
         ),
         (
+            """INSERT INTO suggestion_ledger (tenant_id, rep_aad_id, kind, record_id, record_version, state)
+               VALUES (%s, %s, 'close_date_passed', 'opp-1', 3, 'declined')""",
+            (tenant, rep),
+        ),
+        (
             """INSERT INTO audit_log (tenant_id, rep_aad_id, thread_id, tool_call_id, tool, original_args, decision,
                    crm_response, decided_at, executed_at, prev_hash, row_hash, key_id)
                VALUES (%s, %s, %s, 'call-1', 'log_activity', '{}', 'approve', '{}', now(), now(), 'p', %s, 'k1')""",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -12,10 +13,11 @@ from bot.card_submit import (
     InvalidSubmission,
     args_digest,
     command_text,
+    declined_suggestion,
     parse_submission,
     to_decision,
 )
-from bot.cards import CardView, approval_card, welcome_card
+from bot.cards import CardView, approval_card, decline_suggestion_data, welcome_card
 from copilot.decisions import Edit, edited_args, parse_decisions
 from copilot.errors import CopilotError
 from copilot.proposals import ProposalRecord
@@ -276,3 +278,43 @@ def test_command_buttons_give_their_text_and_decisions_do_not():
     assert command_text(first["data"]) == "my pipeline"
     assert command_text(submit(UPDATE, "approve")) is None
     assert command_text({"copilot": "command", "text": "  "}) is None
+
+
+# --- a suggestion's "Not now" ------------------------------------------------------------------
+
+
+def _suggestion() -> Any:
+    from copilot.briefs.suggestions import close_date_passed
+
+    deal = {"id": "opp-1", "name": "Deal", "close_date": "2026-11-01", "version": 3}
+    [suggestion] = close_date_passed([deal], dt.date(2026, 12, 1))
+    return suggestion
+
+
+def test_not_now_is_read_back_as_the_suggestion_and_version_it_declines():
+    data = {**decline_suggestion_data(_suggestion()), "teams_extra": "ignored"}
+    declined = declined_suggestion(data)
+    assert declined is not None
+    assert (declined.kind, declined.record_id, declined.record_version) == ("close_date_passed", "opp-1", 3)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"v": 2},
+        {"kind": "stage_stuck"},
+        {"record_id": ""},
+        {"record_version": "3"},
+        {"record_version": True},
+        {"record_version": 0},
+        {"copilot": "command"},
+    ],
+)
+def test_an_altered_or_foreign_not_now_is_not_read_as_a_decline(change: dict[str, Any]):
+    assert declined_suggestion({**decline_suggestion_data(_suggestion()), **change}) is None
+
+
+def test_not_now_data_without_a_record_version_is_not_read_as_a_decline():
+    data = decline_suggestion_data(_suggestion())
+    del data["record_version"]
+    assert declined_suggestion(data) is None

@@ -26,14 +26,18 @@ from bot.cards import (
     brief_follow_up_request,
     brief_log_request,
     card_element_id,
+    decline_suggestion_data,
     delegations_card,
     help_card,
     moved_card,
     notice_card,
     outcome_card,
+    suggestion_block,
+    suggestion_request,
     welcome_card,
 )
 from copilot.briefs.compose import AccountReads, compose_brief
+from copilot.briefs.suggestions import close_date_passed
 from copilot.briefs.types import SECTION_TITLES, Meeting
 from copilot.delegation import Delegation, end_of_day
 from copilot.proposals import ProposalRecord
@@ -203,6 +207,7 @@ def all_cards() -> dict[str, dict[str, Any]]:
         documents={"kb-proposal-1": ("Proposal stage playbook", "https://kb.example.com/proposal")},
     )
     cards["brief:sparse"] = brief_card(SPARSE_BRIEF, locale="de-DE")
+    cards["brief:suggested"] = brief_card(SUGGESTED_BRIEF)
     return cards
 
 
@@ -263,6 +268,31 @@ SPARSE_BRIEF = compose_brief(
     ],
     0,
     [],
+)
+
+OVERDUE = {
+    "id": "opp-acme-late",
+    "name": "Acme Corporation — Rollout",
+    "stage": "Proposal",
+    "close_date": "2026-11-27",
+    "version": 4,
+    "owner": {"id": "u-alex", "name": "Alex Wilber"},
+}
+SUGGESTIONS = close_date_passed([OVERDUE], dt.date(2026, 12, 3))
+SUGGESTED_BRIEF = compose_brief(
+    MEETING,
+    [
+        AccountReads(
+            account={"id": "acc-acme", "name": "Acme Corporation"},
+            contacts=[],
+            opportunities=[OVERDUE],
+            activities=[],
+            playbooks={},
+        )
+    ],
+    0,
+    [],
+    SUGGESTIONS,
 )
 
 
@@ -947,6 +977,43 @@ def test_brief_buttons_send_the_chat_requests_that_propose_through_the_approval_
         {"copilot": "command", "text": brief_follow_up_request("Acme Corporation", "Renewal review")},
     ]
     assert buttons[0]["data"]["text"] == "log a meeting with Acme Corporation — Renewal review"
+
+
+def test_a_suggestion_asks_for_its_change_in_chat_and_not_now_names_the_suggestion_at_its_version():
+    [block] = suggestion_block(SUGGESTIONS)
+    [suggestion] = SUGGESTIONS
+    assert (
+        "The close date of Acme Corporation — Rollout [opp-acme-late] passed 6 days ago: move it?"
+        in all_text(block)
+    )
+    move, not_now = submit_actions(block)
+    assert move["title"] == "Move the close date"
+    assert move["data"] == {
+        "copilot": "command",
+        "text": "move the close date of Acme Corporation — Rollout (opp-acme-late) to 2026-12-17",
+    }
+    assert move["data"]["text"] == suggestion_request(suggestion)
+    assert not_now["title"] == "Not now"
+    assert not_now["data"] == decline_suggestion_data(suggestion)
+    assert not_now["data"] == {
+        "copilot": "decline_suggestion",
+        "v": 1,
+        "kind": "close_date_passed",
+        "record_id": "opp-acme-late",
+        "record_version": 4,
+    }
+
+
+def test_no_suggestions_no_section_and_the_brief_card_shows_its_suggestions_above_the_sources():
+    assert suggestion_block(()) == []
+    assert "Suggestions" not in all_text(CARDS["brief:full"])
+    card = CARDS["brief:suggested"]
+    titles = [n.get("text") for n in card["body"] if n.get("type") == "Container"]
+    heads = [all_text(n).split("\n")[0] for n in card["body"] if n.get("type") == "Container"]
+    assert heads[-2:] == ["Suggestions", "Sources"], titles
+    assert "opp-acme-late" in all_text(card["body"][-1])
+    # The brief's own buttons stay its card's actions; a suggestion's live beside it.
+    assert [a["title"] for a in card["actions"]] == ["Log this meeting", "Draft follow-up"]
 
 
 def test_brief_card_header_carries_the_meeting_id_as_its_element_id():
