@@ -8,7 +8,6 @@ Chromium on the Playground's web UI, driven step by step by ``playground_driver.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from tests.e2e.harness import (
     start_bot,
     start_playground,
 )
-from tests.support.copilot_env import copilot_settings
+from tests.support.copilot_env import bot_environment
 from tests.support.postgres import fresh_database
 from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess, free_port, start_sandbox, stop_sandbox
 
@@ -56,32 +55,6 @@ def e2e_database_url(postgres_server_url: str) -> Iterator[str]:
     """A new database on the shared server for this module, dropped afterwards."""
     with fresh_database(postgres_server_url, "e2e") as url:
         yield url
-
-
-def bot_environment(database_url: str, sandbox: SandboxProcess, data_dir: Path) -> dict[str, str]:
-    """The environment of the copilot CLI and the bot: the same settings the integration tests use."""
-    settings = copilot_settings(database_url, sandbox)
-    assert settings.database_url is not None
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("MicrosoftApp", "COPILOT_", "CRM_", "GRAPH_", "ENTRA_", "BOT_"))
-    }
-    env.update(
-        {
-            "DATABASE_URL": settings.database_url.get_secret_value(),
-            "CRM_MCP_URL": settings.crm_mcp_url,
-            "GRAPH_BASE_URL": settings.graph_base_url,
-            "ENTRA_AUTHORITY": settings.entra_authority,
-            "ENTRA_CA_BUNDLE": str(settings.entra_ca_bundle),
-            "COPILOT_TOOL_RETRY_INITIAL_DELAY": str(settings.tool_retry_initial_delay),
-            "COPILOT_TOOL_RETRY_MAX_DELAY": str(settings.tool_retry_max_delay),
-            "COPILOT_DATA_DIR": str(data_dir),
-            "MicrosoftAppId": "",  # local development mode: what the Playground talks to
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    return env
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -70,3 +72,29 @@ async def service(
         write_guard_factory=lambda: WriteGuardMiddleware(after_commit_hook=after_commit_hook),
     ) as svc:
         yield svc
+
+
+def bot_environment(database_url: str, sandbox: SandboxProcess, data_dir: Path) -> dict[str, str]:
+    """The environment of the copilot CLI and the bot: the same settings the integration tests use."""
+    settings = copilot_settings(database_url, sandbox)
+    assert settings.database_url is not None
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("MicrosoftApp", "COPILOT_", "CRM_", "GRAPH_", "ENTRA_", "BOT_"))
+    }
+    env.update(
+        {
+            "DATABASE_URL": settings.database_url.get_secret_value(),
+            "CRM_MCP_URL": settings.crm_mcp_url,
+            "GRAPH_BASE_URL": settings.graph_base_url,
+            "ENTRA_AUTHORITY": settings.entra_authority,
+            "ENTRA_CA_BUNDLE": str(settings.entra_ca_bundle),
+            "COPILOT_TOOL_RETRY_INITIAL_DELAY": str(settings.tool_retry_initial_delay),
+            "COPILOT_TOOL_RETRY_MAX_DELAY": str(settings.tool_retry_max_delay),
+            "COPILOT_DATA_DIR": str(data_dir),
+            "MicrosoftAppId": "",  # local development mode: what the Playground talks to
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env

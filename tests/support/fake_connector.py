@@ -36,6 +36,13 @@ class FakeConnector:
     """(status, headers) to answer the next requests with, before anything is recorded."""
     failed: list[tuple[str, int, str | None]] = field(default_factory=list)
     """Each request failed so: method, status given, its Authorization header."""
+    inbound_delay: float = 0.0
+    """Seconds a request takes to arrive (network latency on the way in): a sender that dies
+    meanwhile never delivered it, so it is not recorded."""
+    lost_in_flight: int = 0
+    """Requests whose sender died before they arrived."""
+    in_flight: int = 0
+    """Requests on their way in right now."""
 
     def _injected_failure(self, request: web.Request) -> web.Response | None:
         if not self.fail_next:
@@ -64,8 +71,22 @@ class FakeConnector:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    async def _arrived(self, request: web.Request) -> bool:
+        if self.inbound_delay:
+            self.in_flight += 1
+            try:
+                await asyncio.sleep(self.inbound_delay)
+            finally:
+                self.in_flight -= 1
+            if request.transport is None or request.transport.is_closing():
+                self.lost_in_flight += 1
+                return False
+        return True
+
     async def _send(self, request: web.Request) -> web.Response:
         body = await request.json()
+        if not await self._arrived(request):
+            return web.Response(status=499)
         if (failure := self._injected_failure(request)) is not None:
             return failure
         activity_id = f"act-{next(self._ids)}"
