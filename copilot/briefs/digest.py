@@ -19,7 +19,7 @@ as a brief does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
@@ -178,11 +178,17 @@ def compose_digest(
     reads: DigestReads,
     meetings_today: int,
     evidence: Sequence[BaseMessage],
+    leave_out: Collection[str] = frozenset(),
 ) -> Digest:
-    """The digest of ``rep``'s day (the day of ``at`` in ``zone``) from its reads."""
+    """The digest of ``rep``'s day (the day of ``at`` in ``zone``) from its reads.
+
+    ``leave_out``: records the rep snoozed; a line whose record (its first citation) is one of
+    them is not shown.
+    """
     day = at.astimezone(zone).date()
     zone_name = str(zone)
-    items = digest_items(reads, day, zone)
+    every = digest_items(reads, day, zone)
+    items = tuple(i for i in every if i.cited[0] not in leave_out)
     other = meetings_today - len(reads.meetings)
     text = render_digest(rep, day, zone_name, items, other)
     return Digest(
@@ -193,6 +199,7 @@ def compose_digest(
         items=items,
         meetings_today=meetings_today,
         meetings_without_customer=other,
+        snoozed=len(every) - len(items),
         text=text,
         citations=tuple(cited_ids(text)),
         citation_check=check_citations(text, evidence),
@@ -305,10 +312,12 @@ async def digest_at(
     *,
     at: datetime,
     zone: tzinfo = UTC,
+    leave_out: Collection[str] = frozenset(),
 ) -> Digest:
     """The rep's daily digest for their day containing ``at`` (in ``zone``), as it stands at ``at``.
 
-    ``conn`` lists the rep's threads; ``proposals`` (the runner) reads what waits on each.
+    ``conn`` lists the rep's threads; ``proposals`` (the runner) reads what waits on each;
+    ``leave_out``: the records the rep snoozed (their lines are left out).
     """
     start, end = day_bounds(at, zone)
     day = at.astimezone(zone).date()
@@ -329,5 +338,5 @@ async def digest_at(
         waiting=waiting,
     )
     return compose_digest(
-        identity.username or identity.name, at, zone, reads, len(meetings), evidence.messages
+        identity.username or identity.name, at, zone, reads, len(meetings), evidence.messages, leave_out
     )
