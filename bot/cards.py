@@ -1020,6 +1020,14 @@ def help_card() -> Card:
         fields = ", ".join(field_label(name).lower() for name in tool.editable)
         body.append(_text(f"- {tool.title}" + (f" ({fields})" if fields else ""), spacing="Small"))
     body += [
+        _text("**Speak first**, in this 1:1 chat, in your working hours:", spacing="Medium"),
+        _text(
+            "**brief on** / **brief off** (a meeting prep brief before each customer meeting), "
+            "**brief 30 minutes before**, **brief me** (your next customer meeting, now); "
+            "**digest on** / **digest off** (your day each working morning), **digest at 8:00**, "
+            "**digest me** (today's, now).",
+            spacing="Small",
+        ),
         _text(
             "Nothing is written without your decision, and I never send email: drafts stay in "
             "your Outlook drafts.",

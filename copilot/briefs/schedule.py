@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
-from typing import Any, Literal, assert_never
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from babel.core import get_global
@@ -167,16 +167,3 @@ def digest_due(at: datetime, schedule: RepSchedule, digest_time: time) -> date |
         if WEEKDAYS[candidate.weekday()] in schedule.days and moment <= at < moment + DIGEST_GRACE:
             return candidate
     return None
-
-
-def describe(verdict: BriefVerdict) -> str:
-    """A short word for logs and reports."""
-    match verdict:
-        case "post":
-            return "working hours"
-        case "quiet_hours":
-            return "quiet hours"
-        case "day_off":
-            return "not a working day"
-        case _:
-            assert_never(verdict)
