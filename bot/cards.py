@@ -1297,10 +1297,10 @@ def digest_card(digest: Digest, *, record_url_template: str | None = None) -> Ca
     if choices:
         panel = _card(
             [
-                _text("Leave these out of your digests for 7 days:", wrap=True),
                 {
                     "type": "Input.ChoiceSet",
                     "id": SNOOZE_INPUT_ID,
+                    "label": "Leave these out of your digests for 7 days:",
                     "isMultiSelect": True,
                     "style": "expanded",
                     "isRequired": True,
