@@ -26,6 +26,7 @@ from typing import Any, Literal, assert_never
 
 from bot.cards import record_url
 from bot.settings import AnswerSources
+from copilot.briefs.schedule import iana_name
 from copilot.citations import CITATION, CitedRecord
 
 MESSAGE_ENTITY_TYPE = "https://schema.org/Message"
@@ -85,6 +86,19 @@ def client_platform(entities: list[Any] | None) -> str | None:
             platform = data.get("platform")
             return str(platform) if platform else None
     return None
+
+
+def client_time_zone(entities: list[Any] | None, local_timezone: str | None = None) -> str | None:
+    """The rep's IANA time zone as Teams reports it: the ``clientInfo`` entity's ``timezone``,
+    else the activity's ``localTimezone``; ``None`` if neither names a known zone."""
+    for entity in entities or []:
+        if isinstance(entity, dict):
+            data = entity
+        else:
+            data = {**(getattr(entity, "additional_properties", None) or {}), "type": entity.type}
+        if data.get("type") == "clientInfo" and (zone := iana_name(data.get("timezone"))):
+            return zone
+    return iana_name(local_timezone)
 
 
 def _clip(text: str, limit: int) -> str:

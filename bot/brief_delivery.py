@@ -1,27 +1,31 @@
 """The brief timer's work: each opted-in rep's new meeting prep briefs, posted once to their 1:1 chat.
 
 For every rep with briefs on (``bot.brief_store``): their stored token (``RepTokens``; none →
-nothing is read for them), ``copilot.briefs.service.briefs_at`` read with that token, and each
-brief posted proactively as :func:`bot.cards.brief_card` through the stored conversation
-reference of the rep's 1:1 chat. A group chat or channel never gets a brief. Each brief is
-claimed before it is posted (one per meeting per rep across instances and retries); a post that
-fails gives its claim back, so the next run posts it.
+nothing is read for them), their working hours (``copilot.briefs.mailbox_settings``: nothing on
+a day off or in quiet hours; a held brief goes out when working hours start if its meeting has
+not started, since the window then still holds it), ``copilot.briefs.service.briefs_at`` read
+with that token and the rep's own lead time (else the admin's), and each brief posted
+proactively as :func:`bot.cards.brief_card` through the stored conversation reference of the
+rep's 1:1 chat. A group chat or channel never gets a brief. Each brief is claimed before it is
+posted (one per meeting per rep across instances and retries); a post that fails gives its claim
+back, so the next run posts it.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, assert_never
 
 from botbuilder.core import CardFactory, MessageFactory, TurnContext
 from botbuilder.schema import ConversationReference
 
 from bot import brief_store, cards
 from bot.handler import GROUP_CONVERSATION_TYPES
+from copilot.briefs.mailbox_settings import rep_schedule
+from copilot.briefs.schedule import brief_verdict
 from copilot.briefs.service import briefs_at
-from copilot.identity import RepIdentity
 
 if TYPE_CHECKING:
     from bot.runtime import BotRuntime
@@ -39,6 +43,10 @@ class DeliveryReport:
     already_posted: int = 0
     not_signed_in: int = 0
     group_chats: int = 0
+    quiet_hours: int = 0
+    """Reps in their quiet hours (outside working hours on a working day): briefs held."""
+    day_off: int = 0
+    """Reps on a day that is not one of their working days: nothing posted."""
 
 
 def is_group(reference: dict[str, object]) -> bool:
@@ -51,10 +59,11 @@ def is_group(reference: dict[str, object]) -> bool:
 async def deliver_briefs(
     runtime: BotRuntime, *, at: datetime, lead_minutes: int | None = None
 ) -> DeliveryReport:
-    """Post every opted-in rep's briefs of meetings starting in ``[at, at + lead_minutes)``, once
-    (``lead_minutes`` unset: the admin's ``COPILOT_BRIEF_LEAD_MINUTES``)."""
+    """Post every opted-in rep's briefs of meetings starting in ``[at, at + lead)``, once, to
+    reps in their working hours (``lead_minutes`` unset: the rep's own lead time, else the
+    admin's ``COPILOT_BRIEF_LEAD_MINUTES``)."""
     pool = runtime.service.pool
-    lead = runtime.bot_settings.brief_lead_minutes if lead_minutes is None else lead_minutes
+    lease = timedelta(seconds=runtime.bot_settings.proactive_claim_lease_seconds)
     report = DeliveryReport()
     for sub in await brief_store.subscribers(pool):
         report.reps += 1
@@ -65,35 +74,53 @@ async def deliver_briefs(
         if rep is None:
             report.not_signed_in += 1
             continue
+        prefs = sub.preferences
+        schedule = await rep_schedule(runtime.settings, rep.broker, prefs.time_zone)
+        match brief_verdict(at, schedule):
+            case "post":
+                pass
+            case "quiet_hours":
+                report.quiet_hours += 1
+                continue
+            case "day_off":
+                report.day_off += 1
+                continue
+            case verdict:
+                assert_never(verdict)
+        lead = lead_minutes or prefs.lead_minutes or runtime.bot_settings.brief_lead_minutes
         async with pool.connection() as conn:
             run = await briefs_at(runtime.settings, rep.identity, rep.broker, conn, at=at, lead_minutes=lead)
         reference = ConversationReference().deserialize(sub.reference)
         for brief in run.briefs:
-            if not await brief_store.claim_brief(pool, rep.identity, brief.meeting_id):
+            if not await brief_store.claim_brief(pool, rep.identity, brief.meeting_id, lease=lease):
                 report.already_posted += 1
                 continue
             card = cards.brief_card(brief, record_url_template=runtime.bot_settings.record_url_template)
-            await _post(runtime, rep.identity, reference, brief.meeting_id, card)
+            try:
+                activity_id = await post_card(runtime, reference, card)
+            except BaseException:
+                # Not posted: the next run may post it (the claim is given back).
+                await brief_store.release_brief(pool, rep.identity, brief.meeting_id)
+                raise
+            await brief_store.mark_posted(pool, rep.identity, brief.meeting_id, activity_id)
             report.posted.append((sub.aad_object_id, brief.meeting_id))
     logger.info(
-        "briefs: %d reps, %d posted, %d already posted, %d not signed in, %d group chats",
+        "briefs: %d reps, %d posted, %d already posted, %d not signed in, %d group chats, "
+        "%d in quiet hours, %d on a day off",
         report.reps,
         len(report.posted),
         report.already_posted,
         report.not_signed_in,
         report.group_chats,
+        report.quiet_hours,
+        report.day_off,
     )
     return report
 
 
-async def _post(
-    runtime: BotRuntime,
-    identity: RepIdentity,
-    reference: ConversationReference,
-    meeting_id: str,
-    card: cards.Card,
-) -> None:
-    pool = runtime.service.pool
+async def post_card(runtime: BotRuntime, reference: ConversationReference, card: cards.Card) -> str | None:
+    """Post ``card`` proactively through a stored conversation reference (the Bot Connector path
+    the queue worker's replies take); returns the posted message's id (if the connector gave one)."""
     sent: list[str | None] = []
 
     async def send(turn_context: TurnContext) -> None:
@@ -102,12 +129,7 @@ async def _post(
         )
         sent.append(response.id if response else None)
 
-    try:
-        await runtime.adapter.continue_conversation(
-            reference, send, runtime.bot_settings.microsoft_app_id or None
-        )
-    except BaseException:
-        # Not posted: the next run may post it (the claim is given back).
-        await brief_store.release_brief(pool, identity, meeting_id)
-        raise
-    await brief_store.mark_posted(pool, identity, meeting_id, sent[0] if sent else None)
+    await runtime.adapter.continue_conversation(
+        reference, send, runtime.bot_settings.microsoft_app_id or None
+    )
+    return sent[0] if sent else None

@@ -1,18 +1,22 @@
-"""Meeting prep briefs, stored: the reps' opt-in and the claims that post each brief once.
+"""What the copilot posts on its own, stored: the reps' preferences and the claims that post once.
 
-``brief_settings`` holds a rep's ``brief on|off`` and the conversation reference of the 1:1
-chat it was said in (where the timer posts). ``brief_claims`` is keyed (tenant, rep, meeting):
-the timer claims with ``INSERT … ON CONFLICT DO NOTHING`` before posting, as the write claims
-do, so scaled-out instances and timer retries post one brief per meeting per rep. A claim whose
-post failed is released, so the next run posts it.
+``brief_settings`` holds a rep's preferences (``brief on|off``, their lead time, ``digest
+on|off``, their digest time, the time zone Teams reports) and the conversation reference of the
+1:1 chat they were said in (where the timers post). ``brief_claims`` is keyed (tenant, rep,
+meeting), ``digest_claims`` (tenant, rep, local day): a timer claims with ``INSERT … ON
+CONFLICT DO NOTHING`` before posting, as the write claims do, so scaled-out instances and timer
+retries post once. A claim whose post failed is released, so the next run posts it; a claim
+whose instance was killed between claiming and recording the post (no activity id) is taken
+again once it is older than :data:`CLAIM_LEASE`, by one atomic ``UPDATE … RETURNING``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import time, timedelta
+from typing import Any, Literal
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -21,14 +25,37 @@ from copilot.identity import RepIdentity
 
 Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
 
+CLAIM_LEASE = timedelta(minutes=10)
+"""How long a claim without a recorded post holds: far longer than a post takes (seconds), so a
+claim older than this belongs to an instance that died before recording its post."""
+DEFAULT_DIGEST_TIME = time(7, 30)
+
+ClaimTable = Literal["brief_claims", "digest_claims"]
+"""The two claim tables: keyed by meeting id and by the rep's local day."""
+_CLAIM_KEY: dict[ClaimTable, str] = {"brief_claims": "meeting_id", "digest_claims": "day"}
+
+
+@dataclass(frozen=True)
+class Preferences:
+    """A rep's settings for what the copilot posts on its own (no row: all defaults, all off)."""
+
+    enabled: bool = False
+    lead_minutes: int | None = None
+    """None: the admin's ``COPILOT_BRIEF_LEAD_MINUTES``."""
+    digest_enabled: bool = False
+    digest_time: time = DEFAULT_DIGEST_TIME
+    time_zone: str | None = None
+    """The IANA zone Teams last reported for the rep (None: not seen yet)."""
+
 
 @dataclass(frozen=True)
 class BriefSubscriber:
-    """A rep who turned briefs on, and the 1:1 chat their briefs go to."""
+    """A rep who turned briefs (or the digest) on, the 1:1 chat they go to, and their settings."""
 
     tenant_id: str
     aad_object_id: str
     reference: dict[str, Any]
+    preferences: Preferences = field(default_factory=Preferences)
 
 
 async def set_briefs(pool: Pool, identity: RepIdentity, *, enabled: bool, reference: dict[str, Any]) -> None:
@@ -45,62 +72,188 @@ async def set_briefs(pool: Pool, identity: RepIdentity, *, enabled: bool, refere
         )
 
 
-async def briefs_enabled(pool: Pool, identity: RepIdentity) -> bool:
-    """Whether the rep turned briefs on (no choice stored: off)."""
+async def set_preferences(
+    pool: Pool,
+    identity: RepIdentity,
+    *,
+    reference: dict[str, Any],
+    time_zone: str | None,
+    enabled: bool | None = None,
+    lead_minutes: int | None = None,
+    digest_enabled: bool | None = None,
+    digest_time: time | None = None,
+) -> Preferences:
+    """Change the settings given (None: left as they are), keep this 1:1 chat as where posts go
+    and the Teams time zone if one came; returns the rep's settings as stored now."""
+    params = {
+        "tenant": identity.tenant_id,
+        "aad": identity.aad_object_id,
+        "reference": Jsonb(reference),
+        "time_zone": time_zone,
+        "enabled": enabled,
+        "lead": lead_minutes,
+        "digest_enabled": digest_enabled,
+        "digest_time": digest_time,
+    }
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT enabled FROM brief_settings WHERE tenant_id = %s AND aad_object_id = %s",
+            """
+            INSERT INTO brief_settings AS s
+                   (tenant_id, aad_object_id, enabled, reference, lead_minutes, digest_enabled,
+                    digest_time, time_zone)
+            VALUES (%(tenant)s, %(aad)s, coalesce(%(enabled)s, false), %(reference)s, %(lead)s,
+                    coalesce(%(digest_enabled)s, false), coalesce(%(digest_time)s::time, '07:30'),
+                    %(time_zone)s)
+            ON CONFLICT (tenant_id, aad_object_id) DO UPDATE SET
+                   enabled = coalesce(%(enabled)s, s.enabled),
+                   reference = EXCLUDED.reference,
+                   lead_minutes = coalesce(%(lead)s, s.lead_minutes),
+                   digest_enabled = coalesce(%(digest_enabled)s, s.digest_enabled),
+                   digest_time = coalesce(%(digest_time)s::time, s.digest_time),
+                   time_zone = coalesce(%(time_zone)s, s.time_zone),
+                   updated_at = now()
+            RETURNING enabled, lead_minutes, digest_enabled, digest_time, time_zone
+            """,
+            params,
+        )
+        row = await cur.fetchone()
+    assert row is not None  # an upsert returns its row
+    return _preferences(row)
+
+
+def _preferences(row: dict[str, Any]) -> Preferences:
+    return Preferences(
+        enabled=bool(row["enabled"]),
+        lead_minutes=row["lead_minutes"],
+        digest_enabled=bool(row["digest_enabled"]),
+        digest_time=row["digest_time"],
+        time_zone=row["time_zone"],
+    )
+
+
+async def preferences(pool: Pool, identity: RepIdentity) -> Preferences:
+    """The rep's settings (none stored: the defaults, everything off)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            """
+            SELECT enabled, lead_minutes, digest_enabled, digest_time, time_zone FROM brief_settings
+             WHERE tenant_id = %s AND aad_object_id = %s
+            """,
             (identity.tenant_id, identity.aad_object_id),
         )
         row = await cur.fetchone()
-    return bool(row and row["enabled"])
+    return _preferences(row) if row else Preferences()
 
 
-async def subscribers(pool: Pool) -> list[BriefSubscriber]:
-    """Every rep with briefs on, oldest choice first."""
+async def briefs_enabled(pool: Pool, identity: RepIdentity) -> bool:
+    """Whether the rep turned briefs on (no choice stored: off)."""
+    return (await preferences(pool, identity)).enabled
+
+
+async def record_time_zone(pool: Pool, tenant_id: str, aad_object_id: str, time_zone: str) -> None:
+    """Keep the time zone a Teams turn reported for a rep who has settings (written only if it changed)."""
+    async with pool.connection() as conn:
+        await conn.execute(
+            """
+            UPDATE brief_settings SET time_zone = %s
+             WHERE tenant_id = %s AND aad_object_id = %s AND time_zone IS DISTINCT FROM %s
+            """,
+            (time_zone, tenant_id, aad_object_id, time_zone),
+        )
+
+
+async def subscribers(pool: Pool, *, digest: bool = False) -> list[BriefSubscriber]:
+    """Every rep with briefs on (``digest``: with the digest on), oldest choice first."""
+    condition = "digest_enabled" if digest else "enabled"
     async with pool.connection() as conn:
         cur = await conn.execute(
-            """
-            SELECT tenant_id, aad_object_id, reference FROM brief_settings
-             WHERE enabled ORDER BY updated_at, tenant_id, aad_object_id
+            f"""
+            SELECT tenant_id, aad_object_id, reference, enabled, lead_minutes, digest_enabled,
+                   digest_time, time_zone
+              FROM brief_settings
+             WHERE {condition} ORDER BY updated_at, tenant_id, aad_object_id
             """
         )
         rows = await cur.fetchall()
-    return [BriefSubscriber(r["tenant_id"], r["aad_object_id"], dict(r["reference"])) for r in rows]
+    return [
+        BriefSubscriber(r["tenant_id"], r["aad_object_id"], dict(r["reference"]), _preferences(r))
+        for r in rows
+    ]
 
 
-async def claim_brief(pool: Pool, identity: RepIdentity, meeting_id: str) -> bool:
-    """Claim the brief of one meeting for one rep: ``True`` for the one caller that may post it."""
+# --- claims -------------------------------------------------------------------------------------
+
+
+async def claim(
+    pool: Pool, table: ClaimTable, identity: RepIdentity, key: object, *, lease: timedelta = CLAIM_LEASE
+) -> bool:
+    """Claim one post for one rep: ``True`` for the one caller that may post it.
+
+    A fresh claim is an ``INSERT … ON CONFLICT DO NOTHING``. An existing claim is taken over
+    only if it never recorded its post and is older than ``lease`` (default :data:`CLAIM_LEASE`; its instance was
+    killed mid-post): one ``UPDATE … WHERE stale … RETURNING``, which row-locks and re-checks,
+    so of two callers re-claiming at once only one gets the row.
+    """
+    column = sql.Identifier(_CLAIM_KEY[table])
+    args = (identity.tenant_id, identity.aad_object_id, key)
     async with pool.connection() as conn:
         cur = await conn.execute(
-            """
-            INSERT INTO brief_claims (tenant_id, aad_object_id, meeting_id) VALUES (%s, %s, %s)
-            ON CONFLICT (tenant_id, aad_object_id, meeting_id) DO NOTHING
-            """,
-            (identity.tenant_id, identity.aad_object_id, meeting_id),
+            sql.SQL(
+                "INSERT INTO {table} (tenant_id, aad_object_id, {key}) VALUES (%s, %s, %s) "
+                "ON CONFLICT (tenant_id, aad_object_id, {key}) DO NOTHING"
+            ).format(table=sql.Identifier(table), key=column),
+            args,
         )
-        return cur.rowcount == 1
+        if cur.rowcount == 1:
+            return True
+        cur = await conn.execute(
+            sql.SQL(
+                "UPDATE {table} SET claimed_at = now() "
+                "WHERE tenant_id = %s AND aad_object_id = %s AND {key} = %s "
+                "AND activity_id IS NULL AND claimed_at < now() - %s RETURNING claimed_at"
+            ).format(table=sql.Identifier(table), key=column),
+            (*args, lease),
+        )
+        return await cur.fetchone() is not None
+
+
+async def mark_claim_posted(
+    pool: Pool, table: ClaimTable, identity: RepIdentity, key: object, activity_id: str | None
+) -> None:
+    """Record the message a claimed post went out as (from then on the claim is final)."""
+    async with pool.connection() as conn:
+        await conn.execute(
+            sql.SQL(
+                "UPDATE {table} SET activity_id = %s WHERE tenant_id = %s AND aad_object_id = %s AND {key} = %s"
+            ).format(table=sql.Identifier(table), key=sql.Identifier(_CLAIM_KEY[table])),
+            (activity_id or "", identity.tenant_id, identity.aad_object_id, key),
+        )
+
+
+async def release_claim(pool: Pool, table: ClaimTable, identity: RepIdentity, key: object) -> None:
+    """Give a claim back (its post failed), so the next timer run posts it."""
+    async with pool.connection() as conn:
+        await conn.execute(
+            sql.SQL(
+                "DELETE FROM {table} WHERE tenant_id = %s AND aad_object_id = %s AND {key} = %s "
+                "AND activity_id IS NULL"
+            ).format(table=sql.Identifier(table), key=sql.Identifier(_CLAIM_KEY[table])),
+            (identity.tenant_id, identity.aad_object_id, key),
+        )
+
+
+async def claim_brief(
+    pool: Pool, identity: RepIdentity, meeting_id: str, *, lease: timedelta = CLAIM_LEASE
+) -> bool:
+    """Claim the brief of one meeting for one rep: ``True`` for the one caller that may post it."""
+    return await claim(pool, "brief_claims", identity, meeting_id, lease=lease)
 
 
 async def mark_posted(pool: Pool, identity: RepIdentity, meeting_id: str, activity_id: str | None) -> None:
     """Record the message the brief was posted as."""
-    async with pool.connection() as conn:
-        await conn.execute(
-            """
-            UPDATE brief_claims SET activity_id = %s
-             WHERE tenant_id = %s AND aad_object_id = %s AND meeting_id = %s
-            """,
-            (activity_id or "", identity.tenant_id, identity.aad_object_id, meeting_id),
-        )
+    await mark_claim_posted(pool, "brief_claims", identity, meeting_id, activity_id)
 
 
 async def release_brief(pool: Pool, identity: RepIdentity, meeting_id: str) -> None:
     """Give a claim back (its post failed), so the next timer run posts the brief."""
-    async with pool.connection() as conn:
-        await conn.execute(
-            """
-            DELETE FROM brief_claims
-             WHERE tenant_id = %s AND aad_object_id = %s AND meeting_id = %s AND activity_id IS NULL
-            """,
-            (identity.tenant_id, identity.aad_object_id, meeting_id),
-        )
+    await release_claim(pool, "brief_claims", identity, meeting_id)

@@ -19,13 +19,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from bot.cards import (
     COMMAND_KIND,
     DECLINE_SUGGESTION_KIND,
+    DIGEST_FEEDBACK_KIND,
+    DIGEST_FEEDBACK_VERSION,
     EDIT_PREFIX,
     EDITABLE_FIELDS,
     REJECT_REASON_ID,
     REJECT_REASON_MAX,
+    SNOOZE_INPUT_ID,
     SUBMIT_KIND,
     SUBMIT_VERSION,
     UNDO_KIND,
+    DigestFeedbackKind,
     FieldSpec,
     args_digest,
     field_spec,
@@ -38,10 +42,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CardSubmission",
+    "DigestFeedback",
     "InvalidSubmission",
     "args_digest",
     "command_text",
     "declined_suggestion",
+    "parse_digest_feedback",
     "parse_submission",
     "to_decision",
 ]
@@ -177,6 +183,55 @@ def declined_suggestion(value: Any) -> DeclinedSuggestion | None:
         return DeclinedSuggestion.model_validate(value)
     except ValidationError:
         return None
+
+
+MAX_SNOOZED = 50
+"""More records than a digest could list in one Snooze submission is not a real submission."""
+
+
+class DigestFeedback(BaseModel):
+    """A digest card's "Not useful" or "Snooze" submission (the day's digest, the snoozed records)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+    copilot: Literal["digest_feedback"]
+    v: Literal[1]
+    kind: DigestFeedbackKind
+    day: dt.date
+    records: tuple[str, ...] = ()
+
+
+def parse_digest_feedback(value: Any) -> DigestFeedback:
+    """Parse a digest card's feedback submission; :class:`InvalidSubmission` if it is not usable.
+
+    A Snooze carries the panel's ChoiceSet (comma-separated record ids); none picked is refused.
+    """
+    if not isinstance(value, dict) or value.get("copilot") != DIGEST_FEEDBACK_KIND:
+        raise InvalidSubmission("That button isn't a digest's feedback, so nothing was done.")
+    if value.get("v") != DIGEST_FEEDBACK_VERSION or type(value.get("v")) is not int:
+        raise InvalidSubmission(
+            "This digest comes from a different version of the copilot; nothing was stored."
+        )
+    raw = value.get(SNOOZE_INPUT_ID)
+    picked = [r.strip() for r in raw.split(",") if r.strip()] if isinstance(raw, str) else []
+    if any(len(r) > 200 for r in picked) or len(picked) > MAX_SNOOZED:
+        raise InvalidSubmission("The snoozed lines could not be read; nothing was stored.")
+    try:
+        day = dt.date.fromisoformat(str(value.get("day")))
+        feedback = DigestFeedback.model_validate(
+            {
+                "copilot": value.get("copilot"),
+                "v": value.get("v"),
+                "kind": value.get("kind"),
+                "day": day,
+                "records": tuple(picked),
+            }
+        )
+    except (ValueError, ValidationError) as exc:
+        raise InvalidSubmission("This digest's button is not valid; nothing was stored.") from exc
+    if feedback.kind == "snooze" and not feedback.records:
+        raise InvalidSubmission("Pick at least one line to snooze; nothing was stored.")
+    return feedback
 
 
 # --- edits ----------------------------------------------------------------------------------------

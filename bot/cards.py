@@ -30,7 +30,15 @@ from urllib.parse import quote
 from annotated_types import Ge, Le, MaxLen
 
 from bot.dates import DEFAULT_LOCALE, as_date, format_age, format_when
-from copilot.briefs.types import SECTION_TITLES, SECTIONS, Brief, Suggestion
+from copilot.briefs.types import (
+    DIGEST_SECTIONS,
+    DIGEST_TITLES,
+    SECTION_TITLES,
+    SECTIONS,
+    Brief,
+    Digest,
+    Suggestion,
+)
 from copilot.delegation import Delegation
 from copilot.proposals import args_digest
 from copilot.writes import WRITE_TOOL_SCHEMAS, write_tool, write_tools
@@ -1020,6 +1028,14 @@ def help_card() -> Card:
         fields = ", ".join(field_label(name).lower() for name in tool.editable)
         body.append(_text(f"- {tool.title}" + (f" ({fields})" if fields else ""), spacing="Small"))
     body += [
+        _text("**Speak first**, in this 1:1 chat, in your working hours:", spacing="Medium"),
+        _text(
+            "**brief on** / **brief off** (a meeting prep brief before each customer meeting), "
+            "**brief 30 minutes before**, **brief me** (your next customer meeting, now); "
+            "**digest on** / **digest off** (your day each working morning), **digest at 8:00**, "
+            "**digest me** (today's, now).",
+            spacing="Small",
+        ),
         _text(
             "Nothing is written without your decision, and I never send email: drafts stay in "
             "your Outlook drafts.",
@@ -1283,3 +1299,110 @@ def brief_card(
             },
         ]
     return _card(body, actions, fallback=brief.text)
+
+
+# --- the daily digest ---------------------------------------------------------------------------
+
+DIGEST_ELEMENT_PREFIX = "digest-"
+"""Prefix of the element ``id`` on a digest card's header (the rep's local day follows)."""
+DIGEST_FEEDBACK_KIND = "digest_feedback"
+"""``data.copilot`` of a digest card's "Not useful" and "Snooze" buttons."""
+DIGEST_FEEDBACK_VERSION = 1
+DigestFeedbackKind = Literal["not_useful", "snooze"]
+DIGEST_FEEDBACK_KINDS: tuple[DigestFeedbackKind, ...] = ("not_useful", "snooze")
+SNOOZE_INPUT_ID = "snooze.records"
+"""The Snooze panel's ChoiceSet: the records (comma-separated, as Teams sends a multi-select)."""
+SNOOZE_CHOICE_LENGTH = 60
+
+
+def digest_feedback_data(day: dt.date, kind: DigestFeedbackKind) -> dict[str, Any]:
+    """The ``data`` of a digest card's feedback button."""
+    return {
+        "copilot": DIGEST_FEEDBACK_KIND,
+        "v": DIGEST_FEEDBACK_VERSION,
+        "kind": kind,
+        "day": day.isoformat(),
+    }
+
+
+def digest_card(digest: Digest, *, record_url_template: str | None = None) -> Card:
+    """The daily digest (pure): its sections with their cited lines, the sources, and feedback.
+
+    Every line keeps its ``[id]`` citations and the "Sources" section lists every cited id.
+    Stacked TextBlocks that wrap (no columns), so it reads at phone width. **Not useful**
+    rates the whole digest; **Snooze** opens a panel to pick lines whose record stays out of
+    the rep's digests for a week.
+    """
+    body: list[Card] = [
+        _header(
+            "Daily digest",
+            f"{digest.day:%A, %B} {digest.day.day}",
+            f"Your day ({digest.time_zone})",
+            element_id=f"{DIGEST_ELEMENT_PREFIX}{digest.day.isoformat()}",
+        )
+    ]
+    for section in DIGEST_SECTIONS:
+        lines = [i for i in digest.items if i.section == section]
+        items: list[Card] = [_text(DIGEST_TITLES[section], weight="Bolder", size="Small")]
+        if not lines:
+            items.append(_text("None.", isSubtle=True, spacing="None"))
+        items.extend(_text(f"- {line.text}", spacing="None") for line in lines)
+        body.append({"type": "Container", "separator": True, "spacing": "Medium", "items": items})
+    notes = []
+    if digest.meetings_without_customer:
+        n = digest.meetings_without_customer
+        notes.append(f"{n} other meeting{'s' if n != 1 else ''} with no CRM contact you can see.")
+    if digest.snoozed:
+        notes.append(f"{digest.snoozed} snoozed line{'s' if digest.snoozed != 1 else ''} left out.")
+    if notes:
+        body.append(_text(" ".join(notes), isSubtle=True, spacing="Medium"))
+    body.extend(suggestion_block(digest.suggestions))
+    if digest.citations:
+        body.append(sources_block(digest.citations, {}, record_url_template))
+    actions: list[Card] = [
+        {
+            "type": "Action.Submit",
+            "title": "Not useful",
+            "data": digest_feedback_data(digest.day, "not_useful"),
+        }
+    ]
+    choices: dict[str, str] = {}
+    for line in digest.items:  # one choice per record, titled by its first line
+        choices.setdefault(line.cited[0], _short(line.text, SNOOZE_CHOICE_LENGTH))
+    if choices:
+        panel = _card(
+            [
+                {
+                    "type": "Input.ChoiceSet",
+                    "id": SNOOZE_INPUT_ID,
+                    "label": "Leave these out of your digests for 7 days:",
+                    "isMultiSelect": True,
+                    "style": "expanded",
+                    "isRequired": True,
+                    "errorMessage": "Pick at least one line to snooze.",
+                    "choices": [{"title": title, "value": record} for record, title in choices.items()],
+                },
+            ],
+            [
+                {
+                    "type": "Action.Submit",
+                    "title": "Snooze",
+                    "data": digest_feedback_data(digest.day, "snooze"),
+                }
+            ],
+        )
+        actions.append({"type": "Action.ShowCard", "title": "Snooze…", "card": panel})
+    return _card(body, actions, fallback=digest.text)
+
+
+def digest_feedback_card(kind: DigestFeedbackKind, records: Sequence[str], until: dt.date | None) -> Card:
+    """The confirmation of a digest's "Not useful" or "Snooze" (pure)."""
+    match kind:
+        case "not_useful":
+            return notice_card("Thanks for telling me", "Noted: this digest was not useful to you.")
+        case "snooze":
+            what = ", ".join(records)
+            back = f" until {until:%a %Y-%m-%d}" if until else ""
+            return notice_card("Snoozed", f"Left out of your digests{back}: {what}.")
+        case _:
+            assert_never(kind)

@@ -12,7 +12,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from typing import Any, Literal, get_args
+from typing import Any, Literal, assert_never, get_args
 
 from botbuilder.core import CardFactory, InvokeResponse, MessageFactory, TurnContext
 from botbuilder.core.teams import TeamsActivityHandler
@@ -30,23 +30,37 @@ from botbuilder.schema import (
 from botframework.connector.models import ErrorResponseException
 from botframework.connector.token_api.models import TokenExchangeResource
 
-from bot import brief_store, cards, conversations, delegations, feedback
+from bot import brief_store, cards, conversations, delegations, digest_store, feedback
 from bot.ai_entities import (
     FEEDBACK_CHANNEL_DATA,
     answer_style,
     client_platform,
+    client_time_zone,
     message_entity,
     number_citations,
+)
+from bot.brief_commands import (
+    BadBriefCommand,
+    BriefCommand,
+    BriefLead,
+    BriefMe,
+    BriefToggle,
+    DigestAt,
+    DigestMe,
+    DigestToggle,
+    parse_brief_command,
 )
 from bot.card_submit import (
     CardSubmission,
     InvalidSubmission,
     declined_suggestion,
+    parse_digest_feedback,
     parse_submission,
     to_decision,
     undo_audit_id,
 )
 from bot.delegation_commands import parse_delegation_command
+from bot.digests import rep_digest
 from bot.json_entity import JsonEntity
 from bot.progress import TurnProgress
 from bot.rep_tokens import RepTokens, SignedInRep, SsoRepTokens
@@ -55,7 +69,17 @@ from bot.stats_card import stats_card
 from copilot.analytics.team import StatsUnavailable, approval_stats
 from copilot.auth.tokens import OboTokenBroker, identity_from_assertion
 from copilot.briefs import ledger
-from copilot.errors import AuthError, InvalidDecision, ProposalNotPending, ThreadAccessDenied, ThreadNotFound
+from copilot.briefs.mailbox_settings import rep_schedule
+from copilot.briefs.service import briefs_at
+from copilot.errors import (
+    AuthError,
+    CalendarUnavailable,
+    CrmUnavailable,
+    InvalidDecision,
+    ProposalNotPending,
+    ThreadAccessDenied,
+    ThreadNotFound,
+)
 from copilot.identity import RepIdentity
 from copilot.runner import CopilotService, Proposal, TurnResult
 from copilot.writes.undo import undoable
@@ -73,8 +97,6 @@ PRIVATE_ONLY = (
 )
 GROUP_CONVERSATION_TYPES = frozenset({"groupChat", "channel"})
 """Teams ``conversationType``s with more people than the rep (1:1 chats are ``personal``)."""
-BRIEF_COMMANDS: dict[str, bool] = {"brief on": True, "brief off": False}
-"""Messages (lower-cased) that turn meeting prep briefs on or off (off until the rep says on)."""
 BRIEFS_ON = (
     "Meeting prep briefs are on: before each meeting with a CRM contact you can see, I post a brief "
     'here. Say "brief off" to stop them.'
@@ -83,6 +105,27 @@ BRIEFS_OFF = 'Meeting prep briefs are off. Say "brief on" to get them again.'
 BRIEFS_PRIVATE_ONLY = 'Briefs come only to your 1:1 chat with me: say "brief on" there.'
 SUGGESTION_DECLINED = "Noted: I won't suggest that again until the record changes."
 SUGGESTION_UNREADABLE = "That suggestion's button could not be read, so nothing was recorded."
+DIGEST_OFF = 'The daily digest is off. Say "digest on" to get it again.'
+NO_UPCOMING_MEETING = "You have no upcoming customer meeting in the next 7 days."
+BRIEF_ME_DAYS = 7
+"""How far ahead ``brief me`` looks for the rep's next customer meeting."""
+
+
+def briefs_lead_reply(minutes: int) -> str:
+    """What ``brief <N>`` answers."""
+    return (
+        f"Meeting prep briefs are on, {minutes} minutes before each meeting with a CRM contact "
+        'you can see (in your working hours). Say "brief off" to stop them.'
+    )
+
+
+def digest_on_reply(prefs: brief_store.Preferences) -> str:
+    """What ``digest on`` / ``digest at …`` answer."""
+    zone = prefs.time_zone or "your time zone"
+    return (
+        f"The daily digest is on: every working day at {prefs.digest_time:%H:%M} ({zone}) I post your "
+        'day here. Say "digest at 8:00" to change the time, "digest off" to stop it.'
+    )
 
 
 class CopilotBot(TeamsActivityHandler):
@@ -120,6 +163,9 @@ class CopilotBot(TeamsActivityHandler):
             return
         if isinstance(value, dict) and value.get("copilot") == cards.OPEN_KIND:
             await self._on_open(turn_context, value)
+            return
+        if isinstance(value, dict) and value.get("copilot") == cards.DIGEST_FEEDBACK_KIND:
+            await self._on_digest_feedback(turn_context, value)
             return
         if isinstance(value, dict) and value.get("copilot") == cards.REVOKE_DELEGATION_KIND:
             if (rep := await self._rep(turn_context)) is not None:
@@ -313,6 +359,12 @@ class CopilotBot(TeamsActivityHandler):
         rep = await self._rep(turn_context, keeping=text)
         if rep is None:
             return
+        zone = client_time_zone(turn_context.activity.entities, turn_context.activity.local_timezone)
+        if zone is not None:
+            # Kept for the timers (the rep's day, the fallback schedule); written only if it changed.
+            await brief_store.record_time_zone(
+                self.service.pool, rep.identity.tenant_id, rep.identity.aad_object_id, zone
+            )
         conversation_id = turn_context.activity.conversation.id
         if text.lower() in cards.RESET_COMMANDS:
             await conversations.forget(self.service.pool, conversation_id, rep.identity)
@@ -324,8 +376,13 @@ class CopilotBot(TeamsActivityHandler):
         if text.lower() in cards.STATS_COMMANDS:
             await self._show_stats(turn_context, rep)
             return
-        if (choice := BRIEF_COMMANDS.get(text.lower())) is not None:
-            await self._set_briefs(turn_context, rep, enabled=choice)
+        try:
+            brief_command = parse_brief_command(text)
+        except BadBriefCommand as exc:
+            await turn_context.send_activity(exc.message)
+            return
+        if brief_command is not None:
+            await self._brief_command(turn_context, rep, brief_command, zone)
             return
         locale = turn_context.activity.locale
         command = parse_delegation_command(text, today=delegations.today(), locale=locale)
@@ -358,15 +415,107 @@ class CopilotBot(TeamsActivityHandler):
         )
         await self._send_result(turn_context, result, progress)
 
-    async def _set_briefs(self, turn_context: TurnContext, rep: SignedInRep, *, enabled: bool) -> None:
-        """``brief on|off``: store the choice and this 1:1 chat as where briefs go."""
+    async def _brief_command(
+        self, turn_context: TurnContext, rep: SignedInRep, command: BriefCommand, zone: str | None
+    ) -> None:
+        """``brief …`` / ``digest …``: settings are kept with this 1:1 chat as where posts go;
+        ``brief me`` / ``digest me`` answer here and now. Refused in a group chat."""
         kind = getattr(turn_context.activity.conversation, "conversation_type", None)
         if kind in GROUP_CONVERSATION_TYPES:
             await turn_context.send_activity(BRIEFS_PRIVATE_ONLY)
             return
+        pool = self.service.pool
         reference = TurnContext.get_conversation_reference(turn_context.activity).serialize()
-        await brief_store.set_briefs(self.service.pool, rep.identity, enabled=enabled, reference=reference)
-        await turn_context.send_activity(BRIEFS_ON if enabled else BRIEFS_OFF)
+        match command:
+            case BriefToggle(enabled=enabled):
+                await brief_store.set_preferences(
+                    pool, rep.identity, reference=reference, time_zone=zone, enabled=enabled
+                )
+                await turn_context.send_activity(BRIEFS_ON if enabled else BRIEFS_OFF)
+            case BriefLead(minutes=minutes):
+                await brief_store.set_preferences(
+                    pool,
+                    rep.identity,
+                    reference=reference,
+                    time_zone=zone,
+                    enabled=True,
+                    lead_minutes=minutes,
+                )
+                await turn_context.send_activity(briefs_lead_reply(minutes))
+            case DigestToggle(enabled=enabled):
+                prefs = await brief_store.set_preferences(
+                    pool, rep.identity, reference=reference, time_zone=zone, digest_enabled=enabled
+                )
+                await turn_context.send_activity(digest_on_reply(prefs) if enabled else DIGEST_OFF)
+            case DigestAt(at=at):
+                prefs = await brief_store.set_preferences(
+                    pool,
+                    rep.identity,
+                    reference=reference,
+                    time_zone=zone,
+                    digest_enabled=True,
+                    digest_time=at,
+                )
+                await turn_context.send_activity(digest_on_reply(prefs))
+            case BriefMe():
+                await self._brief_me(turn_context, rep)
+            case DigestMe():
+                await self._digest_me(turn_context, rep, zone)
+            case _:
+                assert_never(command)
+
+    async def _brief_me(self, turn_context: TurnContext, rep: SignedInRep) -> None:
+        """The brief of the rep's next customer meeting (within :data:`BRIEF_ME_DAYS`), now."""
+        now = dt.datetime.now(dt.UTC)
+        try:
+            async with self.service.pool.connection() as conn:
+                run = await briefs_at(
+                    self.service.settings,
+                    rep.identity,
+                    rep.broker,
+                    conn,
+                    at=now,
+                    lead_minutes=BRIEF_ME_DAYS * 24 * 60,
+                )
+        except (AuthError, CalendarUnavailable, CrmUnavailable) as exc:
+            await turn_context.send_activity(f"I couldn't prepare a brief: {exc.message}")
+            return
+        if not run.briefs:
+            await turn_context.send_activity(NO_UPCOMING_MEETING)
+            return
+        card = cards.brief_card(run.briefs[0], record_url_template=self.settings.record_url_template)
+        await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
+
+    async def _digest_me(self, turn_context: TurnContext, rep: SignedInRep, zone: str | None) -> None:
+        """Today's digest (the rep's day, in their zone), now, as the reply."""
+        pool = self.service.pool
+        prefs = await brief_store.preferences(pool, rep.identity)
+        schedule = await rep_schedule(self.service.settings, rep.broker, zone or prefs.time_zone)
+        try:
+            digest = await rep_digest(
+                self.service.settings, pool, self.service, rep, schedule, at=dt.datetime.now(dt.UTC)
+            )
+        except (AuthError, CalendarUnavailable, CrmUnavailable) as exc:
+            await turn_context.send_activity(f"I couldn't put your digest together: {exc.message}")
+            return
+        card = cards.digest_card(digest, record_url_template=self.settings.record_url_template)
+        await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
+
+    async def _on_digest_feedback(self, turn_context: TurnContext, value: dict[str, Any]) -> None:
+        """A digest card's "Not useful" or "Snooze": stored for the rep who pressed it, confirmed."""
+        try:
+            submitted = parse_digest_feedback(value)
+        except InvalidSubmission as exc:
+            await turn_context.send_activity(exc.message)
+            return
+        rep = await self._rep(turn_context)
+        if rep is None:
+            return
+        until = await digest_store.record_feedback(
+            self.service.pool, rep.identity, submitted.day, submitted.kind, submitted.records
+        )
+        card = cards.digest_feedback_card(submitted.kind, submitted.records, until)
+        await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
 
     async def _on_not_now(self, turn_context: TurnContext, value: dict[str, Any]) -> None:
         """A suggestion's "Not now": declined, for the rep who pressed it, at the record version

@@ -63,6 +63,11 @@ class BotSettings(BaseSettings):
     retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1, alias="COPILOT_RETENTION_DAYS")
     answer_sources: AnswerSources = Field(default="auto", alias="COPILOT_ANSWER_SOURCES")
     brief_lead_minutes: int = Field(default=60, ge=1, le=10080, alias="COPILOT_BRIEF_LEAD_MINUTES")
+    proactive_claim_lease_seconds: int = Field(
+        default=600, ge=1, le=86400, alias="COPILOT_PROACTIVE_CLAIM_LEASE_SECONDS"
+    )
+    """How old a brief's or digest's claim whose post never completed must be before another
+    instance may take it over (its instance was killed mid-post); longer than a post takes."""
     """How long before a meeting its brief is posted (the admin's setting; the default is
     ``copilot.briefs.service.DEFAULT_LEAD_MINUTES``, a unit test keeps them equal: importing it
     here would load the brief service into the HTTP edge)."""

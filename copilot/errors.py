@@ -65,6 +65,12 @@ class CalendarUnavailable(CopilotError):
     code = "calendar_unavailable"
 
 
+class MailboxSettingsUnavailable(CopilotError):
+    """The rep's mailbox settings (Microsoft Graph) cannot be read; the schedule falls back."""
+
+    code = "mailbox_settings_unavailable"
+
+
 class DirectoryUnavailable(CopilotError):
     """The organisation's directory (Microsoft Graph users) cannot be reached; nothing changed."""
 

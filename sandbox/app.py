@@ -26,6 +26,7 @@ from sandbox.drive import drive_routes
 from sandbox.identity.provider import identity_routes
 from sandbox.knobs import Knobs, KnobState
 from sandbox.mailbox import mailbox_routes
+from sandbox.mailbox_settings import MailboxSettingsState, mailbox_settings_routes
 from sandbox.mcp_auth import READ_SCOPE, WRITE_SCOPE, McpAuthGate
 from sandbox.mcp_server import build_mcp_server
 from sandbox.people import people_routes
@@ -37,9 +38,12 @@ class SandboxApp:
 
     asgi: Starlette
     knobs: KnobState
+    mailbox_settings: MailboxSettingsState
 
 
-def _admin_routes(settings: SandboxSettings, knobs: KnobState) -> list[Route]:
+def _admin_routes(
+    settings: SandboxSettings, knobs: KnobState, mailbox_settings: MailboxSettingsState
+) -> list[Route]:
     async def get_knobs(_: Request) -> JSONResponse:
         return JSONResponse(knobs.knobs.model_dump())
 
@@ -63,6 +67,7 @@ def _admin_routes(settings: SandboxSettings, knobs: KnobState) -> list[Route]:
     async def reset(_: Request) -> JSONResponse:
         await anyio.to_thread.run_sync(db.reset, settings.db_path)
         knobs.set(Knobs())
+        mailbox_settings.reset()
         return JSONResponse({"reset": True})
 
     async def put_crm_access(request: Request) -> JSONResponse:
@@ -148,6 +153,7 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
     """Compose the sandbox app; the database is created and seeded if it is new."""
     db.ensure_schema(settings.db_path)
     state = KnobState(knobs)
+    mailbox_settings = MailboxSettingsState()
     mcp = build_mcp_server(settings, CrmService(settings.db_path))
     mcp.streamable_http_app()  # creates the session manager the endpoint below drives
     endpoint = McpAuthGate(StreamableHTTPASGIApp(mcp.session_manager), settings, state)
@@ -162,8 +168,11 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
         *identity_routes(settings),
         *mailbox_routes(settings),
         *calendar_routes(settings),
+        *mailbox_settings_routes(settings, mailbox_settings),
         *people_routes(settings),
         *drive_routes(settings),
-        *_admin_routes(settings, state),
+        *_admin_routes(settings, state, mailbox_settings),
     ]
-    return SandboxApp(asgi=Starlette(routes=routes, lifespan=lifespan), knobs=state)
+    return SandboxApp(
+        asgi=Starlette(routes=routes, lifespan=lifespan), knobs=state, mailbox_settings=mailbox_settings
+    )

@@ -11,7 +11,12 @@ What the tables hold (so what can be counted):
   nothing. Its arguments are not kept (only their hash), and retention deletes the keys
   with their thread, so these counts cover the retained threads only;
 * ``answer_feedback`` (optional: the Teams feedback buttons, a bot migration that may not
-  exist): thumbs up / down per answer.
+  exist): thumbs up / down per answer;
+* ``brief_claims``, ``digest_claims`` and ``digest_feedback`` (optional, the bot's migrations:
+  what the copilot posted on its own): a claim with an ``activity_id`` is a brief or digest
+  that was posted; the digest's "Not useful" (one per digest) and "Snooze" (one row per
+  snoozed record). Read by SQL here, as ``answer_feedback`` is: ``copilot`` does not import
+  ``bot``, and the tables belong to the Teams layer that writes them.
 
 Every query takes the same three filters, ``since`` (a UTC timestamp or NULL), ``tenant``
 (or NULL) and ``reps`` (an array of Entra object ids, the rows' ``rep_aad_id`` /
@@ -100,6 +105,22 @@ SELECT rating, count(*) AS n
  GROUP BY rating ORDER BY rating
 """
 
+PROACTIVE_TABLES = ("brief_claims", "digest_claims", "digest_feedback")
+PROACTIVE_EXISTS = (
+    "SELECT " + " AND ".join(f"to_regclass('{t}') IS NOT NULL" for t in PROACTIVE_TABLES) + " AS present"
+)
+PROACTIVE_COUNTS = f"""
+SELECT
+  (SELECT count(*) FROM brief_claims
+    WHERE activity_id IS NOT NULL AND {_where("claimed_at", rep_column="aad_object_id")}) AS briefs_posted,
+  (SELECT count(*) FROM digest_claims
+    WHERE activity_id IS NOT NULL AND {_where("claimed_at", rep_column="aad_object_id")}) AS digests_posted,
+  (SELECT count(DISTINCT (tenant_id, aad_object_id, day)) FROM digest_feedback
+    WHERE kind = 'not_useful' AND {_where("received_at", rep_column="aad_object_id")}) AS not_useful,
+  (SELECT count(*) FROM digest_feedback
+    WHERE kind = 'snooze' AND {_where("received_at", rep_column="aad_object_id")}) AS snoozes
+"""
+
 
 @dataclass(frozen=True)
 class Filters:
@@ -131,6 +152,8 @@ class Rows:
     top_reasons: list[dict[str, Any]]
     feedback: list[dict[str, Any]] | None
     """None: there is no feedback table in this database."""
+    proactive: dict[str, Any] | None = None
+    """The counts of :data:`PROACTIVE_COUNTS`; None: the bot's proactive tables are not here."""
 
 
 async def fetch(conn: AsyncConnection[Any], filters: Filters) -> Rows:
@@ -155,5 +178,10 @@ async def fetch(conn: AsyncConnection[Any], filters: Filters) -> Rows:
         await cur.execute(FEEDBACK_EXISTS)
         present = await cur.fetchone()
         if present is not None and present["present"]:
-            return Rows(**{**found.__dict__, "feedback": await rows(FEEDBACK_BY_RATING)})
+            found = Rows(**{**found.__dict__, "feedback": await rows(FEEDBACK_BY_RATING)})
+        await cur.execute(PROACTIVE_EXISTS)
+        present = await cur.fetchone()
+        if present is not None and present["present"]:
+            [counts] = await rows(PROACTIVE_COUNTS)
+            found = Rows(**{**found.__dict__, "proactive": counts})
     return found

@@ -76,6 +76,22 @@ class Reason(BaseModel):
     tools: list[str]
 
 
+class Proactive(BaseModel):
+    """What the copilot posted on its own and how the digest was received."""
+
+    briefs_posted: int
+    digests_posted: int
+    not_useful: int
+    """Digests the rep marked "Not useful"."""
+    not_useful_rate: float
+    """``not_useful`` / ``digests_posted`` (0 when none was posted)."""
+    snoozes: int
+    """Records snoozed out of digests (one per record per digest)."""
+
+
+NO_PROACTIVE = "no proactive tables"
+
+
 class AnalyticsReport(BaseModel):
     since: dt.date | None
     tenant: str | None
@@ -91,6 +107,8 @@ class AnalyticsReport(BaseModel):
     fallbacks: str
     feedback: dict[str, int] | str
     """``{"like": n, "dislike": m}``, or "no feedback table"."""
+    proactive: Proactive | str = NO_PROACTIVE
+    """Briefs and digests posted, "Not useful" and snoozes; or :data:`NO_PROACTIVE`."""
 
 
 def _rate(part: int, whole: int) -> float:
@@ -264,6 +282,18 @@ def summarise(rows: Rows, *, since: dt.date | None, tenant: str | None) -> Analy
         if rows.feedback is None
         else {"like": 0, "dislike": 0} | {str(r["rating"]): int(r["n"]) for r in rows.feedback}
     )
+    counts = rows.proactive
+    proactive: Proactive | str = (
+        NO_PROACTIVE
+        if counts is None
+        else Proactive(
+            briefs_posted=int(counts["briefs_posted"]),
+            digests_posted=int(counts["digests_posted"]),
+            not_useful=int(counts["not_useful"]),
+            not_useful_rate=_rate(int(counts["not_useful"]), int(counts["digests_posted"])),
+            snoozes=int(counts["snoozes"]),
+        )
+    )
     return AnalyticsReport(
         since=since,
         tenant=tenant,
@@ -282,6 +312,7 @@ def summarise(rows: Rows, *, since: dt.date | None, tenant: str | None) -> Analy
         model_call_limit_hits=NOT_RECORDED,
         fallbacks=NOT_RECORDED,
         feedback=feedback,
+        proactive=proactive,
     )
 
 
@@ -382,5 +413,17 @@ def to_text(report: AnalyticsReport) -> str:
         f"model-call-limit hits: {report.model_call_limit_hits}",
         f"fallbacks: {report.fallbacks}",
         f"feedback: {feedback}",
+        "",
+        _proactive_text(report.proactive),
     ]
     return "\n".join(lines)
+
+
+def _proactive_text(proactive: Proactive | str) -> str:
+    if isinstance(proactive, str):
+        return f"proactive: {proactive}"
+    return (
+        f"proactive: {proactive.briefs_posted} briefs posted, {proactive.digests_posted} digests posted, "
+        f"{proactive.not_useful} not useful ({_pct(proactive.not_useful_rate)}), "
+        f"{proactive.snoozes} snoozed"
+    )

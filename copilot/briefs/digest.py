@@ -19,7 +19,7 @@ as a brief does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
@@ -197,12 +197,18 @@ def compose_digest(
     meetings_today: int,
     evidence: Sequence[BaseMessage],
     suggestions: Sequence[Suggestion] = (),
+    leave_out: Collection[str] = frozenset(),
 ) -> Digest:
     """The digest of ``rep``'s day (the day of ``at`` in ``zone``) from its reads, with the
-    suggestions to make (already less the held-back ones)."""
+    suggestions to make (already less the held-back ones).
+
+    ``leave_out``: records the rep snoozed; a line whose record (its first citation) is one of
+    them is not shown.
+    """
     day = at.astimezone(zone).date()
     zone_name = str(zone)
-    items = digest_items(reads, day, zone)
+    every = digest_items(reads, day, zone)
+    items = tuple(i for i in every if i.cited[0] not in leave_out)
     other = meetings_today - len(reads.meetings)
     text = render_digest(rep, day, zone_name, items, other, suggestions)
     return Digest(
@@ -213,6 +219,7 @@ def compose_digest(
         items=items,
         meetings_today=meetings_today,
         meetings_without_customer=other,
+        snoozed=len(every) - len(items),
         text=text,
         citations=tuple(cited_ids(text)),
         citation_check=check_citations(text, evidence),
@@ -326,12 +333,14 @@ async def digest_at(
     *,
     at: datetime,
     zone: tzinfo = UTC,
+    leave_out: Collection[str] = frozenset(),
 ) -> Digest:
     """The rep's daily digest for their day containing ``at`` (in ``zone``), as it stands at ``at``.
 
     ``conn`` lists the rep's threads and keeps the suggestion ledger (the digest's suggestions
     are recorded as made, less those the rep declined at the record's version read now);
-    ``proposals`` (the runner) reads what waits on each thread.
+    ``proposals`` (the runner) reads what waits on each thread; ``leave_out``: the records the
+    rep snoozed (their lines are left out).
     """
     start, end = day_bounds(at, zone)
     day = at.astimezone(zone).date()
@@ -351,7 +360,16 @@ async def digest_at(
         overdue=sorted(overdue, key=lambda d: (closes[str(d["id"])], str(d["id"]))),
         waiting=waiting,
     )
-    offered = await ledger.offer(conn, identity, for_digest(reads.overdue, day))
+    # A snoozed record's line is left out, and so is its suggestion.
+    overdue_shown = [d for d in reads.overdue if str(d["id"]) not in leave_out]
+    offered = await ledger.offer(conn, identity, for_digest(overdue_shown, day))
     return compose_digest(
-        identity.username or identity.name, at, zone, reads, len(meetings), evidence.messages, offered
+        identity.username or identity.name,
+        at,
+        zone,
+        reads,
+        len(meetings),
+        evidence.messages,
+        offered,
+        leave_out,
     )

@@ -171,11 +171,13 @@ class Digest(_Frozen):
     at: datetime
     day: date
     time_zone: str
-    """The zone the rep's day is taken in (UTC while no time zone of the rep is known)."""
+    """The zone the rep's day is taken in (the rep's, or UTC when none is known)."""
     items: tuple[DigestItem, ...]
     meetings_today: int
     meetings_without_customer: int
     """Meetings of the day with no CRM contact the rep may see (internal ones, hidden accounts)."""
+    snoozed: int = 0
+    """Lines left out because the rep snoozed their record."""
     text: str
     citations: tuple[str, ...]
     citation_check: CitationCheck

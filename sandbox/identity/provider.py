@@ -42,7 +42,13 @@ USER_TOKEN_SCOPE = "access_as_user"
 RESERVED_SCOPES = frozenset({"openid", "profile", "offline_access", "email"})
 MULTI_TENANT_ALIASES = frozenset({"common", "organizations"})
 CRM_SCOPES = ("crm.read", "crm.write")
-GRAPH_SCOPES = ("Mail.ReadWrite", "Sites.Read.All", "Calendars.Read", "User.ReadBasic.All")
+GRAPH_SCOPES = (
+    "Mail.ReadWrite",
+    "Sites.Read.All",
+    "Calendars.Read",
+    "User.ReadBasic.All",
+    "MailboxSettings.Read",
+)
 CALENDAR_SCOPE = "Calendars.Read"
 CALENDAR_CONSENT_WITHHELD: frozenset[str] = frozenset({"u-lidia"})
 """Users who have not consented to ``Calendars.Read`` (a rep the brief must explain this to)."""

@@ -553,8 +553,9 @@ def test_a_proactive_brief_card_cites_what_it_shows_and_log_this_meeting_writes_
     at = start - dt.timedelta(minutes=30)
 
     report = brief_timer(stack, e2e_database_url, at=at, lead_minutes=60)
-    [(_, meeting_id)] = [p for p in report.posted if p[1] == str(acme["id"])] or [(None, None)]
-    assert meeting_id is not None, report
+    posted = [meeting for _, meeting in report.posted]
+    assert str(acme["id"]) in posted, report
+    meeting_id = str(acme["id"])
     element = f"{BRIEF_ELEMENT_PREFIX}{meeting_id}"
     shown = stack.teams("card", cardId=element, text="Sources")
     stack.teams("screenshot", name="brief-card-desktop", card={"cardId": element})

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 LOCAL_ONLY = ("tests/", "sandbox/", "bench/", "evals/", "offline_model/", "scripts/")
 """What must never ship: the stand-ins, the tests and the tooling."""
 
-TRIGGERS = {"health", "messages", "turns", "turns_poison", "retention", "audit_seal", "briefs"}
+TRIGGERS = {"health", "messages", "turns", "turns_poison", "retention", "audit_seal", "briefs", "digest"}
 
 
 def payload_files(root: Path) -> list[str]:

@@ -14,10 +14,11 @@ from bot.card_submit import (
     args_digest,
     command_text,
     declined_suggestion,
+    parse_digest_feedback,
     parse_submission,
     to_decision,
 )
-from bot.cards import CardView, approval_card, decline_suggestion_data, welcome_card
+from bot.cards import SNOOZE_INPUT_ID, CardView, approval_card, decline_suggestion_data, welcome_card
 from copilot.decisions import Edit, edited_args, parse_decisions
 from copilot.errors import CopilotError
 from copilot.proposals import ProposalRecord
@@ -318,3 +319,44 @@ def test_not_now_data_without_a_record_version_is_not_read_as_a_decline():
     data = decline_suggestion_data(_suggestion())
     del data["record_version"]
     assert declined_suggestion(data) is None
+
+
+# --- the digest's feedback buttons ----------------------------------------------------------------
+
+
+def test_a_digest_not_useful_submission_parses_to_the_day_and_no_records():
+    feedback = parse_digest_feedback(
+        {"copilot": "digest_feedback", "v": 1, "kind": "not_useful", "day": "2026-12-03", "extra": "teams"}
+    )
+    assert (feedback.kind, feedback.day, feedback.records) == ("not_useful", dt.date(2026, 12, 3), ())
+
+
+def test_a_snooze_submission_carries_the_picked_records_from_the_choice_set():
+    feedback = parse_digest_feedback(
+        {
+            "copilot": "digest_feedback",
+            "v": 1,
+            "kind": "snooze",
+            "day": "2026-12-03",
+            SNOOZE_INPUT_ID: "opp-1,acc-2",
+        }
+    )
+    assert feedback.records == ("opp-1", "acc-2")
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ({"copilot": "digest_feedback", "v": 1, "kind": "snooze", "day": "2026-12-03"}, "Pick at least one"),
+        (
+            {"copilot": "digest_feedback", "v": 2, "kind": "not_useful", "day": "2026-12-03"},
+            "different version",
+        ),
+        ({"copilot": "digest_feedback", "v": 1, "kind": "love_it", "day": "2026-12-03"}, "not valid"),
+        ({"copilot": "digest_feedback", "v": 1, "kind": "not_useful", "day": "tomorrow"}, "not valid"),
+        ({"copilot": "decision", "v": 1}, "isn't a digest"),
+    ],
+)
+def test_a_broken_digest_feedback_submission_is_refused_and_nothing_is_stored(value, says):
+    with pytest.raises(InvalidSubmission, match=says):
+        parse_digest_feedback(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from typing import Any, get_args
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -15,6 +16,7 @@ from bot.cards import (
     APPROVALS_SHOWN,
     EDITABLE_FIELDS,
     NOT_SENT_NOTICE,
+    SNOOZE_INPUT_ID,
     WELCOME_COMMANDS,
     Outcome,
     WaitingProposal,
@@ -28,6 +30,8 @@ from bot.cards import (
     card_element_id,
     decline_suggestion_data,
     delegations_card,
+    digest_card,
+    digest_feedback_card,
     help_card,
     moved_card,
     notice_card,
@@ -37,8 +41,10 @@ from bot.cards import (
     welcome_card,
 )
 from copilot.briefs.compose import AccountReads, compose_brief
+from copilot.briefs.digest import CustomerMeeting, DigestReads, compose_digest
+from copilot.briefs.digest import WaitingProposal as DigestWaiting
 from copilot.briefs.suggestions import close_date_passed
-from copilot.briefs.types import SECTION_TITLES, Meeting
+from copilot.briefs.types import DIGEST_TITLES, SECTION_TITLES, Meeting
 from copilot.delegation import Delegation, end_of_day
 from copilot.proposals import ProposalRecord
 from copilot.runner import Proposal
@@ -208,6 +214,10 @@ def all_cards() -> dict[str, dict[str, Any]]:
     )
     cards["brief:sparse"] = brief_card(SPARSE_BRIEF, locale="de-DE")
     cards["brief:suggested"] = brief_card(SUGGESTED_BRIEF)
+    cards["digest:full"] = digest_card(DIGEST, record_url_template="https://crm.example.com/records/{id}")
+    cards["digest:empty"] = digest_card(EMPTY_DIGEST)
+    cards["digest-feedback:not_useful"] = digest_feedback_card("not_useful", (), None)
+    cards["digest-feedback:snooze"] = digest_feedback_card("snooze", ("opp-1",), dt.date(2026, 12, 10))
     return cards
 
 
@@ -294,6 +304,52 @@ SUGGESTED_BRIEF = compose_brief(
     [],
     SUGGESTIONS,
 )
+
+DIGEST_AT = dt.datetime(2026, 12, 3, 15, 30, tzinfo=dt.UTC)
+DIGEST = compose_digest(
+    "alex@contoso.example",
+    DIGEST_AT,
+    ZoneInfo("America/Los_Angeles"),
+    DigestReads(
+        meetings=[
+            CustomerMeeting(
+                MEETING,
+                [
+                    {
+                        "id": "con-maria",
+                        "name": "Maria Gonzalez",
+                        "title": "VP Operations",
+                        "account_id": "acc-acme",
+                    }
+                ],
+                {"acc-acme": {"id": "acc-acme", "name": "Acme Corporation"}},
+            )
+        ],
+        closing_quiet=[
+            {"id": "opp-quiet", "name": "Harbor — Add-on", "stage": "Proposal", "close_date": "2026-12-14"}
+        ],
+        overdue=[
+            {
+                "id": "opp-late",
+                "name": "Granite — Renewal",
+                "stage": "Prospecting",
+                "close_date": "2026-11-27",
+                "next_step": "Schedule a deep dive",
+            }
+        ],
+        waiting=[
+            DigestWaiting(
+                tool_call_id="call_1",
+                tool="update_opportunity",
+                target={"id": "opp-acme-renewal", "name": "Renewal 2027"},
+                proposed_at="2026-12-02T10:00:00Z",
+            )
+        ],
+    ),
+    2,
+    [],
+)
+EMPTY_DIGEST = compose_digest("alex@contoso.example", DIGEST_AT, dt.UTC, DigestReads((), (), (), ()), 0, [])
 
 
 NOW = dt.datetime(2026, 12, 1, 15, 0, tzinfo=dt.UTC)
@@ -1018,3 +1074,58 @@ def test_no_suggestions_no_section_and_the_brief_card_shows_its_suggestions_abov
 
 def test_brief_card_header_carries_the_meeting_id_as_its_element_id():
     assert CARDS["brief:full"]["body"][0]["id"] == "brief-evt-acme-review"
+
+
+# --- the daily digest ---------------------------------------------------------------------------
+
+
+def test_digest_card_shows_every_line_with_its_citations_and_every_cited_id_as_a_source():
+    card = CARDS["digest:full"]
+    text = all_text(card)
+    assert [i.section for i in DIGEST.items] == ["meeting", "closing_quiet", "overdue", "waiting"]
+    for item in DIGEST.items:
+        assert any(f"- {item.text}" == n.get("text") for n in elements(card)), item.text
+    for heading in DIGEST_TITLES.values():
+        assert heading in text
+    sources = next(
+        n for n in elements(card) if n.get("type") == "Container" and all_text(n).startswith("Sources")
+    )
+    for cited in DIGEST.citations:
+        assert f"[{cited}](https://crm.example.com/records/{cited})" in all_text(sources), cited
+    assert "07:00–07:45 Renewal review" in text  # the meeting in the rep's zone (Los Angeles)
+    assert "America/Los_Angeles" in text
+    assert "2 other meetings" not in text
+    assert "1 other meeting" in text
+    assert CARDS["digest:full"]["body"][0]["id"] == "digest-2026-12-03"
+
+
+def test_digest_card_stacks_its_lines_for_phone_width_and_an_empty_day_says_none():
+    assert "ColumnSet" not in {n["type"] for n in elements(CARDS["digest:full"])}
+    assert all_text(CARDS["digest:empty"]).count("None.") == 4
+    assert [a["title"] for a in CARDS["digest:empty"]["actions"]] == ["Not useful"]
+
+
+def test_digest_card_offers_not_useful_and_a_snooze_panel_choosing_among_its_lines_records():
+    card = CARDS["digest:full"]
+    not_useful, snooze = card["actions"]
+    assert not_useful["title"] == "Not useful"
+    assert not_useful["data"] == {
+        "copilot": "digest_feedback",
+        "v": 1,
+        "kind": "not_useful",
+        "day": "2026-12-03",
+    }
+    assert snooze["type"] == "Action.ShowCard"
+    [choices] = [i for i in inputs(snooze["card"]) if i["type"] == "Input.ChoiceSet"]
+    assert choices["id"] == SNOOZE_INPUT_ID
+    assert choices["isMultiSelect"] is True
+    assert [c["value"] for c in choices["choices"]] == ["acc-acme", "opp-quiet", "opp-late", "call_1"]
+    [submit] = snooze["card"]["actions"]
+    assert submit["data"]["kind"] == "snooze"
+
+
+def test_digest_feedback_cards_confirm_what_was_stored():
+    assert "not useful" in all_text(CARDS["digest-feedback:not_useful"])
+    snoozed = all_text(CARDS["digest-feedback:snooze"])
+    assert "opp-1" in snoozed
+    assert "2026-12-10" in snoozed

@@ -48,6 +48,7 @@ def test_function_app_registers_every_function_with_its_trigger():
         "retention",
         "audit_seal",
         "briefs",
+        "digest",
     }
 
 
@@ -55,6 +56,12 @@ def test_the_briefs_timer_runs_every_five_minutes():
     trigger = _trigger("briefs")
     assert trigger["type"] == "timerTrigger"
     assert trigger["schedule"] == "0 */5 * * * *"
+
+
+def test_the_digest_timer_runs_every_fifteen_minutes():
+    trigger = _trigger("digest")
+    assert trigger["type"] == "timerTrigger"
+    assert trigger["schedule"] == "0 */15 * * * *"
 
 
 def test_messages_is_an_anonymous_post_route():
