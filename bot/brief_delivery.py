@@ -20,6 +20,7 @@ from botbuilder.schema import ConversationReference
 
 from bot import brief_store, cards
 from bot.handler import GROUP_CONVERSATION_TYPES
+from bot.proactive_reps import proactive_rep
 from copilot.briefs.service import briefs_at
 from copilot.identity import RepIdentity
 
@@ -61,7 +62,7 @@ async def deliver_briefs(
         if is_group(sub.reference):
             report.group_chats += 1
             continue
-        rep = await runtime.reps.rep_for(sub.tenant_id, sub.aad_object_id)
+        rep = await proactive_rep(runtime, sub.tenant_id, sub.aad_object_id, sub.reference, on=at.date())
         if rep is None:
             report.not_signed_in += 1
             continue

@@ -1,4 +1,5 @@
-"""The sandbox as one ASGI app: CRM MCP endpoint, identity provider, drafts mailbox, admin."""
+"""The sandbox as one ASGI app: CRM MCP endpoint, identity provider, Bot Framework token
+service, drafts mailbox, admin."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from sandbox.mailbox import mailbox_routes
 from sandbox.mcp_auth import READ_SCOPE, WRITE_SCOPE, McpAuthGate
 from sandbox.mcp_server import build_mcp_server
 from sandbox.people import people_routes
+from sandbox.token_service import TokenServiceState, token_service_routes
 
 
 @dataclass
@@ -37,9 +39,12 @@ class SandboxApp:
 
     asgi: Starlette
     knobs: KnobState
+    token_service: TokenServiceState
 
 
-def _admin_routes(settings: SandboxSettings, knobs: KnobState) -> list[Route]:
+def _admin_routes(
+    settings: SandboxSettings, knobs: KnobState, token_service: TokenServiceState
+) -> list[Route]:
     async def get_knobs(_: Request) -> JSONResponse:
         return JSONResponse(knobs.knobs.model_dump())
 
@@ -63,6 +68,7 @@ def _admin_routes(settings: SandboxSettings, knobs: KnobState) -> list[Route]:
     async def reset(_: Request) -> JSONResponse:
         await anyio.to_thread.run_sync(db.reset, settings.db_path)
         knobs.set(Knobs())
+        token_service.reset()
         return JSONResponse({"reset": True})
 
     async def put_crm_access(request: Request) -> JSONResponse:
@@ -148,6 +154,7 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
     """Compose the sandbox app; the database is created and seeded if it is new."""
     db.ensure_schema(settings.db_path)
     state = KnobState(knobs)
+    token_service = TokenServiceState()
     mcp = build_mcp_server(settings, CrmService(settings.db_path))
     mcp.streamable_http_app()  # creates the session manager the endpoint below drives
     endpoint = McpAuthGate(StreamableHTTPASGIApp(mcp.session_manager), settings, state)
@@ -164,6 +171,9 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
         *calendar_routes(settings),
         *people_routes(settings),
         *drive_routes(settings),
-        *_admin_routes(settings, state),
+        *token_service_routes(settings, token_service, state),
+        *_admin_routes(settings, state, token_service),
     ]
-    return SandboxApp(asgi=Starlette(routes=routes, lifespan=lifespan), knobs=state)
+    return SandboxApp(
+        asgi=Starlette(routes=routes, lifespan=lifespan), knobs=state, token_service=token_service
+    )
