@@ -18,6 +18,7 @@ import pytest
 from botbuilder.core import TurnContext
 from botbuilder.schema import Activity
 from cryptography.fernet import Fernet
+from pydantic import SecretStr
 
 from bot import brief_store, cards
 from bot.brief_delivery import deliver_briefs
@@ -43,10 +44,10 @@ def deployed_bot_settings(sandbox: SandboxProcess) -> BotSettings:
     settings = sandbox.settings
     return BotSettings(
         MicrosoftAppId=settings.bot_app_id,
-        MicrosoftAppPassword=settings.bot_client_secret,
+        MicrosoftAppPassword=SecretStr(settings.bot_client_secret),
         BOT_CONNECTOR_AUTHORITY=settings.idp_base_url,
         BOT_CONNECTOR_CA_BUNDLE=str(settings.ca_cert_path),
-        COPILOT_TOKEN_ENCRYPTION_KEY=Fernet.generate_key().decode(),
+        COPILOT_TOKEN_ENCRYPTION_KEY=SecretStr(Fernet.generate_key().decode()),
         COPILOT_SSO_CONNECTION=settings.sso_connection_name,
         OAUTH_URL=settings.http_base_url,
     )
