@@ -126,6 +126,12 @@ async def seed_rep(
             "INSERT INTO brief_claims (tenant_id, aad_object_id, meeting_id) VALUES (%s, %s, 'evt-1')",
             (tenant, rep),
         ),
+        (
+            # The day's sign-in card: expired with the token when that is (retention removes it).
+            f"""INSERT INTO sign_in_prompts (tenant_id, aad_object_id, day, expires_at)
+                VALUES (%s, %s, current_date, now() {"-" if token_expired else "+"} interval '1 hour')""",
+            (tenant, rep),
+        ),
     ]
     for statement, params in statements:
         await conn.execute(statement, params)
