@@ -23,6 +23,7 @@ from botbuilder.schema import ConversationReference
 
 from bot import brief_store, cards
 from bot.handler import GROUP_CONVERSATION_TYPES
+from bot.proactive_reps import proactive_rep
 from copilot.briefs.mailbox_settings import rep_schedule
 from copilot.briefs.schedule import brief_verdict
 from copilot.briefs.service import briefs_at
@@ -70,7 +71,7 @@ async def deliver_briefs(
         if is_group(sub.reference):
             report.group_chats += 1
             continue
-        rep = await runtime.reps.rep_for(sub.tenant_id, sub.aad_object_id)
+        rep = await proactive_rep(runtime, sub.tenant_id, sub.aad_object_id, sub.reference, on=at.date())
         if rep is None:
             report.not_signed_in += 1
             continue

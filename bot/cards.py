@@ -1074,6 +1074,29 @@ def notice_card(title: str, text: str, *, correlation_id: str | None = None) -> 
     return _card(body, fallback=f"{title}: {text}")
 
 
+# --- sign-in ------------------------------------------------------------------------------------
+
+OAUTH_CARD_CONTENT_TYPE = "application/vnd.microsoft.card.oauth"
+"""The attachment content type of a Bot Framework OAuthCard (what :func:`sign_in_card` builds)."""
+SIGN_IN_FOR_BRIEFS = (
+    "Sign in so I can post your meeting prep briefs: I read your calendar and the CRM with your "
+    "own permissions, and nothing before you have signed in."
+)
+
+
+def sign_in_card(
+    *, connection_name: str, exchange_uri: str, exchange_id: str, text: str = SIGN_IN_FOR_BRIEFS
+) -> Card:
+    """An OAuthCard's content for the bot's OAuth connection (Teams SSO signs the rep in silently
+    through the token exchange resource; the button is the fallback sign-in)."""
+    return {
+        "text": text,
+        "connectionName": connection_name,
+        "buttons": [{"type": "signin", "title": "Sign in", "value": ""}],
+        "tokenExchangeResource": {"id": exchange_id, "uri": exchange_uri},
+    }
+
+
 # --- approval delegation ---------------------------------------------------------------------
 
 REVOKE_DELEGATION_KIND = "revoke_delegation"

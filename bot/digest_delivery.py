@@ -23,6 +23,7 @@ from botbuilder.schema import ConversationReference
 from bot import brief_store, cards, digest_store
 from bot.brief_delivery import is_group, post_card
 from bot.digests import rep_digest
+from bot.proactive_reps import proactive_rep
 from copilot.briefs.mailbox_settings import rep_schedule
 from copilot.briefs.schedule import digest_due, local_day
 
@@ -56,7 +57,7 @@ async def deliver_digests(runtime: BotRuntime, *, at: datetime) -> DigestReport:
         if is_group(sub.reference):
             report.group_chats += 1
             continue
-        rep = await runtime.reps.rep_for(sub.tenant_id, sub.aad_object_id)
+        rep = await proactive_rep(runtime, sub.tenant_id, sub.aad_object_id, sub.reference, on=at.date())
         if rep is None:
             report.not_signed_in += 1
             continue

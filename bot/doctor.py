@@ -12,7 +12,8 @@ from copilot.settings import Settings
 
 
 async def bot_settings(ctx: DoctorContext) -> str:
-    """The bot's settings build, with what a deployment needs: app credentials and a token key."""
+    """The bot's settings build, with what a deployment needs: app credentials, a token key and the
+    OAuth connection (Teams SSO, and the token service the brief timer asks for reps' tokens)."""
     try:
         settings = BotSettings()
     except ValidationError as exc:
@@ -46,7 +47,17 @@ async def bot_settings(ctx: DoctorContext) -> str:
             setting="COPILOT_TOKEN_ENCRYPTION_KEY",
             fix=fix,
         ) from exc
-    return f"bot app {settings.microsoft_app_id}, turn queue {settings.queue_name!r}, token key valid"
+    if not settings.sso_connection_name.strip():
+        raise CheckFailed(
+            "COPILOT_SSO_CONNECTION is not set: reps cannot sign in, and the brief timer gets no "
+            "rep's token from the Bot Framework token service",
+            setting="COPILOT_SSO_CONNECTION",
+            fix="set COPILOT_SSO_CONNECTION to the Azure Bot resource's OAuth connection (infra: ssoConnectionName)",
+        )
+    return (
+        f"bot app {settings.microsoft_app_id}, turn queue {settings.queue_name!r}, token key valid, "
+        f"OAuth connection {settings.sso_connection_name!r} at {settings.oauth_url}"
+    )
 
 
 BOT_CHECKS: tuple[Check, ...] = (Check("settings.bot", bot_settings),)

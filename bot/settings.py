@@ -57,6 +57,10 @@ class BotSettings(BaseSettings):
     token_encryption_key: SecretStr | None = Field(default=None, alias="COPILOT_TOKEN_ENCRYPTION_KEY")
     """Fernet key for cached delegated tokens; required in deployments (SSO)."""
     sso_connection_name: str = Field(default="", alias="COPILOT_SSO_CONNECTION")
+    """The Azure Bot resource's OAuth connection: Teams SSO's, and where the timers ask the Bot
+    Framework token service for a rep's token (``bot.proactive_reps``)."""
+    oauth_url: str = Field(default="https://token.botframework.com", alias="OAUTH_URL")
+    """The Bot Framework token service (botbuilder's ``OAUTH_URL``; its default is this one)."""
     bot_domain: str = Field(default="localhost", alias="BOT_DOMAIN")
     record_url_template: str | None = Field(default=None, alias="CRM_RECORD_URL_TEMPLATE")
     """E.g. ``https://contoso.crm.dynamics.com/main.aspx?id={id}``: citations become links."""
@@ -92,5 +96,6 @@ class BotSettings(BaseSettings):
             TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL = self.openid_metadata_url
             TO_BOT_FROM_CHANNEL_TOKEN_ISSUER = self.channel_token_issuer
             TO_CHANNEL_FROM_BOT_OAUTH_SCOPE = self.connector_scope
+            OAUTH_URL = self.oauth_url
 
         return _Config()

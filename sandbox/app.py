@@ -1,4 +1,5 @@
-"""The sandbox as one ASGI app: CRM MCP endpoint, identity provider, drafts mailbox, admin."""
+"""The sandbox as one ASGI app: CRM MCP endpoint, identity provider, Bot Framework token
+service, drafts mailbox, admin."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from sandbox.mailbox_settings import MailboxSettingsState, mailbox_settings_rout
 from sandbox.mcp_auth import READ_SCOPE, WRITE_SCOPE, McpAuthGate
 from sandbox.mcp_server import build_mcp_server
 from sandbox.people import people_routes
+from sandbox.token_service import TokenServiceState, token_service_routes
 
 
 @dataclass
@@ -39,10 +41,14 @@ class SandboxApp:
     asgi: Starlette
     knobs: KnobState
     mailbox_settings: MailboxSettingsState
+    token_service: TokenServiceState
 
 
 def _admin_routes(
-    settings: SandboxSettings, knobs: KnobState, mailbox_settings: MailboxSettingsState
+    settings: SandboxSettings,
+    knobs: KnobState,
+    mailbox_settings: MailboxSettingsState,
+    token_service: TokenServiceState,
 ) -> list[Route]:
     async def get_knobs(_: Request) -> JSONResponse:
         return JSONResponse(knobs.knobs.model_dump())
@@ -68,6 +74,7 @@ def _admin_routes(
         await anyio.to_thread.run_sync(db.reset, settings.db_path)
         knobs.set(Knobs())
         mailbox_settings.reset()
+        token_service.reset()
         return JSONResponse({"reset": True})
 
     async def put_crm_access(request: Request) -> JSONResponse:
@@ -154,6 +161,7 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
     db.ensure_schema(settings.db_path)
     state = KnobState(knobs)
     mailbox_settings = MailboxSettingsState()
+    token_service = TokenServiceState()
     mcp = build_mcp_server(settings, CrmService(settings.db_path))
     mcp.streamable_http_app()  # creates the session manager the endpoint below drives
     endpoint = McpAuthGate(StreamableHTTPASGIApp(mcp.session_manager), settings, state)
@@ -171,8 +179,12 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
         *mailbox_settings_routes(settings, mailbox_settings),
         *people_routes(settings),
         *drive_routes(settings),
-        *_admin_routes(settings, state, mailbox_settings),
+        *token_service_routes(settings, token_service, state),
+        *_admin_routes(settings, state, mailbox_settings, token_service),
     ]
     return SandboxApp(
-        asgi=Starlette(routes=routes, lifespan=lifespan), knobs=state, mailbox_settings=mailbox_settings
+        asgi=Starlette(routes=routes, lifespan=lifespan),
+        knobs=state,
+        mailbox_settings=mailbox_settings,
+        token_service=token_service,
     )

@@ -33,6 +33,8 @@ class SandboxSettings(BaseSettings):
     token_lifetime_seconds: int = 3600
     bot_connector_audience: str = "https://api.botframework.com"
     """Audience of the bot's app-only tokens for replying through the Bot Connector."""
+    sso_connection_name: str = "copilot-sso"
+    """The bot's OAuth connection at the token service stand-in (``COPILOT_SSO_CONNECTION``)."""
     dev_user_password: str = "sandbox-dev-password"
     """Every sandbox user's password for the local-development password (ROPC) sign-in."""
 

@@ -1,4 +1,4 @@
-"""Test knobs: added latency, injected transient failures, a per-user rate limit.
+"""Test knobs: added latency, injected transient failures, a per-user rate limit, dropped tokens.
 
 All off by default. Set at start-up from ``SANDBOX_KNOBS`` (JSON) or at run time
 through ``PUT /admin/knobs``. Decisions are pure functions of the knobs, a random
@@ -32,6 +32,9 @@ class Knobs(BaseModel):
     timeout_seconds: float = Field(default=30.0, gt=0, le=600)
     retry_after_seconds: int = Field(default=1, ge=0, le=3600)
     rate_limit_per_minute: int | None = Field(default=None, ge=1)
+    token_service_signed_out: list[str] = Field(default_factory=list)
+    """Handles whose token the Bot Framework token service stand-in drops (``GetToken`` is 404
+    for them however they signed in); clearing it is their signing in again."""
 
 
 @dataclass(frozen=True)

@@ -210,6 +210,13 @@ SEEDED: list[tuple[str, dict[str, str | None], str, str, str]] = [
         "not a Fernet key",
     ),
     (
+        "no_sso_connection",
+        {"COPILOT_SSO_CONNECTION": None},
+        "settings.bot",
+        "COPILOT_SSO_CONNECTION",
+        "token service",
+    ),
+    (
         "database_unreachable",
         {"DATABASE_URL": "postgresql://x@127.0.0.1:1/none"},
         "database.reachable",

@@ -122,6 +122,9 @@ def test_export_writes_one_reps_data_in_every_group_and_nothing_of_the_other_rep
         "answer_feedback": 1,
         "brief_settings": 1,
         "brief_claims": 1,
+        "digest_claims": 1,
+        "digest_feedback": 1,
+        "sign_in_prompts": 1,
     }
     assert exported["groups"]["functions"] == {}
     assert exported["audit_rows_kept"] == 1
@@ -137,9 +140,9 @@ def test_export_writes_one_reps_data_in_every_group_and_nothing_of_the_other_rep
     assert b.rep not in text
     assert not any(t in text for t in b.threads)
     assert f"copilot: {2 + 1 + 1 + 1 + 1 + 1 + 1 + checkpoints + 1} exported" in stdout
-    assert "teams: 8 exported" in stdout
+    assert "teams: 11 exported" in stdout
     assert f"written to {out}" in stdout
-    assert "17/17" in stderr, "progress is shown, one step per table"
+    assert "20/20" in stderr, "progress is shown, one step per table"
     assert _snapshot(url, a) == expected, "an export changes nothing"
     assert _snapshot(url, b) == b_before
 
@@ -152,7 +155,7 @@ def test_export_to_stdout_is_the_json_document_and_the_summary_goes_to_stderr(tw
     assert document["rep"] == a.rep
     assert document["tenant"] == TENANT
     assert document["groups"]["teams"]["user_tokens"] == 1
-    assert "teams: 8 exported" in stderr
+    assert "teams: 11 exported" in stderr
 
 
 def test_an_export_for_another_tenant_finds_nothing(two_reps, capsys):
@@ -173,6 +176,9 @@ def test_delete_dry_run_shows_what_would_go_and_changes_nothing(two_reps, capsys
     assert report["action"] == "dry_run"
     assert report["groups"]["teams"] == dict.fromkeys(
         [
+            "sign_in_prompts",
+            "digest_feedback",
+            "digest_claims",
             "brief_claims",
             "brief_settings",
             "answer_feedback",

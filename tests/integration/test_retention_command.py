@@ -108,7 +108,10 @@ def test_status_lists_what_the_policy_keeps_and_removes_and_run_removes_exactly_
     assert sorted(t["thread_id"] for t in plan["threads"]["prune"]) == sorted(ids["live"])
     assert [t["thread_id"] for t in plan["threads"]["keep"]] == [ids["tidy"]]
     assert plan["threads"]["skip"] == []
-    assert plan["rows"] == {"user_tokens": {"remove": 1, "keep": 1}}
+    assert plan["rows"] == {
+        "user_tokens": {"remove": 1, "keep": 1},
+        "sign_in_prompts": {"remove": 1, "keep": 1},
+    }
 
     _, out = _run(capsys, "retention", "run", "--json")
     report = json.loads(out)
@@ -133,7 +136,7 @@ def test_status_lists_what_the_policy_keeps_and_removes_and_run_removes_exactly_
     unchanged.pop(threads.side_thread_id(ids["idle"]))
     assert {k: after["checkpoints"][k] for k in unchanged} == unchanged
     # Expired tokens go, live ones stay; records of what happened are never touched.
-    assert report["rows_deleted"] == {"user_tokens": 1}
+    assert report["rows_deleted"] == {"user_tokens": 1, "sign_in_prompts": 1}
     assert after["tokens"] == [t for t in before["tokens"] if not t[1]]
     assert (after["audit"], after["rejections"]) == (before["audit"], before["rejections"])
 
@@ -142,7 +145,10 @@ def test_status_lists_what_the_policy_keeps_and_removes_and_run_removes_exactly_
     again = json.loads(out)
     assert again["checkpoints"]["remove"] == 0
     assert again["threads"]["expire"] == again["threads"]["prune"] == []
-    assert again["rows"] == {"user_tokens": {"remove": 0, "keep": 1}}
+    assert again["rows"] == {
+        "user_tokens": {"remove": 0, "keep": 1},
+        "sign_in_prompts": {"remove": 0, "keep": 1},
+    }
     assert again["checkpoints"]["keep"] == plan["checkpoints"]["keep"]
 
 

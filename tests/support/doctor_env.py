@@ -67,6 +67,7 @@ def deployed_environment(
         "LANGSMITH_API_KEY": "ls-doctor",
         "COPILOT_TRACE_PSEUDONYM_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
         "COPILOT_TOKEN_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        "COPILOT_SSO_CONNECTION": "crm-copilot-sso",
         "AzureWebJobsStorage": queue_connection,
         "COPILOT_TURN_QUEUE": "copilot-turns",
         "COPILOT_DOCTOR_CRM_TOKEN": sandbox.token("alex", ["crm.read"]),

@@ -131,6 +131,20 @@ async def seed_rep(
             "INSERT INTO brief_claims (tenant_id, aad_object_id, meeting_id) VALUES (%s, %s, 'evt-1')",
             (tenant, rep),
         ),
+        (
+            "INSERT INTO digest_claims (tenant_id, aad_object_id, day) VALUES (%s, %s, current_date)",
+            (tenant, rep),
+        ),
+        (
+            "INSERT INTO digest_feedback (tenant_id, aad_object_id, day, kind) VALUES (%s, %s, current_date, 'not_useful')",
+            (tenant, rep),
+        ),
+        (
+            # The day's sign-in card: expired with the token when that is (retention removes it).
+            f"""INSERT INTO sign_in_prompts (tenant_id, aad_object_id, day, expires_at)
+                VALUES (%s, %s, current_date, now() {"-" if token_expired else "+"} interval '1 hour')""",
+            (tenant, rep),
+        ),
     ]
     for statement, params in statements:
         await conn.execute(statement, params)

@@ -1129,3 +1129,23 @@ def test_digest_feedback_cards_confirm_what_was_stored():
     snoozed = all_text(CARDS["digest-feedback:snooze"])
     assert "opp-1" in snoozed
     assert "2026-12-10" in snoozed
+
+
+def test_the_sign_in_card_is_an_oauth_card_for_the_connection_with_teams_sso_token_exchange():
+    from botbuilder.schema import OAuthCard
+
+    from bot.cards import OAUTH_CARD_CONTENT_TYPE, SIGN_IN_FOR_BRIEFS, sign_in_card
+
+    content = sign_in_card(
+        connection_name="crm-copilot-sso", exchange_uri="api://bot.example/app", exchange_id="x1"
+    )
+    card = OAuthCard().deserialize(content)
+
+    assert OAUTH_CARD_CONTENT_TYPE == "application/vnd.microsoft.card.oauth"
+    assert card.connection_name == "crm-copilot-sso"
+    # botbuilder types the resource as a plain object: Teams reads it as this JSON.
+    assert card.token_exchange_resource == {"id": "x1", "uri": "api://bot.example/app"}
+    assert [(b.type, b.title) for b in card.buttons] == [("signin", "Sign in")]
+    assert card.text == SIGN_IN_FOR_BRIEFS
+    # It serialises back to the very JSON built (nothing botbuilder would drop or rename).
+    assert card.serialize() == content

@@ -16,7 +16,7 @@ def test_every_layer_ships_a_data_map_with_its_own_group():
     tables = [t.table for m in maps for t in m.tables]
     assert len(tables) == len(set(tables)), "a table belongs to one group"
     assert "audit_log" in maps[0].not_rep_data, "the audit log is kept, and the map says why"
-    assert [t.table for m in maps for t in m.tables if t.expires] == ["user_tokens"]
+    assert [t.table for m in maps for t in m.tables if t.expires] == ["user_tokens", "sign_in_prompts"]
 
 
 @pytest.mark.parametrize(
