@@ -27,6 +27,7 @@ from bot.proactive_reps import proactive_rep
 from copilot.briefs.mailbox_settings import rep_schedule
 from copilot.briefs.schedule import brief_verdict
 from copilot.briefs.service import briefs_at
+from copilot.errors import ProactivePostFailed
 
 if TYPE_CHECKING:
     from bot.runtime import BotRuntime
@@ -48,6 +49,8 @@ class DeliveryReport:
     """Reps in their quiet hours (outside working hours on a working day): briefs held."""
     day_off: int = 0
     """Reps on a day that is not one of their working days: nothing posted."""
+    failed: int = 0
+    """Briefs whose post did not reach the chat: claim given back, the next run posts them."""
 
 
 def is_group(reference: dict[str, object]) -> bool:
@@ -99,6 +102,13 @@ async def deliver_briefs(
             card = cards.brief_card(brief, record_url_template=runtime.bot_settings.record_url_template)
             try:
                 activity_id = await post_card(runtime, reference, card)
+            except ProactivePostFailed as failure:
+                # The connector refused it (throttled, down): the next run posts it; other reps'
+                # briefs still go out now.
+                await brief_store.release_brief(pool, rep.identity, brief.meeting_id)
+                report.failed += 1
+                logger.warning("brief of meeting %s not posted: %s", brief.meeting_id, failure)
+                continue
             except BaseException:
                 # Not posted: the next run may post it (the claim is given back).
                 await brief_store.release_brief(pool, rep.identity, brief.meeting_id)
@@ -107,7 +117,7 @@ async def deliver_briefs(
             report.posted.append((sub.aad_object_id, brief.meeting_id))
     logger.info(
         "briefs: %d reps, %d posted, %d already posted, %d not signed in, %d group chats, "
-        "%d in quiet hours, %d on a day off",
+        "%d in quiet hours, %d on a day off, %d failed (to be retried)",
         report.reps,
         len(report.posted),
         report.already_posted,
@@ -115,13 +125,18 @@ async def deliver_briefs(
         report.group_chats,
         report.quiet_hours,
         report.day_off,
+        report.failed,
     )
     return report
 
 
 async def post_card(runtime: BotRuntime, reference: ConversationReference, card: cards.Card) -> str | None:
     """Post ``card`` proactively through a stored conversation reference (the Bot Connector path
-    the queue worker's replies take); returns the posted message's id (if the connector gave one)."""
+    the queue worker's replies take); returns the posted message's id (if the connector gave one).
+
+    Raises :class:`ProactivePostFailed` when the send did not complete: the adapter hands an error
+    raised inside its callback (the connector's 429 or 5xx) to the turn-error handler and returns
+    normally, so only the callback's own record tells a post from a failure."""
     sent: list[str | None] = []
 
     async def send(turn_context: TurnContext) -> None:
@@ -133,4 +148,6 @@ async def post_card(runtime: BotRuntime, reference: ConversationReference, card:
     await runtime.adapter.continue_conversation(
         reference, send, runtime.bot_settings.microsoft_app_id or None
     )
-    return sent[0] if sent else None
+    if not sent:
+        raise ProactivePostFailed("the Bot Connector did not accept the proactive message")
+    return sent[0]

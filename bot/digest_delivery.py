@@ -26,6 +26,7 @@ from bot.digests import rep_digest
 from bot.proactive_reps import proactive_rep
 from copilot.briefs.mailbox_settings import rep_schedule
 from copilot.briefs.schedule import digest_due, local_day
+from copilot.errors import ProactivePostFailed
 
 if TYPE_CHECKING:
     from bot.runtime import BotRuntime
@@ -45,6 +46,8 @@ class DigestReport:
     """Reps whose digest time has not come (or passed more than the grace ago), or on a day off."""
     not_signed_in: int = 0
     group_chats: int = 0
+    failed: int = 0
+    """Digests whose post did not reach the chat: claim given back, the next run posts them."""
 
 
 async def deliver_digests(runtime: BotRuntime, *, at: datetime) -> DigestReport:
@@ -80,6 +83,11 @@ async def deliver_digests(runtime: BotRuntime, *, at: datetime) -> DigestReport:
             card = cards.digest_card(digest, record_url_template=runtime.bot_settings.record_url_template)
             reference = ConversationReference().deserialize(sub.reference)
             activity_id = await post_card(runtime, reference, card)
+        except ProactivePostFailed as failure:
+            await digest_store.release_digest(pool, rep.identity, day)
+            report.failed += 1
+            logger.warning("digest of %s not posted: %s", day, failure)
+            continue
         except BaseException:
             # Not posted: the next run within the grace period posts it.
             await digest_store.release_digest(pool, rep.identity, day)
@@ -87,12 +95,14 @@ async def deliver_digests(runtime: BotRuntime, *, at: datetime) -> DigestReport:
         await digest_store.mark_digest_posted(pool, rep.identity, day, activity_id)
         report.posted.append((sub.aad_object_id, day))
     logger.info(
-        "digests: %d reps, %d posted, %d already posted, %d not due, %d not signed in, %d group chats",
+        "digests: %d reps, %d posted, %d already posted, %d not due, %d not signed in, %d group chats, "
+        "%d failed (to be retried)",
         report.reps,
         len(report.posted),
         report.already_posted,
         report.not_due,
         report.not_signed_in,
         report.group_chats,
+        report.failed,
     )
     return report

@@ -151,3 +151,10 @@ class SourceUnavailable(CopilotError):
     """A document source (a URL, a drive) could not be reached; nothing was ingested from it."""
 
     code = "source_unavailable"
+
+
+class ProactivePostFailed(CopilotError):
+    """A proactive message (a brief, a digest) did not reach the rep's chat: its claim is given
+    back so the next timer run posts it."""
+
+    code = "proactive_post_failed"

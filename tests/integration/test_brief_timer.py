@@ -195,6 +195,32 @@ async def test_a_brief_whose_post_failed_is_posted_by_the_next_run(
     assert sorted(meetings) == sorted(set(meetings)) == sorted(m for _, m in retry.posted)
 
 
+async def test_a_brief_the_connector_refused_is_not_lost_and_the_next_run_posts_it(
+    teams: Teams, sandbox: SandboxProcess, copilot_settings: Settings
+) -> None:
+    # The connector refuses the brief's send (403: not retried, unlike a 429 or 5xx the
+    # connector client retries itself); the adapter gives that error to the turn-error handler
+    # and returns normally, so the post must not count as done.
+    assert BRIEFS_ON in await _as(teams, "alex", "brief on")
+    assert teams.runtime is not None
+    runtime = teams.runtime
+    teams.connector.fail_next.extend([(403, {})] * 2)
+
+    refused = await deliver_briefs(runtime, at=_seeded_day(sandbox), lead_minutes=WINDOW)
+
+    assert [status for _, status, _ in teams.connector.failed] == [403, 403]
+    assert refused.failed == 2
+    async with connect(copilot_settings) as conn:
+        cur = await conn.execute("SELECT count(*) AS n FROM brief_claims WHERE activity_id = ''")
+        assert (await cur.fetchone() or {})["n"] == 0, "no refused brief was recorded as posted"
+    retry = await deliver_briefs(runtime, at=_seeded_day(sandbox), lead_minutes=WINDOW)
+
+    meetings = [meeting for meeting, _ in _briefs_posted(teams)]
+    assert retry.failed == 0
+    assert len(retry.posted) == 2, "exactly the two refused briefs are posted by the next run"
+    assert len(meetings) == len(set(meetings)) == len(refused.posted) + 2
+
+
 async def test_log_this_meeting_on_a_posted_brief_proposes_the_activity_through_the_approval_card(
     teams: Teams, sandbox: SandboxProcess
 ) -> None:

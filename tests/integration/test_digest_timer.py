@@ -135,6 +135,24 @@ async def test_a_digest_whose_post_failed_is_posted_by_the_next_run_late_but_not
     assert [d for d, _ in _digests(teams)] == [day.isoformat()]
 
 
+async def test_a_digest_the_connector_refused_is_not_lost_and_the_next_run_posts_it(
+    teams: Teams, sandbox: SandboxProcess
+) -> None:
+    assert "on" in await _as(teams, "alex", "digest on")
+    assert teams.runtime is not None
+    runtime = teams.runtime
+    day = _day(sandbox, 1)
+    teams.connector.fail_next.append((403, {}))
+
+    refused = await deliver_digests(runtime, at=_at(day, 7, 30))
+    retry = await deliver_digests(runtime, at=_at(day, 7, 45))
+
+    assert (refused.posted, refused.failed) == ([], 1)
+    assert [status for _, status, _ in teams.connector.failed] == [403]
+    assert (retry.posted, retry.failed) == ([(_aad("alex"), day)], 0)
+    assert [d for d, _ in _digests(teams)] == [day.isoformat()]
+
+
 async def test_the_digest_follows_the_reps_week_in_their_zone(teams: Teams, sandbox: SandboxProcess) -> None:
     # megan: the seeded Sunday-Thursday week in Dubai; her 07:30 is 03:30 UTC.
     assert "on" in await _as(teams, "megan", "digest on")
