@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.brief_delivery import deliver_briefs
+from bot.digest_delivery import deliver_digests
 from bot.runtime import open_runtime
 from bot.settings import BotSettings
 from copilot.settings import Settings
@@ -29,11 +30,18 @@ async def _run(at: dt.datetime, lead: int, rounds: int, events: Path) -> None:
     async with open_runtime(Settings(), BotSettings()) as runtime:
         with events.open("a", encoding="utf-8") as out:
             for number in range(rounds):
-                report = await deliver_briefs(runtime, at=at, lead_minutes=lead)
+                briefs = await deliver_briefs(runtime, at=at, lead_minutes=lead)
+                digests = await deliver_digests(runtime, at=at)
                 line: dict[str, Any] = {
                     "round": number,
-                    "posted": report.posted,
-                    "already_posted": report.already_posted,
+                    "posted": briefs.posted,
+                    "already_posted": briefs.already_posted,
+                    "held": briefs.quiet_hours + briefs.day_off,
+                    "failed": briefs.failed,
+                    "digests_posted": [[aad, day.isoformat()] for aad, day in digests.posted],
+                    "digests_already_posted": digests.already_posted,
+                    "digests_not_due": digests.not_due,
+                    "digests_failed": digests.failed,
                 }
                 out.write(json.dumps(line) + "\n")
                 out.flush()
