@@ -61,6 +61,7 @@ CRM_LATENCY_MS = 40
 CLAIM_LEASE_SECONDS = 2
 POST_LATENCY_SECONDS = 0.3
 """Each post to the Bot Connector takes this long to arrive, so kills land between a claim and\nits post too."""
+REFUSED_POSTS = 2
 IN_FLIGHT_WAIT_SECONDS = 30
 """How long an all-at-once kill waits for a post to be on its way."""
 WAIT_SECONDS = 240
@@ -199,6 +200,8 @@ async def test_four_instances_firing_together_with_kills_post_each_brief_and_dig
     }
     scale_sandbox.admin("PUT", "/admin/knobs", {"latency_ms": CRM_LATENCY_MS})
     workers = Workers(env, at, tmp_path / "events.jsonl", tmp_path)
+    # The connector also refuses a few posts outright (403): their claims are given back.
+    connector.fail_next.extend([(403, {})] * REFUSED_POSTS)
     try:
         for index in range(WORKERS):
             workers.start(index)
@@ -265,7 +268,8 @@ async def test_four_instances_firing_together_with_kills_post_each_brief_and_dig
         )
     print(
         f"workers {WORKERS}, kills {kills} ({killed_in_flight} with a post in flight), "
-        f"starts {workers.starts}, posts lost in flight {connector.lost_in_flight}"
+        f"starts {workers.starts}, posts lost in flight {connector.lost_in_flight}, "
+        f"posts refused {len(connector.failed)}"
     )
     tally.assert_clean()
     digest_tally.assert_clean()
