@@ -29,11 +29,16 @@ import pytest
 from psycopg.rows import dict_row
 
 from bot.brief_delivery import DeliveryReport, deliver_briefs
-from bot.cards import BRIEF_ELEMENT_PREFIX, card_element_id
+from bot import brief_store
+from bot.cards import BRIEF_ELEMENT_PREFIX, DIGEST_ELEMENT_PREFIX, card_element_id
+from bot.digest_delivery import DigestReport, deliver_digests
+from bot.digests import rep_digest
+from bot.proactive_reps import proactive_rep
 from bot.runtime import open_runtime
 from bot.settings import BotSettings
+from copilot.briefs.mailbox_settings import rep_schedule
 from copilot.briefs.service import briefs_at
-from copilot.briefs.types import Brief
+from copilot.briefs.types import Brief, Digest
 from copilot.persistence.database import connect
 from copilot.redaction import detect_email, detect_phone_numbers
 from sandbox.directory import find_user
@@ -613,4 +618,91 @@ def test_a_proactive_brief_card_cites_what_it_shows_and_log_this_meeting_writes_
     assert rows[0]["account_id"] == "acc-acme"
     assert [row["id"] for row in iter_new(before, activities(stack))] == [rows[0]["id"]]
     for name in ("brief-card-desktop", "brief-card-phone", "brief-log-meeting-approval-desktop"):
+        assert (stack.artifacts / f"{name}.png").exists(), name
+
+
+# --- the copilot speaks first: the daily digest --------------------------------------------------
+
+
+def digest_timer(stack: Stack, database_url: str, *, at: dt.datetime) -> DigestReport:
+    """One run of the digest timer's own code (``deliver_digests``), as ``brief_timer`` runs
+    the brief timer's: the digest goes to the Playground through the reference "digest on" stored."""
+
+    async def run() -> DigestReport:
+        settings = copilot_settings(database_url, stack.sandbox)
+        async with open_runtime(settings, BotSettings(MicrosoftAppId="")) as runtime:
+            return await deliver_digests(runtime, at=at)
+
+    return asyncio.run(run())
+
+
+def composed_digest(stack: Stack, database_url: str, *, at: dt.datetime) -> Digest:
+    """The digest the timer composes for its one subscriber at ``at``: the same rep, schedule
+    and ``rep_digest`` the timer uses, composed again (nothing is posted)."""
+
+    async def compose() -> Digest:
+        settings = copilot_settings(database_url, stack.sandbox)
+        async with open_runtime(settings, BotSettings(MicrosoftAppId="")) as runtime:
+            pool = runtime.service.pool
+            [sub] = await brief_store.subscribers(pool, digest=True)
+            rep = await proactive_rep(runtime, sub.tenant_id, sub.aad_object_id, sub.reference)
+            assert rep is not None, "alex is signed in (local development mode)"
+            schedule = await rep_schedule(runtime.settings, rep.broker, sub.preferences.time_zone)
+            return await rep_digest(runtime.settings, pool, runtime.service, rep, schedule, at=at)
+
+    return asyncio.run(compose())
+
+
+def test_the_daily_digest_card_cites_what_it_shows_fits_a_phone_and_not_useful_is_stored(
+    stack: Stack, e2e_database_url: str, alex_always_at_work: None
+):
+    new_thread(stack)
+    stack.teams("say", text="digest on", expect="The daily digest is on")
+    # The day of the Acme renewal meeting (the seeded day's next), at alex's digest time (07:30,
+    # the default; alex's day is UTC here), so the digest has a customer meeting to list.
+    at = seeded_day(stack) + dt.timedelta(days=1, hours=7, minutes=30)
+    day = at.date()
+
+    report = digest_timer(stack, e2e_database_url, at=at)
+    assert [posted for _, posted in report.posted] == [day], report
+    element = f"{DIGEST_ELEMENT_PREFIX}{day.isoformat()}"
+    shown = stack.teams("card", cardId=element, text="Sources")
+    stack.teams("screenshot", name="digest-card-desktop", card={"cardId": element})
+    assert "Acme renewal pricing review" in shown["text"], shown["text"]
+    # The digest's own buttons come last, after its suggestions' (Move the close date, Not now…).
+    assert shown["buttons"][-2:] == ["Not useful", "Snooze…"], shown
+
+    # The digest the timer composed: each id it cites is on the card, where the rep sees it.
+    digest = composed_digest(stack, e2e_database_url, at=at)
+    assert digest.day == day
+    assert digest.citations, digest
+    missing = [c for c in digest.citations if c not in shown["text"]]
+    assert missing == [], f"cited ids not visible on the digest card: {missing}"
+    assert detect_email(shown["text"]) == [], shown["text"]
+    assert detect_phone_numbers(shown["text"]) == [], shown["text"]
+
+    buttons = list(dict.fromkeys(shown["buttons"]))  # the last of each, the lowest on the card
+    fitted = at_phone_size(stack, "digest-card-phone", cardId=element, buttons=buttons)
+    for button in buttons:
+        assert fitted["buttons"][button]["visible"], fitted
+        assert inside(fitted["buttons"][button]["box"], PHONE), fitted
+    assert inside(fitted["card"], PHONE), fitted
+    assert fitted["cardOverflow"] <= 1, fitted
+
+    # A second run the same day posts nothing (one digest per rep per local day).
+    again = digest_timer(stack, e2e_database_url, at=at + dt.timedelta(minutes=15))
+    assert again.posted == [], again
+    assert again.already_posted == 1, again
+    assert stack.teams("countCards", cardId=element)["count"] == 1
+
+    stack.teams("click", cardId=element, button="Not useful")
+    stack.teams("card", contains="Thanks for telling me", text="not useful")
+    alex = find_user("alex")
+    assert alex is not None
+    with psycopg.connect(e2e_database_url, row_factory=dict_row) as conn:
+        rows = conn.execute("SELECT * FROM digest_feedback ORDER BY id").fetchall()
+    assert [(r["aad_object_id"], r["day"], r["kind"], r["record_id"]) for r in rows] == [
+        (alex.aad_object_id, day, "not_useful", "")
+    ], rows
+    for name in ("digest-card-desktop", "digest-card-phone"):
         assert (stack.artifacts / f"{name}.png").exists(), name
