@@ -29,14 +29,24 @@ import pytest
 from psycopg.rows import dict_row
 
 from bot.brief_delivery import DeliveryReport, deliver_briefs
-from bot.cards import card_element_id
+from bot import brief_store
+from bot.cards import BRIEF_ELEMENT_PREFIX, DIGEST_ELEMENT_PREFIX, card_element_id
+from bot.digest_delivery import DigestReport, deliver_digests
+from bot.digests import rep_digest
+from bot.proactive_reps import proactive_rep
 from bot.runtime import open_runtime
 from bot.settings import BotSettings
+from copilot.briefs.mailbox_settings import rep_schedule
+from copilot.briefs.service import briefs_at
+from copilot.briefs.types import Brief, Digest
+from copilot.persistence.database import connect
+from copilot.redaction import detect_email, detect_phone_numbers
 from sandbox.directory import find_user
 from tests.e2e.harness import PlaygroundDriver, Stack, find_chromium, iter_new, start_playground
 from tests.integration.test_bot_identity import ingest_west_guide
-from tests.support.copilot_env import copilot_settings
+from tests.support.copilot_env import copilot_settings, sign_in
 from tests.support.sandbox_process import free_port
+from tests.support.working_hours import working_hours
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -525,6 +535,14 @@ def seeded_day(stack: Stack) -> dt.datetime:
     return first.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
+@pytest.fixture
+def alex_always_at_work(stack: Stack) -> Iterator[None]:
+    """alex works around the clock, every day, in UTC: the timers hold nothing for quiet hours
+    or a day off at the seeded meetings' moments (whichever weekday the sandbox seeded from)."""
+    with working_hours(stack.sandbox, "alex"):
+        yield
+
+
 def brief_timer(stack: Stack, database_url: str, *, at: dt.datetime, lead_minutes: int) -> DeliveryReport:
     """One run of the brief timer's own code (``deliver_briefs``) against the bot's database:
     the brief goes out proactively, through the conversation reference "brief on" stored, to
@@ -536,3 +554,155 @@ def brief_timer(stack: Stack, database_url: str, *, at: dt.datetime, lead_minute
             return await deliver_briefs(runtime, at=at, lead_minutes=lead_minutes)
 
     return asyncio.run(run())
+
+
+def test_a_proactive_brief_card_cites_what_it_shows_and_log_this_meeting_writes_once(
+    stack: Stack, e2e_database_url: str, alex_always_at_work: None
+):
+    new_thread(stack)
+    stack.teams("say", text="brief on", expect="Meeting prep briefs are on")
+    events = stack.sandbox.admin("GET", "/admin/export")["events"]
+    acme = next(e for e in events if e["subject"] == "Acme renewal pricing review")
+    start = dt.datetime.fromisoformat(acme["start_at"].replace("Z", "+00:00"))
+    at = start - dt.timedelta(minutes=30)
+
+    report = brief_timer(stack, e2e_database_url, at=at, lead_minutes=60)
+    posted = [meeting for _, meeting in report.posted]
+    assert str(acme["id"]) in posted, report
+    meeting_id = str(acme["id"])
+    element = f"{BRIEF_ELEMENT_PREFIX}{meeting_id}"
+    shown = stack.teams("card", cardId=element, text="Sources")
+    stack.teams("screenshot", name="brief-card-desktop", card={"cardId": element})
+    assert shown["buttons"][-2:] == ["Log this meeting", "Draft follow-up"], shown
+
+    # The very brief the timer composed: each id it cites is on the card, where the rep sees it.
+    async def compose() -> Brief:
+        settings = copilot_settings(e2e_database_url, stack.sandbox)
+        rep = await sign_in(settings, "alex")
+        async with connect(settings) as conn:
+            run = await briefs_at(settings, rep.identity, rep.broker, conn, at=at, lead_minutes=60)
+        return next(b for b in run.briefs if b.meeting_id == meeting_id)
+
+    brief = asyncio.run(compose())
+    assert brief.citations, brief
+    missing = [c for c in brief.citations if c not in shown["text"]]
+    assert missing == [], f"cited ids not visible on the brief card: {missing}"
+    assert detect_email(shown["text"]) == [], shown["text"]
+    assert detect_phone_numbers(shown["text"]) == [], shown["text"]
+
+    fitted = at_phone_size(stack, "brief-card-phone", cardId=element, buttons=["Log this meeting"])
+    assert fitted["buttons"]["Log this meeting"]["visible"], fitted
+    assert inside(fitted["buttons"]["Log this meeting"]["box"], PHONE), fitted
+    assert inside(fitted["card"], PHONE), fitted
+    assert fitted["cardOverflow"] <= 1, fitted
+
+    # A second run of the timer posts nothing again (one brief per meeting per rep).
+    again = brief_timer(stack, e2e_database_url, at=at, lead_minutes=60)
+    assert again.posted == [], again
+    assert again.already_posted >= 1, again
+    assert stack.teams("countCards", cardId=element)["count"] == 1
+
+    before = activities(stack)
+    stack.teams("click", cardId=element, button="Log this meeting")
+    stack.teams("card", contains="Your approval is needed", text="Acme renewal pricing review")
+    [card] = [m for m in stack.teams("messages")["messages"] if m["ids"]][-1:]
+    [call_id] = card["ids"]
+    stack.teams("screenshot", name="brief-log-meeting-approval-desktop", card={"cardId": of(call_id)})
+    handled = handled_by_bot(stack)
+    stack.teams("click", cardId=of(call_id), button="Approve", double=True)
+    stack.teams("card", cardId=of(call_id), text="✓ Approved")
+    wait_handled(stack, handled + 2)
+
+    rows = written_by(activities(stack), call_id)
+    assert len(rows) == 1, rows
+    assert rows[0]["account_id"] == "acc-acme"
+    assert [row["id"] for row in iter_new(before, activities(stack))] == [rows[0]["id"]]
+    for name in ("brief-card-desktop", "brief-card-phone", "brief-log-meeting-approval-desktop"):
+        assert (stack.artifacts / f"{name}.png").exists(), name
+
+
+# --- the copilot speaks first: the daily digest --------------------------------------------------
+
+
+def digest_timer(stack: Stack, database_url: str, *, at: dt.datetime) -> DigestReport:
+    """One run of the digest timer's own code (``deliver_digests``), as ``brief_timer`` runs
+    the brief timer's: the digest goes to the Playground through the reference "digest on" stored."""
+
+    async def run() -> DigestReport:
+        settings = copilot_settings(database_url, stack.sandbox)
+        async with open_runtime(settings, BotSettings(MicrosoftAppId="")) as runtime:
+            return await deliver_digests(runtime, at=at)
+
+    return asyncio.run(run())
+
+
+def composed_digest(stack: Stack, database_url: str, *, at: dt.datetime) -> Digest:
+    """The digest the timer composes for its one subscriber at ``at``: the same rep, schedule
+    and ``rep_digest`` the timer uses, composed again (nothing is posted)."""
+
+    async def compose() -> Digest:
+        settings = copilot_settings(database_url, stack.sandbox)
+        async with open_runtime(settings, BotSettings(MicrosoftAppId="")) as runtime:
+            pool = runtime.service.pool
+            [sub] = await brief_store.subscribers(pool, digest=True)
+            rep = await proactive_rep(runtime, sub.tenant_id, sub.aad_object_id, sub.reference)
+            assert rep is not None, "alex is signed in (local development mode)"
+            schedule = await rep_schedule(runtime.settings, rep.broker, sub.preferences.time_zone)
+            return await rep_digest(runtime.settings, pool, runtime.service, rep, schedule, at=at)
+
+    return asyncio.run(compose())
+
+
+def test_the_daily_digest_card_cites_what_it_shows_fits_a_phone_and_not_useful_is_stored(
+    stack: Stack, e2e_database_url: str, alex_always_at_work: None
+):
+    new_thread(stack)
+    stack.teams("say", text="digest on", expect="The daily digest is on")
+    # The day of the Acme renewal meeting (the seeded day's next), at alex's digest time (07:30,
+    # the default; alex's day is UTC here), so the digest has a customer meeting to list.
+    at = seeded_day(stack) + dt.timedelta(days=1, hours=7, minutes=30)
+    day = at.date()
+
+    report = digest_timer(stack, e2e_database_url, at=at)
+    assert [posted for _, posted in report.posted] == [day], report
+    element = f"{DIGEST_ELEMENT_PREFIX}{day.isoformat()}"
+    shown = stack.teams("card", cardId=element, text="Sources")
+    stack.teams("screenshot", name="digest-card-desktop", card={"cardId": element})
+    assert "Acme renewal pricing review" in shown["text"], shown["text"]
+    # The digest's own buttons come last, after its suggestions' (Move the close date, Not now…).
+    assert shown["buttons"][-2:] == ["Not useful", "Snooze…"], shown
+
+    # The digest the timer composed: each id it cites is on the card, where the rep sees it.
+    digest = composed_digest(stack, e2e_database_url, at=at)
+    assert digest.day == day
+    assert digest.citations, digest
+    missing = [c for c in digest.citations if c not in shown["text"]]
+    assert missing == [], f"cited ids not visible on the digest card: {missing}"
+    assert detect_email(shown["text"]) == [], shown["text"]
+    assert detect_phone_numbers(shown["text"]) == [], shown["text"]
+
+    buttons = list(dict.fromkeys(shown["buttons"]))  # the last of each, the lowest on the card
+    fitted = at_phone_size(stack, "digest-card-phone", cardId=element, buttons=buttons)
+    for button in buttons:
+        assert fitted["buttons"][button]["visible"], fitted
+        assert inside(fitted["buttons"][button]["box"], PHONE), fitted
+    assert inside(fitted["card"], PHONE), fitted
+    assert fitted["cardOverflow"] <= 1, fitted
+
+    # A second run the same day posts nothing (one digest per rep per local day).
+    again = digest_timer(stack, e2e_database_url, at=at + dt.timedelta(minutes=15))
+    assert again.posted == [], again
+    assert again.already_posted == 1, again
+    assert stack.teams("countCards", cardId=element)["count"] == 1
+
+    stack.teams("click", cardId=element, button="Not useful")
+    stack.teams("card", contains="Thanks for telling me", text="not useful")
+    alex = find_user("alex")
+    assert alex is not None
+    with psycopg.connect(e2e_database_url, row_factory=dict_row) as conn:
+        rows = conn.execute("SELECT * FROM digest_feedback ORDER BY id").fetchall()
+    assert [(r["aad_object_id"], r["day"], r["kind"], r["record_id"]) for r in rows] == [
+        (alex.aad_object_id, day, "not_useful", "")
+    ], rows
+    for name in ("digest-card-desktop", "digest-card-phone"):
+        assert (stack.artifacts / f"{name}.png").exists(), name
