@@ -28,8 +28,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from bot.brief_delivery import DeliveryReport, deliver_briefs
 from bot import brief_store
+from bot.brief_delivery import DeliveryReport, deliver_briefs
 from bot.cards import BRIEF_ELEMENT_PREFIX, DIGEST_ELEMENT_PREFIX, card_element_id
 from bot.digest_delivery import DigestReport, deliver_digests
 from bot.digests import rep_digest
