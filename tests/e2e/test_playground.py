@@ -20,9 +20,9 @@ import datetime as dt
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -34,7 +34,7 @@ from bot.cards import BRIEF_ELEMENT_PREFIX, DIGEST_ELEMENT_PREFIX, card_element_
 from bot.digest_delivery import DigestReport, deliver_digests
 from bot.digests import rep_digest
 from bot.proactive_reps import proactive_rep
-from bot.runtime import open_runtime
+from bot.runtime import BotRuntime, open_runtime
 from bot.settings import BotSettings
 from copilot.briefs.mailbox_settings import rep_schedule
 from copilot.briefs.service import briefs_at
@@ -47,6 +47,8 @@ from tests.integration.test_bot_identity import ingest_west_guide
 from tests.support.copilot_env import copilot_settings, sign_in
 from tests.support.sandbox_process import free_port
 from tests.support.working_hours import working_hours
+
+T = TypeVar("T")
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -543,17 +545,27 @@ def alex_always_at_work(stack: Stack) -> Iterator[None]:
         yield
 
 
+def with_bot_runtime(stack: Stack, database_url: str, work: Callable[[BotRuntime], Awaitable[T]]) -> T:
+    """Run ``work`` on a bot runtime of its own against the bot's database and the stack's
+    sandbox, as a Functions timer opens one (local development mode, as the Playground's bot runs)."""
+
+    async def run() -> T:
+        settings = copilot_settings(database_url, stack.sandbox)
+        async with open_runtime(settings, BotSettings(MicrosoftAppId="")) as runtime:
+            return await work(runtime)
+
+    return asyncio.run(run())
+
+
 def brief_timer(stack: Stack, database_url: str, *, at: dt.datetime, lead_minutes: int) -> DeliveryReport:
     """One run of the brief timer's own code (``deliver_briefs``) against the bot's database:
     the brief goes out proactively, through the conversation reference "brief on" stored, to
     the Playground's Bot Connector endpoint, as the Functions timer posts it to Teams."""
 
-    async def run() -> DeliveryReport:
-        settings = copilot_settings(database_url, stack.sandbox)
-        async with open_runtime(settings, BotSettings(MicrosoftAppId="")) as runtime:
-            return await deliver_briefs(runtime, at=at, lead_minutes=lead_minutes)
+    async def run(runtime: BotRuntime) -> DeliveryReport:
+        return await deliver_briefs(runtime, at=at, lead_minutes=lead_minutes)
 
-    return asyncio.run(run())
+    return with_bot_runtime(stack, database_url, run)
 
 
 def test_a_proactive_brief_card_cites_what_it_shows_and_log_this_meeting_writes_once(
@@ -628,29 +640,25 @@ def digest_timer(stack: Stack, database_url: str, *, at: dt.datetime) -> DigestR
     """One run of the digest timer's own code (``deliver_digests``), as ``brief_timer`` runs
     the brief timer's: the digest goes to the Playground through the reference "digest on" stored."""
 
-    async def run() -> DigestReport:
-        settings = copilot_settings(database_url, stack.sandbox)
-        async with open_runtime(settings, BotSettings(MicrosoftAppId="")) as runtime:
-            return await deliver_digests(runtime, at=at)
+    async def run(runtime: BotRuntime) -> DigestReport:
+        return await deliver_digests(runtime, at=at)
 
-    return asyncio.run(run())
+    return with_bot_runtime(stack, database_url, run)
 
 
 def composed_digest(stack: Stack, database_url: str, *, at: dt.datetime) -> Digest:
     """The digest the timer composes for its one subscriber at ``at``: the same rep, schedule
     and ``rep_digest`` the timer uses, composed again (nothing is posted)."""
 
-    async def compose() -> Digest:
-        settings = copilot_settings(database_url, stack.sandbox)
-        async with open_runtime(settings, BotSettings(MicrosoftAppId="")) as runtime:
-            pool = runtime.service.pool
-            [sub] = await brief_store.subscribers(pool, digest=True)
-            rep = await proactive_rep(runtime, sub.tenant_id, sub.aad_object_id, sub.reference)
-            assert rep is not None, "alex is signed in (local development mode)"
-            schedule = await rep_schedule(runtime.settings, rep.broker, sub.preferences.time_zone)
-            return await rep_digest(runtime.settings, pool, runtime.service, rep, schedule, at=at)
+    async def compose(runtime: BotRuntime) -> Digest:
+        pool = runtime.service.pool
+        [sub] = await brief_store.subscribers(pool, digest=True)
+        rep = await proactive_rep(runtime, sub.tenant_id, sub.aad_object_id, sub.reference)
+        assert rep is not None, "alex is signed in (local development mode)"
+        schedule = await rep_schedule(runtime.settings, rep.broker, sub.preferences.time_zone)
+        return await rep_digest(runtime.settings, pool, runtime.service, rep, schedule, at=at)
 
-    return asyncio.run(compose())
+    return with_bot_runtime(stack, database_url, compose)
 
 
 def test_the_daily_digest_card_cites_what_it_shows_fits_a_phone_and_not_useful_is_stored(
