@@ -66,6 +66,7 @@ from bot.progress import TurnProgress
 from bot.rep_tokens import RepTokens, SignedInRep, SsoRepTokens
 from bot.settings import BotSettings
 from bot.stats_card import stats_card
+from bot.token_service_sign_in import exchange_at_token_service
 from copilot.analytics.team import StatsUnavailable, approval_stats
 from copilot.auth.tokens import OboTokenBroker, identity_from_assertion
 from copilot.briefs import ledger
@@ -250,7 +251,10 @@ class CopilotBot(TeamsActivityHandler):
 
         Answers 412 when it does not, so Teams falls back to its sign-in prompt. The token is
         stored (encrypted) only after Entra ID accepted it in an on-behalf-of exchange, and
-        only for the Teams user who sent it.
+        only for the Teams user who sent it. Deployed, it is also exchanged into the Bot
+        Framework token service at the bot's OAuth connection, where the timers look for it
+        (``bot.token_service_sign_in``); if the service does not take it, the answer is 412
+        and nothing is kept, so no part of the bot counts the rep as signed in.
         """
         value = turn_context.activity.value if isinstance(turn_context.activity.value, dict) else {}
         request_id, connection = value.get("id"), value.get("connectionName")
@@ -274,17 +278,32 @@ class CopilotBot(TeamsActivityHandler):
         if identity.aad_object_id != sender:
             return failed("the token belongs to another user")
         broker = OboTokenBroker(self.service.settings, identity, token)
+        no_access: str | None = None
         try:
             await broker.crm_token(write=False)
         except AuthError as exc:
             if not exc.no_access:
                 return failed("the on-behalf-of exchange failed")
-            await turn_context.send_activity(exc.message)
+            no_access = exc.message  # told once the sign-in is kept, not before a 412
+        if not self.settings.dev_mode and not await self._left_at_token_service(turn_context, token):
+            return failed("the sign-in could not be kept for the bot; please sign in again")
+        if no_access is not None:
+            await turn_context.send_activity(no_access)
         await self.reps.save(token)
         await self._answer_kept(turn_context, identity)
         return InvokeResponse(
             status=HTTPStatus.OK, body=TokenExchangeInvokeResponse(id=request_id, connection_name=connection)
         )
+
+    async def _left_at_token_service(self, turn_context: TurnContext, token: str) -> bool:
+        """Whether the token service now holds the rep's sign-in (False: logged why)."""
+        connection = self.settings.sso_connection_name
+        if not connection:
+            logger.error(
+                "sign-in: COPILOT_SSO_CONNECTION is not set, so the timers could never read for the rep"
+            )
+            return False
+        return await exchange_at_token_service(turn_context, connection, token)
 
     async def _answer_kept(self, turn_context: TurnContext, identity: RepIdentity) -> None:
         """Answer the message that waited for this sign-in, in this same turn.

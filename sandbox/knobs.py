@@ -35,6 +35,10 @@ class Knobs(BaseModel):
     token_service_signed_out: list[str] = Field(default_factory=list)
     """Handles whose token the Bot Framework token service stand-in drops (``GetToken`` is 404
     for them however they signed in); clearing it is their signing in again."""
+    token_service_refuses_exchange: list[str] = Field(default_factory=list)
+    """Handles whose Teams SSO token the token service stand-in will not exchange (``exchange``
+    answers 400 ``ExchangeFailed`` and signs nobody in), as the real service refuses one when
+    the OAuth connection cannot take it (e.g. consent missing for its scopes)."""
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ Users are the channel's user ids: in the sandbox a Teams user id is ``29:`` + th
 id (what the Teams stand-ins in the tests send as ``from.id``). Who has signed in at the
 connection is state of this process: every user but :data:`SEEDED_SIGNED_OUT` at start (and
 after ``POST /admin/reset``), changed by ``exchange`` / ``SignOut``; the knob
-``token_service_signed_out`` (handles) drops users' tokens without touching that state.
+``token_service_signed_out`` (handles) drops users' tokens without touching that state, and
+``token_service_refuses_exchange`` (handles) makes ``exchange`` refuse their tokens (400).
 """
 
 from __future__ import annotations
@@ -227,6 +228,8 @@ def token_service_routes(
                 ) from exc
             if claims.user.id != user.id:
                 raise _Refused(400, "ExchangeFailed", "the token belongs to another user")
+            if user.handle in knobs.knobs.token_service_refuses_exchange:
+                raise _Refused(400, "ExchangeFailed", "the connection cannot exchange this user's token")
             state.set_signed_in(user, True)
             return JSONResponse(_token_response(settings, state, user, connection, channel, "exchange"))
         except _Refused as exc:

@@ -184,3 +184,22 @@ async def test_a_teams_sso_token_exchanged_at_the_service_signs_the_user_in_unti
 
     assert await user_tokens.get_user_token(_teams_id("megan"), connection, "msteams", None) is None
     assert "megan" not in sandbox.admin("GET", "/admin/token-service")["signed_in"]
+
+
+async def test_an_exchange_the_knob_refuses_is_an_error_response_and_signs_nobody_in(
+    sandbox: SandboxProcess, user_tokens: UserTokenClient
+) -> None:
+    connection = sandbox.settings.sso_connection_name
+    sso = sandbox.token("megan", scopes=["access_as_user"], audience=sandbox.settings.bot_app_id_uri)
+    sandbox.admin("PUT", "/admin/knobs", {"token_service_refuses_exchange": ["megan"]})
+    try:
+        # As botbuilder's Teams SSO middleware sends it: no uri, only the token.
+        refused = await user_tokens.exchange_token(
+            _teams_id("megan"), connection, "msteams", TokenExchangeRequest(token=sso)
+        )
+    finally:
+        sandbox.admin("PUT", "/admin/knobs", {})
+
+    assert refused.error.code == "ExchangeFailed"
+    assert await user_tokens.get_user_token(_teams_id("megan"), connection, "msteams", None) is None
+    assert "megan" not in sandbox.admin("GET", "/admin/token-service")["signed_in"]
