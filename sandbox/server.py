@@ -14,6 +14,8 @@ from sandbox.config import SandboxSettings
 from sandbox.identity.ca import ensure_tls_material
 from sandbox.knobs import Knobs
 
+_SHUTDOWN_GRACE_SECONDS = 1
+
 
 class _Server(uvicorn.Server):
     # Two servers share one event loop; the signal handling below stops both.
@@ -28,7 +30,18 @@ async def serve(
     """Run until SIGINT/SIGTERM. The HTTP listener owns the app's lifespan (MCP sessions)."""
     tls = ensure_tls_material(settings)
     app = build_app(settings, knobs).asgi
-    http = _Server(uvicorn.Config(app, host=settings.host, port=settings.http_port, log_level="warning"))
+    # An MCP client may hold a session stream open for ever; without a bound, uvicorn's
+    # graceful shutdown waits on it and a stop (Ctrl-C, SIGTERM) hangs.
+    grace = _SHUTDOWN_GRACE_SECONDS
+    http = _Server(
+        uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.http_port,
+            log_level="warning",
+            timeout_graceful_shutdown=grace,
+        )
+    )
     https = _Server(
         uvicorn.Config(
             app,
@@ -36,6 +49,7 @@ async def serve(
             port=settings.https_port,
             log_level="warning",
             lifespan="off",
+            timeout_graceful_shutdown=grace,
             ssl_certfile=str(tls.server_cert),
             ssl_keyfile=str(tls.server_key),
         )

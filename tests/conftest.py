@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from copilot.persistence.embedded import start_embedded
-from tests.support.postgres import fresh_database
+from tests.support.postgres import fresh_database, tune_throwaway_server
 from tests.support.sandbox_process import SandboxProcess, start_sandbox, stop_sandbox
 
 
@@ -20,7 +20,9 @@ def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = os.environ.get("DATABASE_URL")
     if url:
         return url
-    return start_embedded(tmp_path_factory.mktemp("pg") / "pgdata")
+    embedded = start_embedded(tmp_path_factory.mktemp("pg") / "pgdata")
+    tune_throwaway_server(embedded)
+    return embedded
 
 
 @pytest.fixture
