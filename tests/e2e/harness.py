@@ -254,6 +254,11 @@ class PlaygroundDriver:
         if self.process.poll() is None:
             with contextlib.suppress(DriverError, OSError, ValueError):
                 self("close", wait=15)
+        # End of input ends the driver's read loop; an open stdin pipe would keep node alive
+        # until the kill below (10 s per Playground).
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:

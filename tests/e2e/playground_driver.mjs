@@ -447,4 +447,7 @@ for await (const line of rl) {
   process.stdout.write(`${JSON.stringify(reply)}\n`);
   if (cmd === 'close') break;
 }
+// Let go of stdin too, or its open pipe keeps node running after 'close'.
+rl.close();
+process.stdin.destroy();
 if (browser) await browser.close();
