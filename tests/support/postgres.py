@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import psycopg
@@ -26,17 +28,54 @@ def tune_throwaway_server(server_url: str) -> None:
 
 
 @contextmanager
-def fresh_database(server_url: str, prefix: str = "test") -> Iterator[str]:
-    """A new, empty database on the server at ``server_url``; dropped afterwards."""
-    name = f"{prefix}_{uuid.uuid4().hex[:16]}"
+def fresh_database(
+    server_url: str, prefix: str = "test", *, template: str | None = None, name: str | None = None
+) -> Iterator[str]:
+    """A new database on the server at ``server_url``, dropped afterwards: empty, or a copy
+    of the database named ``template`` (which nothing may be connected to). Its name is
+    ``name``, or ``prefix`` and a random suffix."""
+    name = name or f"{prefix}_{uuid.uuid4().hex[:16]}"
+    # FILE_COPY copies the template's files instead of writing every page to the WAL
+    # (PostgreSQL 15+'s default): a third of the time on an unflushed server.
+    create = sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
+        sql.Identifier(name), sql.Identifier(template or "template1")
+    )
     with psycopg.connect(server_url, autocommit=True) as admin:
-        # FILE_COPY copies template1's files instead of writing every page to the WAL
-        # (PostgreSQL 15+'s default): a third of the time on an unflushed server.
-        admin.execute(sql.SQL("CREATE DATABASE {} STRATEGY FILE_COPY").format(sql.Identifier(name)))
-    params = conninfo_to_dict(server_url)
-    params["dbname"] = name
+        admin.execute(create)
     try:
-        yield make_conninfo("", **params)
+        yield database_on(server_url, name)
     finally:
         with psycopg.connect(server_url, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def database_on(server_url: str, name: str) -> str:
+    """The connection string of database ``name`` on the server at ``server_url``."""
+    params = conninfo_to_dict(server_url)
+    params["dbname"] = name
+    return make_conninfo("", **params)
+
+
+@contextmanager
+def migrated_template(server_url: str) -> Iterator[str]:
+    """A database migrated as ``python -m copilot db migrate`` does (the product's migrations,
+    LangGraph's tables, the app role's grants), to copy with :func:`fresh_database`; its name.
+
+    Migrating costs about 0.4 s and copying about 0.04 s, and most tests start from a
+    migrated database. The copy is the same schema, so a test's own migrate finds nothing
+    to apply, just as on a database migrated in the test."""
+    # Imported here: the product's persistence layer is not needed for empty databases.
+    from copilot.persistence.checkpoint import setup_langgraph
+    from copilot.persistence.migrations import migrate
+
+    async def prepare(url: str) -> None:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await migrate(conn)
+        await setup_langgraph(url)
+
+    name = f"migrated_template_{uuid.uuid4().hex[:16]}"
+    with fresh_database(server_url, name=name) as url:
+        # In a thread of its own: a test session's event loop may be current here.
+        with ThreadPoolExecutor(max_workers=1) as thread:
+            thread.submit(asyncio.run, prepare(url)).result()
+        yield name
