@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable, Generator
+from typing import Any
 
 import uvicorn
 
@@ -30,26 +31,24 @@ async def serve(
     """Run until SIGINT/SIGTERM. The HTTP listener owns the app's lifespan (MCP sessions)."""
     tls = ensure_tls_material(settings)
     app = build_app(settings, knobs).asgi
-    # An MCP client may hold a session stream open for ever; without a bound, uvicorn's
-    # graceful shutdown waits on it and a stop (Ctrl-C, SIGTERM) hangs.
-    grace = _SHUTDOWN_GRACE_SECONDS
-    http = _Server(
-        uvicorn.Config(
+
+    def config(port: int, **extra: Any) -> uvicorn.Config:
+        # An MCP client may hold a session stream open for ever; without a bound, uvicorn's
+        # graceful shutdown waits on it and a stop (Ctrl-C, SIGTERM) hangs.
+        return uvicorn.Config(
             app,
             host=settings.host,
-            port=settings.http_port,
+            port=port,
             log_level="warning",
-            timeout_graceful_shutdown=grace,
+            timeout_graceful_shutdown=_SHUTDOWN_GRACE_SECONDS,
+            **extra,
         )
-    )
+
+    http = _Server(config(settings.http_port))
     https = _Server(
-        uvicorn.Config(
-            app,
-            host=settings.host,
-            port=settings.https_port,
-            log_level="warning",
+        config(
+            settings.https_port,
             lifespan="off",
-            timeout_graceful_shutdown=grace,
             ssl_certfile=str(tls.server_cert),
             ssl_keyfile=str(tls.server_key),
         )

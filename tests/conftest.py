@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from copilot.persistence.embedded import start_embedded
+from tests.support.channel_tokens import ChannelTokens, channel_tokens
 from tests.support.postgres import fresh_database, migrated_template, tune_throwaway_server
 from tests.support.sandbox_process import SandboxProcess, start_sandbox, stop_sandbox
 
@@ -82,3 +83,10 @@ async def copilot_settings(database_url: str, sandbox: SandboxProcess):
     await prepare_database(settings)
     yield settings
     sandbox.admin("PUT", "/admin/knobs", {})
+
+
+@pytest.fixture(scope="module")
+def channel(sandbox: SandboxProcess) -> Iterator[ChannelTokens]:
+    """A Bot Framework channel signing key (and its OpenID metadata) for this module's tests."""
+    with channel_tokens(sandbox.settings.bot_app_id) as tokens:
+        yield tokens

@@ -38,7 +38,7 @@ from tests.integration.test_bot_dev_server import (
 )
 from tests.integration.test_function_app import FunctionAppHost, Teams, deployed_function_app
 from tests.support.azurite import Azurite, run_azurite
-from tests.support.channel_tokens import ChannelTokens, channel_tokens
+from tests.support.channel_tokens import ChannelTokens
 from tests.support.fake_connector import FakeConnector
 from tests.support.sandbox_process import SandboxProcess
 
@@ -213,12 +213,6 @@ def raw_body(host: HttpHost, kind: str, what: Any) -> bytes:
 def azurite() -> Iterator[Azurite]:
     with run_azurite() as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def channel(sandbox: SandboxProcess) -> Iterator[ChannelTokens]:
-    with channel_tokens(sandbox.settings.bot_app_id) as tokens:
-        yield tokens
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ from tests.integration.test_bot_dev_server import (
 )
 from tests.integration.test_function_app import FunctionAppHost, Teams, deployed_function_app
 from tests.support.azurite import Azurite, run_azurite
-from tests.support.channel_tokens import CHANNEL_ISSUER, ChannelTokens, channel_tokens
+from tests.support.channel_tokens import CHANNEL_ISSUER, ChannelTokens
 from tests.support.fake_connector import FakeConnector
 from tests.support.sandbox_process import SandboxProcess
 
@@ -320,12 +320,6 @@ FORGERIES: list[Callable[[Forge], Forgery]] = [
 def azurite() -> Iterator[Azurite]:
     with run_azurite() as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def channel(sandbox: SandboxProcess) -> Iterator[ChannelTokens]:
-    with channel_tokens(sandbox.settings.bot_app_id) as tokens:
-        yield tokens
 
 
 @pytest.fixture

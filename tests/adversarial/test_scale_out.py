@@ -66,7 +66,7 @@ from sandbox.directory import find_user
 from tests.adversarial.counts import Tally, count, soak
 from tests.support.adaptive_cards import all_text, element_ids, submit_actions, teams_submit
 from tests.support.azurite import Azurite, run_azurite
-from tests.support.channel_tokens import ChannelTokens, channel_tokens
+from tests.support.channel_tokens import ChannelTokens
 from tests.support.fake_connector import FakeConnector, Recorded, card_of
 from tests.support.postgres import fresh_database
 from tests.support.queue_worker import PROJECT_ROOT, WorkerPool
@@ -132,12 +132,6 @@ class RefusingConnector(FakeConnector):
 def azurite() -> Iterator[Azurite]:
     with run_azurite() as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def channel(sandbox: SandboxProcess) -> Iterator[ChannelTokens]:
-    with channel_tokens(sandbox.settings.bot_app_id) as tokens:
-        yield tokens
 
 
 @pytest.fixture(scope="module")

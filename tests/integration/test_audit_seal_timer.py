@@ -15,7 +15,6 @@ from tests.integration.test_audit import _as_owner_without_triggers, make_entry
 from tests.integration.test_function_app import (  # noqa: F401 - the Functions tests' fixtures
     app_env,
     azurite,
-    channel,
     user_function,
 )
 

@@ -14,7 +14,7 @@ import ipaddress
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -29,7 +29,7 @@ from copilot.settings import Settings
 from copilot.writes import write_tools
 from sandbox.directory import find_user
 from tests.support.adaptive_cards import walk
-from tests.support.channel_tokens import ChannelTokens, channel_tokens
+from tests.support.channel_tokens import ChannelTokens
 from tests.support.fake_connector import card_of, find_actions
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.teams_client import Teams, running_bot
@@ -439,12 +439,6 @@ async def dev_server(
         host = DevServerHost(teams, channel)
         host.record_turns()
         yield host
-
-
-@pytest.fixture(scope="module")
-def channel(sandbox: SandboxProcess) -> Iterator[ChannelTokens]:
-    with channel_tokens(sandbox.settings.bot_app_id) as tokens:
-        yield tokens
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from tests.integration.test_function_app import (
     user_function,
 )
 from tests.support.azurite import Azurite, run_azurite
-from tests.support.channel_tokens import ChannelTokens, channel_tokens
+from tests.support.channel_tokens import ChannelTokens
 from tests.support.copilot_env import sign_in
 from tests.support.fake_connector import FakeConnector
 from tests.support.sandbox_process import SandboxProcess
@@ -63,12 +63,6 @@ async def ingest_west_guide(settings: Settings) -> None:
 def azurite() -> Iterator[Azurite]:
     with run_azurite() as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def channel(sandbox: SandboxProcess) -> Iterator[ChannelTokens]:
-    with channel_tokens(sandbox.settings.bot_app_id) as tokens:
-        yield tokens
 
 
 @pytest.fixture

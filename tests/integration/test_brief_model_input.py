@@ -34,7 +34,15 @@ from tests.integration.test_brief_timer import WINDOW, _aad, _as, _briefs_posted
 from tests.integration.test_briefs import _event, _export, _hidden_account, _traces_of
 from tests.support.copilot_env import copilot_settings as make_settings
 from tests.support.fake_connector import Recorded, card_of, find_actions
-from tests.support.fake_openai import API_KEY, ChatRequest, FakeOpenAI, Reply, answer, call, tool_calls
+from tests.support.fake_openai import (
+    ChatRequest,
+    FakeOpenAI,
+    Reply,
+    answer,
+    call,
+    tool_calls,
+    use_openai_at,
+)
 from tests.support.model_behaviours import facts_check
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.teams_client import Teams, running_bot
@@ -155,16 +163,7 @@ def _shown(message: Recorded) -> str:
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
     """The model provider at the fake server, configured the documented way (OPENAI_BASE_URL)."""
     with FakeOpenAI(brief_button_model) as server:
-        for name in (
-            "AZURE_OPENAI_ENDPOINT",
-            "OPENAI_API_VERSION",
-            "AZURE_OPENAI_API_KEY",
-            "OPENAI_API_BASE",
-        ):
-            monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
-        yield server
+        yield use_openai_at(monkeypatch, server)
 
 
 @pytest.fixture

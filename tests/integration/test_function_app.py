@@ -40,7 +40,7 @@ from functions.host import get_host, reset_host
 from sandbox.directory import PLAYGROUND_AAD_OBJECT_ID
 from tests.integration.test_bot_dev_server import OutboundWatch, Posted, service_url_of
 from tests.support.azurite import Azurite, run_azurite
-from tests.support.channel_tokens import ChannelTokens, channel_tokens
+from tests.support.channel_tokens import ChannelTokens
 from tests.support.copilot_env import service, sign_in
 from tests.support.fake_connector import FakeConnector, card_of
 from tests.support.sandbox_process import SandboxProcess
@@ -73,12 +73,6 @@ def user_function(name: str) -> Callable[..., Awaitable[Any]]:
 def azurite() -> Iterator[Azurite]:
     with run_azurite() as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def channel(sandbox: SandboxProcess) -> Iterator[ChannelTokens]:
-    with channel_tokens(sandbox.settings.bot_app_id) as tokens:
-        yield tokens
 
 
 @pytest.fixture

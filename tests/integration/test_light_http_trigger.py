@@ -23,7 +23,7 @@ from azure.storage.queue import QueueClient
 from copilot.settings import Settings
 from tests.integration.test_function_app import Teams, deployed_function_app, queued
 from tests.support.azurite import Azurite, run_azurite
-from tests.support.channel_tokens import ChannelTokens, channel_tokens
+from tests.support.channel_tokens import ChannelTokens
 from tests.support.fake_connector import FakeConnector
 from tests.support.sandbox_process import SandboxProcess
 from tests.unit.test_light_http_trigger import is_agent_module
@@ -71,12 +71,6 @@ print(json.dumps({"statuses": statuses, "modules": sorted(sys.modules)}))
 def azurite() -> Iterator[Azurite]:
     with run_azurite() as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def channel(sandbox: SandboxProcess) -> Iterator[ChannelTokens]:
-    with channel_tokens(sandbox.settings.bot_app_id) as tokens:
-        yield tokens
 
 
 @pytest.fixture

@@ -36,7 +36,6 @@ from functions.host import get_host
 from tests.integration.test_function_app import (  # noqa: F401 - fixtures used by the Functions tests
     Teams,
     azurite,
-    channel,
     connector,
     deployed_function_app,
     dequeue,
@@ -57,6 +56,7 @@ from tests.support.fake_openai import (
     rate_limited,
     server_error,
     tool_calls,
+    use_openai_at,
 )
 from tests.support.mcp_recorder import McpRecorder
 from tests.support.sandbox_process import SandboxProcess
@@ -80,11 +80,7 @@ def fake() -> Iterator[FakeOpenAI]:
 @pytest.fixture
 def openai_env(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenAI) -> FakeOpenAI:
     """OpenAI (or any OpenAI-compatible server) configured the documented way: OPENAI_BASE_URL."""
-    for name in ("AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION", "AZURE_OPENAI_API_KEY", "OPENAI_API_BASE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
-    return fake
+    return use_openai_at(monkeypatch, fake)
 
 
 def azure_environment(fake: FakeOpenAI) -> dict[str, str]:
@@ -489,7 +485,7 @@ async def test_the_function_app_deployed_on_the_offline_model_refuses_to_start_s
     copilot_settings: Settings,
     sandbox: SandboxProcess,
     azurite: Any,  # noqa: F811 - the Functions tests' fixture
-    channel: Any,  # noqa: F811
+    channel: Any,
     tmp_path: Path,
 ):
     async with deployed_function_app(monkeypatch, copilot_settings, sandbox, azurite, channel):
@@ -509,7 +505,7 @@ async def test_the_function_app_deployed_with_an_azure_openai_deployment_starts_
     copilot_settings: Settings,
     sandbox: SandboxProcess,
     azurite: Any,  # noqa: F811 - the Functions tests' fixture
-    channel: Any,  # noqa: F811
+    channel: Any,
     connector: Any,  # noqa: F811
     tmp_path: Path,
 ):

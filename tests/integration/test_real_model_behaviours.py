@@ -30,7 +30,16 @@ from copilot.settings import Settings
 from tests.support.copilot_env import copilot_settings as make_settings
 from tests.support.copilot_env import service, sign_in
 from tests.support.fake_connector import card_of, find_actions
-from tests.support.fake_openai import API_KEY, ChatRequest, FakeOpenAI, Reply, answer, call, tool_calls
+from tests.support.fake_openai import (
+    API_KEY,
+    ChatRequest,
+    FakeOpenAI,
+    Reply,
+    answer,
+    call,
+    tool_calls,
+    use_openai_at,
+)
 from tests.support.model_behaviours import (
     LAZY_ANSWER,
     MISBEHAVIOURS,
@@ -62,16 +71,7 @@ TOOL_NAMES = (
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as server:
-        for name in (
-            "AZURE_OPENAI_ENDPOINT",
-            "OPENAI_API_VERSION",
-            "AZURE_OPENAI_API_KEY",
-            "OPENAI_API_BASE",
-        ):
-            monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
-        yield server
+        yield use_openai_at(monkeypatch, server)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ token service; her SSO token comes from the sandbox identity provider's token en
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -32,18 +32,12 @@ from tests.integration.test_brief_token_service import (
     _stored_tokens,
     deployed_bot_settings,
 )
-from tests.support.channel_tokens import ChannelTokens, channel_tokens
+from tests.support.channel_tokens import ChannelTokens
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.teams_client import Teams, running_bot
 from tests.support.working_hours import working_hours
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def channel(sandbox: SandboxProcess) -> Iterator[ChannelTokens]:
-    with channel_tokens(sandbox.settings.bot_app_id) as tokens:
-        yield tokens
 
 
 @pytest.fixture

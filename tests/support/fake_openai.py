@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -39,6 +40,25 @@ from starlette.routing import Route
 from tests.support.threaded_server import ThreadedServer
 
 API_KEY = "fake-openai-key"
+
+_OTHER_PROVIDER_SETTINGS = (
+    "AZURE_OPENAI_ENDPOINT",
+    "OPENAI_API_VERSION",
+    "AZURE_OPENAI_API_KEY",
+    "OPENAI_API_BASE",
+)
+
+
+def use_openai_at(monkeypatch: pytest.MonkeyPatch, server: FakeOpenAI) -> FakeOpenAI:
+    """OpenAI (or any OpenAI-compatible server) configured the documented way, at ``server``:
+    ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``, with no Azure or legacy setting left to win."""
+    for name in _OTHER_PROVIDER_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    return server
+
+
 """The key tests configure; any non-empty key is accepted (the header's presence is checked)."""
 
 
