@@ -40,6 +40,7 @@ from starlette.routing import Route
 from tests.support.threaded_server import ThreadedServer
 
 API_KEY = "fake-openai-key"
+"""The key tests configure; any non-empty key is accepted (the header's presence is checked)."""
 
 _OTHER_PROVIDER_SETTINGS = (
     "AZURE_OPENAI_ENDPOINT",
@@ -57,9 +58,6 @@ def use_openai_at(monkeypatch: pytest.MonkeyPatch, server: FakeOpenAI) -> FakeOp
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     return server
-
-
-"""The key tests configure; any non-empty key is accepted (the header's presence is checked)."""
 
 
 # --- what a test scripts ---------------------------------------------------------------------------
