@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup chromium demo chat test lint typecheck unit soak bench eval eval-generate clean \
+.PHONY: setup chromium faketime any-day demo chat test lint typecheck unit soak bench eval eval-generate clean \
 	infra-check infra-deploy infra-secrets infra-rotate infra-package
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
@@ -29,7 +29,7 @@ $(INFRA_STAMP): requirements-infra.txt
 # The three installs are independent (the shared venv with npm's tools, the infra tools venv,
 # Chromium), so they run side by side: on a fresh 2-core machine about 2¼ minutes, not 3½.
 setup:
-	@$(MAKE) --no-print-directory --jobs=3 $(STAMP) $(INFRA_STAMP) chromium
+	@$(MAKE) --no-print-directory --jobs=3 $(STAMP) $(INFRA_STAMP) chromium faketime
 
 # The Agents Playground end-to-end tests drive a system Chromium (`npx playwright install`
 # cannot download browsers here). CI runs as root on Debian: install it when it is missing.
@@ -47,6 +47,21 @@ chromium:
 	$$SUDO env $(APT_INSTALL) >/dev/null || { \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \
 	  $$SUDO env $(APT_INSTALL) >/dev/null; }
+
+# The any-day guard (tests/any_day.py) replays the time-sensitive tests under a shifted clock
+# with faketime (Debian's package); installed like Chromium when it is missing and we may.
+faketime:
+	@if command -v faketime >/dev/null 2>&1; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "warning: no faketime and no apt-get: install faketime for the any-day guard" >&2; exit 0; \
+	fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else \
+	  echo "warning: no faketime: run 'sudo apt-get install -y faketime' for the any-day guard" >&2; exit 0; \
+	fi; \
+	echo "Installing faketime (apt-get) for the any-day guard…"; \
+	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q faketime >/dev/null || { \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q faketime >/dev/null; }
 
 # The whole local stack in a Teams client emulator (Agents Playground); see scripts/demo.sh.
 demo: setup
@@ -68,6 +83,11 @@ typecheck: setup
 PYTEST_WORKERS ?= auto
 test: setup lint typecheck
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+	$(PY) -m tests.any_day
+
+# The time-sensitive tests at a Sunday evening and a Monday early morning (UTC), or at AT.
+any-day: setup
+	$(PY) -m tests.any_day $(if $(AT),--at "$(AT)")
 
 # The inner loop: the unit tests only (no services; well under a minute).
 unit: setup

@@ -7,7 +7,6 @@ updates the same card in place to its outcome.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -173,7 +172,9 @@ class CopilotBot(TeamsActivityHandler):
                 locale = turn_context.activity.locale
                 await _reply(
                     turn_context,
-                    await delegations.revoke_from_card(self.service.pool, rep, value, locale=locale),
+                    await delegations.revoke_from_card(
+                        self.service.pool, rep, value, locale=locale, now=self.service.clock()
+                    ),
                 )
             return
         if isinstance(value, dict) and value.get("copilot") == cards.DECLINE_SUGGESTION_KIND:
@@ -404,11 +405,14 @@ class CopilotBot(TeamsActivityHandler):
             await self._brief_command(turn_context, rep, brief_command, zone)
             return
         locale = turn_context.activity.locale
-        command = parse_delegation_command(text, today=delegations.today(), locale=locale)
+        command = parse_delegation_command(text, today=self.service.clock().date(), locale=locale)
         if command is not None:
             settings, pool = self.service.settings, self.service.pool
             await _reply(
-                turn_context, await delegations.answer_command(settings, pool, rep, command, locale=locale)
+                turn_context,
+                await delegations.answer_command(
+                    settings, pool, rep, command, locale=locale, now=self.service.clock()
+                ),
             )
             return
         thread_id = await conversations.thread_for(self.service.pool, conversation_id, rep.identity)
@@ -485,7 +489,7 @@ class CopilotBot(TeamsActivityHandler):
 
     async def _brief_me(self, turn_context: TurnContext, rep: SignedInRep) -> None:
         """The brief of the rep's next customer meeting (within :data:`BRIEF_ME_DAYS`), now."""
-        now = dt.datetime.now(dt.UTC)
+        now = self.service.clock()
         try:
             async with self.service.pool.connection() as conn:
                 run = await briefs_at(
@@ -512,7 +516,7 @@ class CopilotBot(TeamsActivityHandler):
         schedule = await rep_schedule(self.service.settings, rep.broker, zone or prefs.time_zone)
         try:
             digest = await rep_digest(
-                self.service.settings, pool, self.service, rep, schedule, at=dt.datetime.now(dt.UTC)
+                self.service.settings, pool, self.service, rep, schedule, at=self.service.clock()
             )
         except (AuthError, CalendarUnavailable, CrmUnavailable) as exc:
             await turn_context.send_activity(f"I couldn't put your digest together: {exc.message}")
@@ -653,7 +657,9 @@ class CopilotBot(TeamsActivityHandler):
         """
         copies = [(c, "") for c in await conversations.undecided_cards(self.service.pool, rep.identity)]
         # And those of colleagues whose approvals the rep holds (the runner re-checks each).
-        for owner, name in (await delegations.delegated_owners(self.service.pool, rep)).items():
+        for owner, name in (
+            await delegations.delegated_owners(self.service.pool, rep, now=self.service.clock())
+        ).items():
             theirs = await conversations.undecided_cards(self.service.pool, rep.identity, owner_aad_id=owner)
             copies += [(c, name or "a colleague") for c in theirs]
         by_thread: dict[str, list[tuple[conversations.CardCopy, str]]] = {}
@@ -672,7 +678,7 @@ class CopilotBot(TeamsActivityHandler):
                 for row, whose in rows
                 if row.tool_call_id in pending
             ]
-        card = cards.approvals_card(waiting, now=dt.datetime.now(dt.UTC), locale=turn_context.activity.locale)
+        card = cards.approvals_card(waiting, now=self.service.clock(), locale=turn_context.activity.locale)
         await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
 
     async def _show_stats(self, turn_context: TurnContext, rep: SignedInRep) -> None:

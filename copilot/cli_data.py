@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
+from copilot.clock import system_clock
 from copilot.errors import InvalidInput
 from copilot.persistence.database import connect
 from copilot.persistence.migrations import assert_schema_current
@@ -131,14 +132,16 @@ async def retention(settings: Settings, *, command: str, days: int | None, as_js
     async with connect(settings) as conn:
         await assert_schema_current(conn)
         saver = AsyncPostgresSaver(conn=conn)
-        plan = await plan_retention(conn, saver, older_than=older_than)
+        # The CLI is an edge: its "now" is the wall clock.
+        now = system_clock()
+        plan = await plan_retention(conn, saver, older_than=older_than, now=now)
         if command == "status":
             if as_json:
                 print(json.dumps(plan.to_json()))
             else:
                 _print_plan(plan)
             return 0
-        report = await apply_retention(conn, saver, older_than=older_than)
+        report = await apply_retention(conn, saver, older_than=older_than, now=now)
     if as_json:
         print(json.dumps(report.to_json()))
     else:

@@ -18,6 +18,7 @@ from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
 from copilot.auth.tokens import TokenBroker
+from copilot.clock import Clock, system_clock
 from copilot.identity import RepIdentity
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, open_crm_session, read_tool_definitions
@@ -43,6 +44,10 @@ class AgentContext:
     """The rep whose proposals this run decides when ``identity`` decides them through an
     approval delegation (``copilot/delegation.py``); None when the rep acts for themself.
     Tokens and sessions stay ``identity``'s own: the CRM sees the delegate."""
+
+    clock: Clock = field(default=system_clock, repr=False)
+    """The service's clock: "now" for the run (the date the model is told, undo windows,
+    audit timestamps). A test pins it; production reads the wall clock."""
 
     @property
     def owner(self) -> RepIdentity:
@@ -109,6 +114,7 @@ async def run_context(
     pool: AsyncConnectionPool[AsyncConnection[DictRow]],
     sessions: CrmSessionPool | None = None,
     acting_for: RepIdentity | None = None,
+    clock: Clock = system_clock,
 ) -> AgentContext:
     """The context of one run; its sessions are closed (or given back to ``sessions``, the
     process's kept ones) when ``stack`` closes. ``acting_for``: see
@@ -122,4 +128,5 @@ async def run_context(
         crm=crm_gateway(stack, settings, tokens, write=False, sessions=sessions),
         crm_write=crm_gateway(stack, settings, tokens, write=True, sessions=sessions),
         acting_for=acting_for,
+        clock=clock,
     )

@@ -28,7 +28,8 @@ from copilot.identity import RepIdentity
 MAX_DELEGATION_DAYS = 90
 """The longest window one grant may cover (a vacation, a leave); longer needs a new grant."""
 
-_LIVE = "revoked_at IS NULL AND starts_at <= now() AND ends_at > now()"
+_LIVE = "revoked_at IS NULL AND starts_at <= %(now)s AND ends_at > %(now)s"
+"""A grant live at the moment ``%(now)s`` (the service's clock, never the database's)."""
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,14 @@ def end_of_day(day: dt.date) -> dt.datetime:
 
 
 async def grant(
-    conn: AsyncConnection[Any], owner: RepIdentity, delegate: Colleague, *, until: dt.datetime
+    conn: AsyncConnection[Any],
+    owner: RepIdentity,
+    delegate: Colleague,
+    *,
+    until: dt.datetime,
+    now: dt.datetime,
 ) -> Delegation:
-    """Let ``delegate`` decide ``owner``'s proposals from now until ``until``.
+    """Let ``delegate`` decide ``owner``'s proposals from ``now`` (the service's clock) until ``until``.
 
     Refused (:class:`InvalidInput`, nothing stored) for a delegate in another tenant, the
     owner themself, a window already over, or one longer than ``MAX_DELEGATION_DAYS``. A
@@ -72,7 +78,6 @@ async def grant(
         raise InvalidInput("approvals can be delegated only to a colleague in your own organisation")
     if delegate.aad_object_id == owner.aad_object_id:
         raise InvalidInput("you can't delegate your approvals to yourself")
-    now = dt.datetime.now(dt.UTC)
     if until.tzinfo is None:
         raise InvalidInput("the delegation's end needs a time zone")
     if until <= now:
@@ -81,54 +86,73 @@ async def grant(
         raise InvalidInput(f"a delegation can last at most {MAX_DELEGATION_DAYS} days")
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
-            f"UPDATE approval_delegations SET revoked_at = now()"
-            f" WHERE tenant_id = %s AND owner_aad_id = %s AND delegate_aad_id = %s AND {_LIVE}",
-            (owner.tenant_id, owner.aad_object_id, delegate.aad_object_id),
+            f"UPDATE approval_delegations SET revoked_at = %(now)s"
+            f" WHERE tenant_id = %(tenant)s AND owner_aad_id = %(owner)s AND delegate_aad_id = %(delegate)s"
+            f" AND {_LIVE}",
+            {
+                "now": now,
+                "tenant": owner.tenant_id,
+                "owner": owner.aad_object_id,
+                "delegate": delegate.aad_object_id,
+            },
         )
         await cur.execute(
             """
             INSERT INTO approval_delegations
-                (tenant_id, owner_aad_id, owner_name, delegate_aad_id, delegate_name, ends_at)
-            VALUES (%s, %s, %s, %s, %s, %s)
+                (tenant_id, owner_aad_id, owner_name, delegate_aad_id, delegate_name, starts_at, ends_at)
+            VALUES (%s, %s, %s, %s, %s, %s, %s)
             RETURNING id, tenant_id, owner_aad_id, owner_name, delegate_aad_id, delegate_name, starts_at, ends_at
             """,
-            (owner.tenant_id, owner.aad_object_id, owner.name, delegate.aad_object_id, delegate.name, until),
+            (
+                owner.tenant_id,
+                owner.aad_object_id,
+                owner.name,
+                delegate.aad_object_id,
+                delegate.name,
+                now,
+                until,
+            ),
         )
         row = await cur.fetchone()
     assert row is not None
     return Delegation(**row)
 
 
-async def revoke(conn: AsyncConnection[Any], owner: RepIdentity, delegation_id: int | None = None) -> int:
-    """End the owner's live delegations now (one, by id, or all); returns how many ended.
+async def revoke(
+    conn: AsyncConnection[Any], owner: RepIdentity, delegation_id: int | None = None, *, now: dt.datetime
+) -> int:
+    """End the owner's delegations live at ``now`` (one, by id, or all); returns how many ended.
 
     Only the owner's own grants are touched: an id of someone else's ends nothing.
     """
     cur = await conn.execute(
-        f"UPDATE approval_delegations SET revoked_at = now()"
-        f" WHERE tenant_id = %s AND owner_aad_id = %s AND {_LIVE} AND (%s::bigint IS NULL OR id = %s)",
-        (owner.tenant_id, owner.aad_object_id, delegation_id, delegation_id),
+        f"UPDATE approval_delegations SET revoked_at = %(now)s"
+        f" WHERE tenant_id = %(tenant)s AND owner_aad_id = %(owner)s AND {_LIVE}"
+        " AND (%(id)s::bigint IS NULL OR id = %(id)s)",
+        {"now": now, "tenant": owner.tenant_id, "owner": owner.aad_object_id, "id": delegation_id},
     )
     return cur.rowcount
 
 
-async def granted_by(conn: AsyncConnection[Any], owner: RepIdentity) -> list[Delegation]:
-    """The owner's live delegations, ending soonest first."""
-    return await _select(conn, "owner_aad_id", owner)
+async def granted_by(conn: AsyncConnection[Any], owner: RepIdentity, *, now: dt.datetime) -> list[Delegation]:
+    """The owner's delegations live at ``now``, ending soonest first."""
+    return await _select(conn, "owner_aad_id", owner, now)
 
 
-async def held_by(conn: AsyncConnection[Any], delegate: RepIdentity) -> list[Delegation]:
-    """The live delegations a rep holds for others (whose proposals they may decide)."""
-    return await _select(conn, "delegate_aad_id", delegate)
+async def held_by(conn: AsyncConnection[Any], delegate: RepIdentity, *, now: dt.datetime) -> list[Delegation]:
+    """The delegations live at ``now`` that a rep holds for others (whose proposals they may decide)."""
+    return await _select(conn, "delegate_aad_id", delegate, now)
 
 
-async def _select(conn: AsyncConnection[Any], column: str, who: RepIdentity) -> list[Delegation]:
+async def _select(
+    conn: AsyncConnection[Any], column: str, who: RepIdentity, now: dt.datetime
+) -> list[Delegation]:
     assert column in ("owner_aad_id", "delegate_aad_id")
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
             "SELECT id, tenant_id, owner_aad_id, owner_name, delegate_aad_id, delegate_name, starts_at, ends_at"
-            f" FROM approval_delegations WHERE tenant_id = %s AND {column} = %s AND {_LIVE}"
+            f" FROM approval_delegations WHERE tenant_id = %(tenant)s AND {column} = %(who)s AND {_LIVE}"
             " ORDER BY ends_at, id",
-            (who.tenant_id, who.aad_object_id),
+            {"now": now, "tenant": who.tenant_id, "who": who.aad_object_id},
         )
         return [Delegation(**row) for row in await cur.fetchall()]

@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
 from langchain.agents.middleware.human_in_the_loop import (
@@ -41,6 +41,7 @@ from copilot.auth.tokens import TokenBroker
 from copilot.briefs import ledger
 from copilot.briefs.types import SuggestionDecision
 from copilot.citations import CitedRecord, cited_records, current_run, message_text
+from copilot.clock import Clock, system_clock
 from copilot.context import AgentContext, run_context
 from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
 from copilot.errors import (
@@ -252,8 +253,9 @@ class CopilotService:
         self._agent: Any = None
         self._reader: Any = None
         self._compile_lock = asyncio.Lock()
-        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-        """What time it is for thread activity and rotation (a test sets a simulated clock)."""
+        self.clock: Clock = system_clock
+        """What time it is for the service: thread activity, rotation, the date the model is
+        told, undo windows, delegations (a test sets a simulated clock)."""
 
     # --- public API ------------------------------------------------------------------------
 
@@ -577,6 +579,7 @@ class CopilotService:
                 conn,
                 thread_id=thread_id,
                 tenant_id=identity.tenant_id,
+                now=self.clock(),
                 aad_id=identity.aad_object_id,
                 purpose="decide",
             )
@@ -683,16 +686,25 @@ class CopilotService:
             logger.info("thread %s rotated to %s (%s)", current, successor, due)
             return successor, True
 
-    @staticmethod
-    async def _newest_authorized(conn: AsyncConnection[Any], identity: RepIdentity, thread_id: str) -> str:
+    async def _newest_authorized(
+        self, conn: AsyncConnection[Any], identity: RepIdentity, thread_id: str
+    ) -> str:
         """The newest thread of ``thread_id``'s chain, each checked (invariant 7) before use."""
         await threads.authorize(
-            conn, thread_id=thread_id, tenant_id=identity.tenant_id, aad_id=identity.aad_object_id
+            conn,
+            thread_id=thread_id,
+            tenant_id=identity.tenant_id,
+            aad_id=identity.aad_object_id,
+            now=self.clock(),
         )
         current = await threads.current_of(conn, thread_id)
         if current != thread_id:
             await threads.authorize(
-                conn, thread_id=current, tenant_id=identity.tenant_id, aad_id=identity.aad_object_id
+                conn,
+                thread_id=current,
+                tenant_id=identity.tenant_id,
+                aad_id=identity.aad_object_id,
+                now=self.clock(),
             )
         return current
 
@@ -745,7 +757,11 @@ class CopilotService:
                 return await self._new_thread(conn, identity, self.clock())
             # Invariant 7: ownership is checked before the checkpointer restores anything.
             await threads.authorize(
-                conn, thread_id=thread_id, tenant_id=identity.tenant_id, aad_id=identity.aad_object_id
+                conn,
+                thread_id=thread_id,
+                tenant_id=identity.tenant_id,
+                aad_id=identity.aad_object_id,
+                now=self.clock(),
             )
             await threads.touch(conn, thread_id, self.clock())
             return thread_id
@@ -758,6 +774,7 @@ class CopilotService:
                 conn,
                 thread_id=thread_id,
                 tenant_id=identity.tenant_id,
+                now=self.clock(),
                 aad_id=identity.aad_object_id,
                 purpose="decide",
             )
@@ -815,6 +832,7 @@ class CopilotService:
                 pool=self.pool,
                 sessions=self.crm_sessions,
                 acting_for=acting_for,
+                clock=self.clock,
             )
             try:
                 if read_now:

@@ -49,7 +49,9 @@ async def run_retention() -> RetentionReport:
     service = host.runtime.service
     days = host.runtime.bot_settings.retention_days
     async with service.pool.connection() as conn:
-        report = await apply_retention(conn, service.saver, older_than=timedelta(days=days))
+        report = await apply_retention(
+            conn, service.saver, older_than=timedelta(days=days), now=service.clock()
+        )
     deliveries = await prune_deliveries(service.pool)
     unanswered = await prune_pending(service.pool)
     logger.info(

@@ -19,6 +19,7 @@ Tool results are data: only the rep's own words choose tools. The only randomnes
 from __future__ import annotations
 
 import datetime
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -89,11 +90,25 @@ def ruled_out(turn: Turn, catalog: ToolCatalog) -> set[str]:
     return words
 
 
+_TODAY_IS = re.compile(r"\bToday is (\d{4}-\d{2}-\d{2})\b")
+
+
+def prompt_date(messages: Sequence[BaseMessage]) -> datetime.date | None:
+    """The date the system prompt gives as today, if it gives one."""
+    for message in messages:
+        if message.type == "system":
+            found = _TODAY_IS.search(message.text)
+            if found is not None:
+                return datetime.date.fromisoformat(found.group(1))
+    return None
+
+
 class OfflineChatModel(BaseChatModel):
     """A deterministic, tool-calling chat model that plans from the rep's words and answers from tool results.
 
     ``today`` fixes the date used for "this quarter", "Dec 15" and "yesterday" (tests);
-    by default it is the current date at each call.
+    otherwise it is the date the system prompt names ("Today is 2026-12-09.", as a real
+    model learns it from the service's clock), else the current date at each call.
     """
 
     today: datetime.date | None = None
@@ -149,7 +164,7 @@ class OfflineChatModel(BaseChatModel):
         self, messages: Sequence[BaseMessage], catalog: ToolCatalog, *, tool_choice: Any = None
     ) -> AIMessage:
         """The model's next message for this conversation and these bound tools."""
-        today = self.today or datetime.date.today()
+        today = self.today or prompt_date(messages) or datetime.date.today()
         prompt = is_summary_request(messages)
         if prompt is not None and not catalog:
             return self._message(extractive_summary(prompt), [], messages)

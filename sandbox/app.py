@@ -71,7 +71,7 @@ def _admin_routes(
         return JSONResponse(await anyio.to_thread.run_sync(db.export_state, settings.db_path))
 
     async def reset(_: Request) -> JSONResponse:
-        await anyio.to_thread.run_sync(db.reset, settings.db_path)
+        await anyio.to_thread.run_sync(db.reset, settings.db_path, settings.today())
         knobs.set(Knobs())
         mailbox_settings.reset()
         token_service.reset()
@@ -158,11 +158,11 @@ def _admin_routes(
 
 def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxApp:
     """Compose the sandbox app; the database is created and seeded if it is new."""
-    db.ensure_schema(settings.db_path)
+    db.ensure_schema(settings.db_path, settings.today())
     state = KnobState(knobs)
     mailbox_settings = MailboxSettingsState()
     token_service = TokenServiceState()
-    mcp = build_mcp_server(settings, CrmService(settings.db_path))
+    mcp = build_mcp_server(settings, CrmService(settings.db_path, settings.today))
     mcp.streamable_http_app()  # creates the session manager the endpoint below drives
     endpoint = McpAuthGate(StreamableHTTPASGIApp(mcp.session_manager), settings, state)
 

@@ -140,11 +140,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(_users_json(), indent=2))
         elif args.command == "export":
             settings.data_dir.mkdir(parents=True, exist_ok=True)
-            db.ensure_schema(settings.db_path)
+            db.ensure_schema(settings.db_path, settings.today())
             print(json.dumps(db.export_state(settings.db_path), indent=2, default=str))
         elif args.command == "reset":
             settings.data_dir.mkdir(parents=True, exist_ok=True)
-            db.reset(settings.db_path)
+            db.reset(settings.db_path, settings.today())
             print(f"sandbox reset to its seed data ({settings.db_path})")
         else:
             raise AssertionError(f"unhandled command {args.command}")

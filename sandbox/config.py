@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 from pydantic import Field
@@ -37,6 +38,14 @@ class SandboxSettings(BaseSettings):
     """The bot's OAuth connection at the token service stand-in (``COPILOT_SSO_CONNECTION``)."""
     dev_user_password: str = "sandbox-dev-password"
     """Every sandbox user's password for the local-development password (ROPC) sign-in."""
+    seed_date: dt.date | None = None
+    """``SANDBOX_SEED_DATE``: the day the seeded records and meetings follow, and the CRM's
+    "today" for its own defaults (this quarter, the last 30 days). Unset = today (UTC); a
+    time-sensitive test pins it, with the service's clock, so it runs the same on any day."""
+
+    def today(self) -> dt.date:
+        """The sandbox's today: :attr:`seed_date` when pinned, else the UTC date."""
+        return self.seed_date or dt.datetime.now(dt.UTC).date()
 
     @property
     def bot_app_id_uri(self) -> str:

@@ -14,7 +14,7 @@ import json
 import math
 import sqlite3
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -300,9 +300,11 @@ def _require(code: perms.Denial | None, kind: str, record_id: str) -> None:
 class CrmService:
     """The sandbox CRM: records in SQLite, permissions from ``sandbox.permissions``."""
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, today: Callable[[], date] | None = None) -> None:
         self.db_path = db_path
-        db.ensure_schema(db_path)
+        self.today: Callable[[], date] = today or (lambda: datetime.now(UTC).date())
+        """The CRM's today (``SandboxSettings.today``): its defaults follow the seed date."""
+        db.ensure_schema(db_path, self.today())
 
     # --- lookups shared by several methods --------------------------------------------
 
@@ -351,7 +353,7 @@ class CrmService:
 
     def get_account(self, caller: User, account_id: str) -> dict[str, Any]:
         """One account with its owner and roll-ups (open pipeline, recent activity, contacts)."""
-        since = (datetime.now(UTC) - timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        since = (self.today() - timedelta(days=30)).strftime("%Y-%m-%dT00:00:00Z")
         with db.transaction(self.db_path, write=False) as conn:
             scope = _load_scope(conn, caller)
             row = self._account(scope, account_id)
@@ -533,7 +535,7 @@ class CrmService:
         """
         if scope not in ("mine", "team"):
             raise _invalid("scope must be 'mine' or 'team'", field="scope")
-        default_start, default_end = _current_quarter(datetime.now(UTC).date())
+        default_start, default_end = _current_quarter(self.today())
         start = _parse_date(period_start, "period_start") if period_start else default_start
         end = _parse_date(period_end, "period_end") if period_end else default_end
         if end < start:

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -311,8 +311,9 @@ def _enable_wal(path: Path, attempts: int = 100) -> None:
         time.sleep(0.05)
 
 
-def ensure_schema(path: Path) -> None:
-    """Create the schema if missing and seed an empty database (idempotent, race-safe).
+def ensure_schema(path: Path, today: date | None = None) -> None:
+    """Create the schema if missing and seed an empty database (idempotent, race-safe),
+    from ``today`` (``SandboxSettings.today()``; None = the UTC date).
 
     Creation and the emptiness check run in one ``BEGIN IMMEDIATE`` transaction, so
     two processes starting together seed exactly once.
@@ -324,10 +325,10 @@ def ensure_schema(path: Path) -> None:
     with transaction(path, write=True) as conn:
         _create_schema(conn)
         if conn.execute("SELECT COUNT(*) AS n FROM tenants").fetchone()["n"] == 0:
-            seed(conn)
+            seed(conn, today)
         elif conn.execute("SELECT COUNT(*) AS n FROM events").fetchone()["n"] == 0:
             # A database seeded before the sandbox had a calendar: its meetings, from today.
-            seed_calendar(conn)
+            seed_calendar(conn, today)
 
 
 def _create_schema(conn: sqlite3.Connection) -> None:
@@ -350,7 +351,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE drafts ADD COLUMN sent_at TEXT")
 
 
-def reset(path: Path) -> None:
+def reset(path: Path, today: date | None = None) -> None:
     """Drop every table, recreate the schema and reseed, atomically."""
     from sandbox.seed import seed
 
@@ -361,7 +362,7 @@ def reset(path: Path) -> None:
         for table in reversed(TABLES):
             conn.execute(f"DROP TABLE IF EXISTS {table}")
         _create_schema(conn)
-        seed(conn)
+        seed(conn, today)
 
 
 def _decode(table: str, row: dict[str, Any]) -> dict[str, Any]:

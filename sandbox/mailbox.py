@@ -238,7 +238,7 @@ def _ensure_schema(settings: SandboxSettings) -> None:
         return
     with _schema_lock:
         if key not in _schema_ready:
-            db.ensure_schema(settings.db_path)
+            db.ensure_schema(settings.db_path, settings.today())
             _schema_ready.add(key)
 
 

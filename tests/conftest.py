@@ -71,6 +71,19 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxProcess
         stop_sandbox(running)
 
 
+@pytest.fixture(scope="module")
+def pinned_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxProcess]:
+    """A sandbox of this module's own, seeded from ``tests.support.moments.SEED_DAY``: a
+    time-sensitive module overrides ``sandbox`` with it, so its meetings fall on a named day."""
+    from tests.support.moments import SEED_DAY
+
+    running = start_sandbox(tmp_path_factory.mktemp("sandbox-pinned"), seed_date=SEED_DAY)
+    try:
+        yield running
+    finally:
+        stop_sandbox(running)
+
+
 @pytest.fixture
 async def copilot_settings(database_url: str, sandbox: SandboxProcess):
     """Settings for a copilot on a fresh, migrated database and the session sandbox."""

@@ -76,7 +76,7 @@ def compact(stored: audit.StoredAuditEntry, undone_by: int | None) -> dict[str, 
 async def _recent_writes(limit: int = 10) -> str:
     runtime: Runtime[AgentContext] = get_runtime(AgentContext)
     ctx = runtime.context
-    since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=ctx.settings.undo_window_hours)
+    since = ctx.clock() - dt.timedelta(hours=ctx.settings.undo_window_hours)
     async with ctx.pool.connection() as conn:
         rows = await audit.recent_entries(
             conn,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,6 +29,6 @@ class RepContextMiddleware(AgentMiddleware[Any, AgentContext, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         ctx: AgentContext = request.runtime.context
-        note = f"\n\nYou are assisting {ctx.identity.name or 'a sales rep'}. Today is {dt.date.today().isoformat()}."
+        note = f"\n\nYou are assisting {ctx.identity.name or 'a sales rep'}. Today is {ctx.clock().date().isoformat()}."
         base = request.system_message.content if request.system_message is not None else ""
         return await handler(request.override(system_message=SystemMessage(content=f"{base}{note}")))

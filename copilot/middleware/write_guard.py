@@ -199,7 +199,7 @@ class WriteGuardMiddleware(AgentMiddleware[Any, AgentContext, Any]):
                     # Said in the outcome, so the rep's card and the model's answer show what
                     # was written, fields only the edit set included.
                     outcome = outcome.model_copy(update={"applied": final_args})
-                    now = dt.datetime.now(dt.UTC)
+                    now = ctx.clock()
                     # The tool run that just executed this call, as LangSmith received it.
                     trace = current_trace()
                     proposed_at = dt.datetime.fromisoformat(snapshot["taken_at"]) if snapshot else None

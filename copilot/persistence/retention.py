@@ -35,7 +35,7 @@ import datetime as dt
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -50,13 +50,13 @@ from copilot.persistence.data_map import LayerDataMap, load_data_maps
 logger = logging.getLogger(__name__)
 
 _THREADS_SQL = (
-    "SELECT thread_id, last_active_at, last_active_at < now() - %s AS idle FROM threads ORDER BY thread_id"
+    "SELECT thread_id, last_active_at, last_active_at < %s - %s AS idle FROM threads ORDER BY thread_id"
 )
 
 # Re-checked under the row lock the DELETE takes: a thread touched since it was listed
 # stays (its activity waits for this transaction, then finds it either gone or kept).
 _DELETE_IDLE_THREAD_SQL = (
-    "DELETE FROM threads WHERE thread_id = %s AND last_active_at < now() - %s RETURNING thread_id"
+    "DELETE FROM threads WHERE thread_id = %s AND last_active_at < %s - %s RETURNING thread_id"
 )
 
 # What a DeltaChannel leaves in checkpoint metadata (langgraph-checkpoint-postgres documents
@@ -170,13 +170,15 @@ async def plan_retention(
     saver: AsyncPostgresSaver,
     *,
     older_than: timedelta,
+    now: datetime,
     maps: Sequence[LayerDataMap] | None = None,
 ) -> RetentionPlan:
-    """What :func:`apply_retention` would remove now, and what it keeps; changes nothing."""
+    """What :func:`apply_retention` would remove at ``now`` (the service's clock, never the
+    database's), and what it keeps; changes nothing."""
     _check(older_than)
     on_conn = AsyncPostgresSaver(conn=conn, serde=saver.serde)
     plan = RetentionPlan(older_than)
-    for row in await _fetch_all(conn, _THREADS_SQL, (older_than,)):
+    for row in await _fetch_all(conn, _THREADS_SQL, (now, older_than)):
         thread_id = str(row["thread_id"])
         # After the first run most live threads hold one checkpoint: two reads tell, and
         # the full listing (every checkpoint's state) is only read when there is more.
@@ -202,9 +204,10 @@ async def plan_retention(
         counts = await _fetch_all(
             conn,
             sql.SQL(
-                "SELECT count(*) FILTER (WHERE {c} < now()) AS expired, count(*) FILTER (WHERE {c} >= now()) AS live FROM {t}"
+                "SELECT count(*) FILTER (WHERE {c} < %(now)s) AS expired,"
+                " count(*) FILTER (WHERE {c} >= %(now)s) AS live FROM {t}"
             ).format(c=sql.Identifier(column), t=sql.Identifier(table)),
-            (),
+            {"now": now},
         )
         plan.expiring.append(ExpiringRows(table, int(counts[0]["expired"]), int(counts[0]["live"])))
     return plan
@@ -215,6 +218,7 @@ async def apply_retention(
     saver: AsyncPostgresSaver,
     *,
     older_than: timedelta,
+    now: datetime,
     maps: Sequence[LayerDataMap] | None = None,
 ) -> RetentionReport:
     """Carry out the policy: expire threads idle longer than ``older_than``, prune the others
@@ -226,11 +230,11 @@ async def apply_retention(
     is expired or pruned in its own transaction, so a long run never holds many locks and
     a failure leaves every other thread consistent.
     """
-    plan = await plan_retention(conn, saver, older_than=older_than, maps=maps)
+    plan = await plan_retention(conn, saver, older_than=older_than, now=now, maps=maps)
     on_conn = AsyncPostgresSaver(conn=conn, serde=saver.serde)
     report = RetentionReport()
     for entry in plan.expired_threads:
-        if await _expire_thread(conn, on_conn, entry.thread_id, older_than):
+        if await _expire_thread(conn, on_conn, entry.thread_id, older_than, now):
             report.expired_threads.append(entry.thread_id)
             report.checkpoints_expired += entry.checkpoints
     report.skipped_threads = [t.thread_id for t in plan.skipped_threads]
@@ -238,7 +242,8 @@ async def apply_retention(
         await _prune_thread(on_conn, entry, report)
     for table, column in _expiring_tables(maps):
         cur = await conn.execute(
-            sql.SQL("DELETE FROM {} WHERE {} < now()").format(sql.Identifier(table), sql.Identifier(column))
+            sql.SQL("DELETE FROM {} WHERE {} < %s").format(sql.Identifier(table), sql.Identifier(column)),
+            (now,),
         )
         report.rows_deleted[table] = max(cur.rowcount, 0)
     return report
@@ -254,10 +259,14 @@ def _expiring_tables(maps: Sequence[LayerDataMap] | None) -> list[tuple[str, str
 
 
 async def _expire_thread(
-    conn: AsyncConnection[Any], saver: AsyncPostgresSaver, thread_id: str, older_than: timedelta
+    conn: AsyncConnection[Any],
+    saver: AsyncPostgresSaver,
+    thread_id: str,
+    older_than: timedelta,
+    now: datetime,
 ) -> bool:
     async with conn.transaction():
-        if not await _fetch_all(conn, _DELETE_IDLE_THREAD_SQL, (thread_id, older_than)):
+        if not await _fetch_all(conn, _DELETE_IDLE_THREAD_SQL, (thread_id, now, older_than)):
             return False  # touched since it was listed: kept
         await conn.execute("DELETE FROM idempotency_keys WHERE thread_id = %s", (thread_id,))
         await saver.adelete_thread(thread_id)

@@ -105,7 +105,13 @@ Purpose = Literal["converse", "decide"]
 
 
 async def authorize(
-    conn: AsyncConnection[Any], *, thread_id: str, tenant_id: str, aad_id: str, purpose: Purpose = "converse"
+    conn: AsyncConnection[Any],
+    *,
+    thread_id: str,
+    tenant_id: str,
+    aad_id: str,
+    now: datetime,
+    purpose: Purpose = "converse",
 ) -> str | None:
     """Allow the caller in if they own the thread (same tenant) or hold a delegation for it.
 
@@ -130,13 +136,13 @@ async def authorize(
                    SELECT 1 FROM approval_delegations g
                     WHERE g.tenant_id = t.tenant_id AND g.owner_aad_id = t.owner_aad_id
                       AND g.tenant_id = %(tenant)s AND g.delegate_aad_id = %(aad)s
-                      AND g.revoked_at IS NULL AND g.starts_at <= now() AND g.ends_at > now()
+                      AND g.revoked_at IS NULL AND g.starts_at <= %(now)s AND g.ends_at > %(now)s
                )) AS decides_for_owner,
                t.owner_aad_id
           FROM threads t
          WHERE t.thread_id = %(thread)s
         """,
-        {"thread": thread_id, "tenant": tenant_id, "aad": aad_id, "decide": purpose == "decide"},
+        {"thread": thread_id, "tenant": tenant_id, "aad": aad_id, "decide": purpose == "decide", "now": now},
     )
     if row is None:
         raise ThreadNotFound(

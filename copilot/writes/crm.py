@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from copilot.clock import Clock
 from copilot.errors import CrmUnavailable
 from copilot.tools.crm_client import CrmCallError, CrmGateway
 from copilot.tools.schemas import LogActivityArgs, UpdateOpportunityArgs
@@ -22,9 +23,9 @@ if TYPE_CHECKING:
 OPPORTUNITY_FIELDS = ("name", "stage", "close_date", "amount", "currency", "next_step", "probability")
 
 
-def now_iso() -> str:
-    """Snapshot time, ISO 8601 UTC to the second."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+def now_iso(clock: Clock) -> str:
+    """Snapshot time on the service's clock, ISO 8601 UTC to the second."""
+    return clock().astimezone(dt.UTC).isoformat(timespec="seconds")
 
 
 async def read_safely(
@@ -49,7 +50,7 @@ def _refused(exc: CrmCallError) -> WriteOutcome:
 async def _snapshot_activity(
     ctx: AgentContext, store: BaseStore | None, args: dict[str, Any]
 ) -> ProposalRecord:
-    record: ProposalRecord = {"tool": "log_activity", "proposed": dict(args), "taken_at": now_iso()}
+    record: ProposalRecord = {"tool": "log_activity", "proposed": dict(args), "taken_at": now_iso(ctx.clock)}
     if args.get("opportunity_id"):
         target, error = await read_safely(
             ctx.crm, crm_tools.GET_OPPORTUNITY, {"opportunity_id": str(args["opportunity_id"])}
@@ -150,7 +151,7 @@ async def _snapshot_opportunity(
     return {
         "tool": "update_opportunity",
         "proposed": dict(args),
-        "taken_at": now_iso(),
+        "taken_at": now_iso(ctx.clock),
         "target": {
             "type": "opportunity",
             "id": str(args.get("opportunity_id")),

@@ -35,7 +35,7 @@ async def _snapshot(ctx: AgentContext, store: BaseStore | None, args: dict[str, 
     record: ProposalRecord = {
         "tool": "draft_followup_email",
         "proposed": dict(args),
-        "taken_at": now_iso(),
+        "taken_at": now_iso(ctx.clock),
         "target": {"type": "contact", "id": str(args.get("contact_id")), "name": name},
         "version": None,
         "current": {"title": (contact or {}).get("title")} if contact else {},

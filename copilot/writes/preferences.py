@@ -23,7 +23,7 @@ async def _snapshot(ctx: AgentContext, store: BaseStore | None, args: dict[str, 
     return {
         "tool": "update_preferences",
         "proposed": dict(args),
-        "taken_at": now_iso(),
+        "taken_at": now_iso(ctx.clock),
         "target": {"type": "preferences", "id": None, "name": "Your preferences"},
         "version": None,
         "current": current,

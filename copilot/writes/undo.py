@@ -98,7 +98,7 @@ async def _reverse(ctx: AgentContext, audit_id: int) -> Reverse | WriteOutcome:
         return WriteOutcome.refused(
             "not_undoable", f"{title(entry.tool)} cannot be undone; ask for the change again instead."
         )
-    if dt.datetime.now(dt.UTC) - entry.executed_at > window(ctx):
+    if ctx.clock() - entry.executed_at > window(ctx):
         hours = ctx.settings.undo_window_hours
         return WriteOutcome.refused(
             "undo_window_passed",
@@ -142,18 +142,18 @@ async def _may_undo(conn: Any, ctx: AgentContext, entry: audit.AuditEntry) -> bo
         # Someone else's write: only if they may open the thread it was made in (its
         # owner, or a delegate the owner named).
         await threads.authorize(
-            conn, thread_id=entry.thread_id, tenant_id=me.tenant_id, aad_id=me.aad_object_id
+            conn, thread_id=entry.thread_id, tenant_id=me.tenant_id, aad_id=me.aad_object_id, now=ctx.clock()
         )
     except (ThreadAccessDenied, ThreadNotFound):
         return False
     return True
 
 
-def _refusal_record(args: dict[str, Any], refusal: WriteOutcome) -> ProposalRecord:
+def _refusal_record(ctx: AgentContext, args: dict[str, Any], refusal: WriteOutcome) -> ProposalRecord:
     return {
         "tool": UNDO_TOOL,
         "proposed": dict(args),
-        "taken_at": now_iso(),
+        "taken_at": now_iso(ctx.clock),
         "target": {"type": "write", "id": None, "name": "The change you named"},
         "version": None,
         "current": {},
@@ -165,14 +165,14 @@ async def _snapshot(ctx: AgentContext, store: BaseStore | None, args: dict[str, 
     try:
         audit_id = UndoWriteArgs.model_validate(args).audit_id
     except ValueError:
-        return _refusal_record(args, WriteOutcome.refused("validation", "no change was named"))
+        return _refusal_record(ctx, args, WriteOutcome.refused("validation", "no change was named"))
     reverse = await _reverse(ctx, audit_id)
     if isinstance(reverse, WriteOutcome):
-        return _refusal_record(args, reverse)
+        return _refusal_record(ctx, args, reverse)
     record: ProposalRecord = {
         "tool": UNDO_TOOL,
         "proposed": dict(args),
-        "taken_at": now_iso(),
+        "taken_at": now_iso(ctx.clock),
         "target": {"type": reverse.record_type, "id": reverse.record_id, "name": reverse.name},
         "version": None,
         "current": {},

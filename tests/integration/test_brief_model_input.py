@@ -44,11 +44,19 @@ from tests.support.fake_openai import (
     use_openai_at,
 )
 from tests.support.model_behaviours import facts_check
+from tests.support.moments import SEED_MORNING, SteppingClock
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.teams_client import Teams, running_bot
 from tests.support.working_hours import working_hours
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def sandbox(pinned_sandbox: SandboxProcess) -> SandboxProcess:
+    """This module's sandbox is seeded from a named day (``tests/support/moments.py``)."""
+    return pinned_sandbox
+
 
 MODEL = "openai:gpt-test"
 BUTTONS = ("Log this meeting", "Draft follow-up")
@@ -176,6 +184,8 @@ async def teams(
     # seeded on (as in test_brief_timer.py).
     with working_hours(sandbox, "alex"):
         async with running_bot(settings) as running:
+            # "brief me" and "digest me" are about now: now is a named moment of the seeded day.
+            running.set_clock(SteppingClock(SEED_MORNING))
             yield running
 
 

@@ -22,11 +22,19 @@ from copilot.persistence.database import connect
 from copilot.settings import Settings
 from tests.integration.test_brief_timer import _aad, _as, _briefs_posted, _seeded_day
 from tests.support.fake_connector import card_of
+from tests.support.moments import SEED_MORNING, SteppingClock
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.teams_client import TENANT, Teams, running_bot
 from tests.support.working_hours import EVERY_DAY, working_hours
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def sandbox(pinned_sandbox: SandboxProcess) -> SandboxProcess:
+    """This module's sandbox is seeded from a named day (``tests/support/moments.py``)."""
+    return pinned_sandbox
+
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
@@ -34,6 +42,8 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 @pytest.fixture
 async def teams(copilot_settings: Settings, sandbox: SandboxProcess) -> AsyncIterator[Teams]:
     async with running_bot(copilot_settings) as running:
+        # "brief me" and "digest me" are about now: now is a named moment of the seeded day.
+        running.set_clock(SteppingClock(SEED_MORNING))
         yield running
 
 
@@ -248,7 +258,7 @@ async def test_brief_me_answers_with_the_next_customer_meeting_or_says_there_is_
     teams: Teams, sandbox: SandboxProcess
 ) -> None:
     state = sandbox.admin("GET", "/admin/export")
-    now = datetime.now(_start(state["events"][0]).tzinfo)
+    now = SEED_MORNING
     customer = ("Acme analytics add-on: order form", "Acme renewal pricing review")
     upcoming = sorted(
         (e for e in state["events"] if e["subject"] in customer and _start(e) > now), key=_start

@@ -27,6 +27,13 @@ from tests.support.working_hours import working_hours
 
 pytestmark = pytest.mark.integration
 
+
+@pytest.fixture(scope="module")
+def sandbox(pinned_sandbox: SandboxProcess) -> SandboxProcess:
+    """This module's sandbox is seeded from a named day (``tests/support/moments.py``)."""
+    return pinned_sandbox
+
+
 WINDOW = 5 * 24 * 60
 """Lead minutes covering every seeded meeting of the coming days."""
 

@@ -34,6 +34,13 @@ from tests.support.sandbox_process import SandboxProcess
 
 pytestmark = pytest.mark.integration
 
+
+@pytest.fixture(scope="module")
+def sandbox(pinned_sandbox: SandboxProcess) -> SandboxProcess:
+    """This module's sandbox is seeded from a named day (``tests/support/moments.py``)."""
+    return pinned_sandbox
+
+
 TENANT = "00000000-0000-0000-0000-000000000001"
 WINDOW = 5 * 24 * 60
 """Lead minutes covering every seeded meeting of the coming days."""

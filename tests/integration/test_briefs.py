@@ -35,6 +35,13 @@ from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess
 
 pytestmark = pytest.mark.integration
 
+
+@pytest.fixture(scope="module")
+def sandbox(pinned_sandbox: SandboxProcess) -> SandboxProcess:
+    """This module's sandbox is seeded from a named day (``tests/support/moments.py``)."""
+    return pinned_sandbox
+
+
 LIBRARY = PROJECT_ROOT / "sandbox" / "knowledge"
 MANAGERS_ONLY = "pricing-guide-managers"
 EMAIL = re.compile(r"[^\s@\[\]()]+@[^\s@\[\]()]+\.[a-z]{2,}", re.IGNORECASE)

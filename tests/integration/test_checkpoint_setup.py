@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import psycopg
@@ -184,14 +184,18 @@ async def test_retention_skips_delta_channel_threads_and_still_expires_them(app_
         for turn in ("one", "two"):
             await graph(state, saver).ainvoke({"items": [turn]}, {"configurable": {"thread_id": thread_id}})
     await db_conn.execute(
-        "UPDATE threads SET last_active_at = now() - interval '40 days' WHERE thread_id = %s", (idle_delta,)
+        "UPDATE threads SET last_active_at = %s WHERE thread_id = %s",
+        (
+            datetime.now(UTC) - timedelta(days=40),
+            idle_delta,
+        ),
     )
     delta_before = await _scalar(db_conn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", (delta,))
     assert delta_before > 2
 
     async with app_pool.connection() as conn:
-        plan = await plan_retention(conn, saver, older_than=timedelta(days=30))
-        report = await apply_retention(conn, saver, older_than=timedelta(days=30))
+        plan = await plan_retention(conn, saver, older_than=timedelta(days=30), now=datetime.now(UTC))
+        report = await apply_retention(conn, saver, older_than=timedelta(days=30), now=datetime.now(UTC))
 
     assert [t.thread_id for t in plan.skipped_threads] == [delta], (
         "status says the delta thread is kept whole"

@@ -21,12 +21,15 @@ from copilot.runner import DELEGATE_MAY_NOT_EDIT, CopilotService, TurnResult
 from copilot.settings import Settings
 from sandbox.directory import FABRIKAM
 from tests.support.copilot_env import Rep, service, sign_in
+from tests.support.moments import WEDNESDAY_AFTERNOON, SteppingClock
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.scripted_model import ScriptedChatModel, call, calls
 
 pytestmark = pytest.mark.integration
 
-NEXT_WEEK = dt.datetime.now(dt.UTC) + dt.timedelta(days=7)
+NOW = WEDNESDAY_AFTERNOON
+"""The service's clock in these tests: delegation windows are about "now", so they name it."""
+NEXT_WEEK = NOW + dt.timedelta(days=7)
 
 
 def _colleague(rep: Rep) -> Colleague:
@@ -39,7 +42,9 @@ def _approve(result: TurnResult, n: int = 0) -> list[dict[str, Any]]:
 
 async def _grant(svc: CopilotService, owner: Rep, delegate: Rep) -> delegation.Delegation:
     async with svc.pool.connection() as conn:
-        return await delegation.grant(conn, owner.identity, _colleague(delegate), until=NEXT_WEEK)
+        return await delegation.grant(
+            conn, owner.identity, _colleague(delegate), until=NEXT_WEEK, now=svc.clock()
+        )
 
 
 def _renewal_model(next_step: str = "") -> ScriptedChatModel:
@@ -65,7 +70,7 @@ async def test_a_delegate_sees_the_owners_proposal_and_approves_it_under_their_o
     alex = await sign_in(copilot_settings, "alex")
     nestor = await sign_in(copilot_settings, "nestor")  # Alex's manager: the CRM lets him write it
     step = f"Send the quote {uuid.uuid4().hex[:6]}"
-    async with service(copilot_settings, _renewal_model(step)) as svc:
+    async with service(copilot_settings, _renewal_model(step), clock=SteppingClock(NOW)) as svc:
         asked = await svc.run_turn(alex.identity, alex.broker, None, "set the renewal's next step")
         assert asked.proposals
         with pytest.raises(ThreadAccessDenied):
@@ -95,7 +100,7 @@ async def test_a_delegate_sees_the_owners_proposal_and_approves_it_under_their_o
     assert rows[0].entry.rep_aad_id == alex.identity.aad_object_id
     assert rows[0].entry.approver_aad_id == nestor.identity.aad_object_id
     assert later.answer is not None
-    async with service(copilot_settings) as svc, svc.pool.connection() as conn:
+    async with service(copilot_settings, clock=SteppingClock(NOW)) as svc, svc.pool.connection() as conn:
         assert (await audit.verify(conn)).ok
 
 
@@ -105,7 +110,7 @@ async def test_a_delegate_never_gains_the_owners_scope_the_crm_refuses_what_the_
     alex = await sign_in(copilot_settings, "alex")
     megan = await sign_in(copilot_settings, "megan")  # a peer: may not change Alex's deal
     step = f"Send the quote {uuid.uuid4().hex[:6]}"
-    async with service(copilot_settings, _renewal_model(step)) as svc:
+    async with service(copilot_settings, _renewal_model(step), clock=SteppingClock(NOW)) as svc:
         asked = await svc.run_turn(alex.identity, alex.broker, None, "set the renewal's next step")
         await _grant(svc, alex, megan)
         tried = await svc.decide(megan.identity, megan.broker, asked.thread_id, _approve(asked))
@@ -124,7 +129,7 @@ async def test_a_delegate_may_not_edit_a_proposal_nor_ask_in_the_owners_conversa
 ) -> None:
     alex = await sign_in(copilot_settings, "alex")
     nestor = await sign_in(copilot_settings, "nestor")
-    async with service(copilot_settings, _renewal_model()) as svc:
+    async with service(copilot_settings, _renewal_model(), clock=SteppingClock(NOW)) as svc:
         asked = await svc.run_turn(alex.identity, alex.broker, None, "set the renewal's next step")
         await _grant(svc, alex, nestor)
         edit = [{"tool_call_id": asked.proposals[0].tool_call_id, "type": "edit", "args": {"next_step": "x"}}]
@@ -141,17 +146,18 @@ async def test_a_delegate_may_not_edit_a_proposal_nor_ask_in_the_owners_conversa
 async def test_an_expired_delegation_no_longer_lets_the_delegate_decide(copilot_settings: Settings) -> None:
     alex = await sign_in(copilot_settings, "alex")
     nestor = await sign_in(copilot_settings, "nestor")
-    async with service(copilot_settings, _renewal_model()) as svc:
+    async with service(copilot_settings, _renewal_model(), clock=SteppingClock(NOW)) as svc:
         asked = await svc.run_turn(alex.identity, alex.broker, None, "set the renewal's next step")
         granted = await _grant(svc, alex, nestor)
         async with svc.pool.connection() as conn:
-            # Simulated time: the window of the grant is now over.
-            await conn.execute(
-                "UPDATE approval_delegations SET starts_at = now() - interval '8 days',"
-                " ends_at = now() - interval '1 second' WHERE id = %s",
-                (granted.id,),
-            )
-            assert await delegation.held_by(conn, nestor.identity) == []
+            assert [d.id for d in await delegation.held_by(conn, nestor.identity, now=svc.clock())] == [
+                granted.id
+            ]
+        # The service's clock moves past the window's end: the grant is over.
+        assert isinstance(svc.clock, SteppingClock)
+        svc.clock.now = granted.ends_at + dt.timedelta(seconds=1)
+        async with svc.pool.connection() as conn:
+            assert await delegation.held_by(conn, nestor.identity, now=svc.clock()) == []
         with pytest.raises(ThreadAccessDenied):
             await svc.pending(nestor.identity, asked.thread_id)
         with pytest.raises(ThreadAccessDenied):
@@ -164,15 +170,15 @@ async def test_a_revoked_delegation_no_longer_lets_the_delegate_decide(copilot_s
     alex = await sign_in(copilot_settings, "alex")
     nestor = await sign_in(copilot_settings, "nestor")
     megan = await sign_in(copilot_settings, "megan")
-    async with service(copilot_settings, _renewal_model()) as svc:
+    async with service(copilot_settings, _renewal_model(), clock=SteppingClock(NOW)) as svc:
         asked = await svc.run_turn(alex.identity, alex.broker, None, "set the renewal's next step")
         granted = await _grant(svc, alex, nestor)
         async with svc.pool.connection() as conn:
             # Someone else cannot revoke it; the owner can.
-            assert await delegation.revoke(conn, megan.identity, granted.id) == 0
-            assert [d.id for d in await delegation.granted_by(conn, alex.identity)] == [granted.id]
-            assert await delegation.revoke(conn, alex.identity, granted.id) == 1
-            assert await delegation.granted_by(conn, alex.identity) == []
+            assert await delegation.revoke(conn, megan.identity, granted.id, now=NOW) == 0
+            assert [d.id for d in await delegation.granted_by(conn, alex.identity, now=NOW)] == [granted.id]
+            assert await delegation.revoke(conn, alex.identity, granted.id, now=NOW) == 1
+            assert await delegation.granted_by(conn, alex.identity, now=NOW) == []
         with pytest.raises(ThreadAccessDenied):
             await svc.decide(nestor.identity, nestor.broker, asked.thread_id, _approve(asked))
 
@@ -181,12 +187,12 @@ async def test_a_delegate_in_another_tenant_is_refused(copilot_settings: Setting
     alex = await sign_in(copilot_settings, "alex")
     taylor = await sign_in(copilot_settings, "taylor")  # Fabrikam's manager
     assert taylor.identity.tenant_id == FABRIKAM.id
-    async with service(copilot_settings, _renewal_model()) as svc:
+    async with service(copilot_settings, _renewal_model(), clock=SteppingClock(NOW)) as svc:
         asked = await svc.run_turn(alex.identity, alex.broker, None, "set the renewal's next step")
         with pytest.raises(InvalidInput, match="your own organisation"):
             await _grant(svc, alex, taylor)
         async with svc.pool.connection() as conn:
-            assert await delegation.granted_by(conn, alex.identity) == []
+            assert await delegation.granted_by(conn, alex.identity, now=NOW) == []
             # Even a row naming her under Alex's tenant (written around the grant's check)
             # admits no one signed in to another tenant.
             await conn.execute(
@@ -207,7 +213,7 @@ async def test_a_decision_by_someone_without_a_delegation_is_refused(copilot_set
     alex = await sign_in(copilot_settings, "alex")
     nestor = await sign_in(copilot_settings, "nestor")
     diego = await sign_in(copilot_settings, "diego")
-    async with service(copilot_settings, _renewal_model()) as svc:
+    async with service(copilot_settings, _renewal_model(), clock=SteppingClock(NOW)) as svc:
         asked = await svc.run_turn(alex.identity, alex.broker, None, "set the renewal's next step")
         await _grant(svc, alex, nestor)  # a delegation to someone else admits only them
         with pytest.raises(ThreadAccessDenied):
@@ -221,21 +227,23 @@ async def test_a_grant_is_refused_for_oneself_a_past_date_or_too_long_a_window(
 ) -> None:
     alex = await sign_in(copilot_settings, "alex")
     nestor = await sign_in(copilot_settings, "nestor")
-    now = dt.datetime.now(dt.UTC)
-    async with service(copilot_settings) as svc, svc.pool.connection() as conn:
+    now = NOW
+    async with service(copilot_settings, clock=SteppingClock(NOW)) as svc, svc.pool.connection() as conn:
         with pytest.raises(InvalidInput, match="yourself"):
-            await delegation.grant(conn, alex.identity, _colleague(alex), until=NEXT_WEEK)
+            await delegation.grant(conn, alex.identity, _colleague(alex), until=NEXT_WEEK, now=now)
         with pytest.raises(InvalidInput, match="already passed"):
-            await delegation.grant(conn, alex.identity, _colleague(nestor), until=now - dt.timedelta(hours=1))
+            await delegation.grant(
+                conn, alex.identity, _colleague(nestor), until=now - dt.timedelta(hours=1), now=now
+            )
         with pytest.raises(InvalidInput, match="at most"):
             await delegation.grant(
-                conn, alex.identity, _colleague(nestor), until=now + dt.timedelta(days=400)
+                conn, alex.identity, _colleague(nestor), until=now + dt.timedelta(days=400), now=now
             )
-        assert await delegation.granted_by(conn, alex.identity) == []
+        assert await delegation.granted_by(conn, alex.identity, now=NOW) == []
         # A second grant to the same colleague replaces the first.
-        first = await delegation.grant(conn, alex.identity, _colleague(nestor), until=NEXT_WEEK)
+        first = await delegation.grant(conn, alex.identity, _colleague(nestor), until=NEXT_WEEK, now=now)
         second = await delegation.grant(
-            conn, alex.identity, _colleague(nestor), until=NEXT_WEEK + dt.timedelta(days=1)
+            conn, alex.identity, _colleague(nestor), until=NEXT_WEEK + dt.timedelta(days=1), now=now
         )
-        assert [d.id for d in await delegation.granted_by(conn, alex.identity)] == [second.id]
+        assert [d.id for d in await delegation.granted_by(conn, alex.identity, now=NOW)] == [second.id]
         assert first.id != second.id

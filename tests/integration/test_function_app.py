@@ -16,7 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -662,8 +662,11 @@ async def test_retention_expires_idle_threads_and_prunes_old_checkpoints_and_thr
         assert pending.proposals
 
         await db_conn.execute(
-            "UPDATE threads SET last_active_at = now() - interval '40 days' WHERE thread_id = %s",
-            (idle.thread_id,),
+            "UPDATE threads SET last_active_at = %s WHERE thread_id = %s",
+            (
+                datetime.now(UTC) - timedelta(days=40),
+                idle.thread_id,
+            ),
         )
         audit_before = await _count(db_conn, "SELECT count(*) FROM audit_log")
         rejections_before = await _count(db_conn, "SELECT count(*) FROM rejections")
@@ -680,7 +683,9 @@ async def test_retention_expires_idle_threads_and_prunes_old_checkpoints_and_thr
         assert any(kind == "write" for _, _, kind, *_ in state_before), "the pending approval is a write"
 
         async with svc.pool.connection() as conn:  # the application role: its grants suffice
-            report = await apply_retention(conn, svc.saver, older_than=timedelta(days=30))
+            report = await apply_retention(
+                conn, svc.saver, older_than=timedelta(days=30), now=datetime.now(UTC)
+            )
 
         assert report.expired_threads == [idle.thread_id]
         assert report.pruned_threads == [active.thread_id]
@@ -748,11 +753,13 @@ async def test_retention_expires_idle_threads_and_prunes_old_checkpoints_and_thr
 
         # A second run finds nothing more to prune on an idle-free database.
         async with svc.pool.connection() as conn:
-            again = await apply_retention(conn, svc.saver, older_than=timedelta(days=30))
+            again = await apply_retention(
+                conn, svc.saver, older_than=timedelta(days=30), now=datetime.now(UTC)
+            )
         assert again.expired_threads == []
 
         with pytest.raises(ValueError, match="older_than"):
-            await apply_retention(db_conn, svc.saver, older_than=timedelta(0))
+            await apply_retention(db_conn, svc.saver, older_than=timedelta(0), now=datetime.now(UTC))
 
 
 async def test_the_retention_timer_applies_the_configured_period(
@@ -764,10 +771,18 @@ async def test_the_retention_timer_applies_the_configured_period(
         old = await threads.create_thread(conn, tenant_id=TENANT, owner_aad_id="aad-old")
         recent = await threads.create_thread(conn, tenant_id=TENANT, owner_aad_id="aad-recent")
     await db_conn.execute(
-        "UPDATE threads SET last_active_at = now() - interval '8 days' WHERE thread_id = %s", (old,)
+        "UPDATE threads SET last_active_at = %s WHERE thread_id = %s",
+        (
+            datetime.now(UTC) - timedelta(days=8),
+            old,
+        ),
     )
     await db_conn.execute(
-        "UPDATE threads SET last_active_at = now() - interval '6 days' WHERE thread_id = %s", (recent,)
+        "UPDATE threads SET last_active_at = %s WHERE thread_id = %s",
+        (
+            datetime.now(UTC) - timedelta(days=6),
+            recent,
+        ),
     )
     # Webhook deliveries are remembered for two days (functions/dedupe.py), whatever the period.
     conversation = f"conv-retention-{uuid.uuid4()}"

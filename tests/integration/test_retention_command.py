@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -41,8 +42,11 @@ async def _seed(url: str) -> dict[str, Any]:
         await run_turns(saver, tidy, 2)
         await saver.aprune([tidy], strategy="keep_latest")
         await conn.execute(
-            "UPDATE threads SET last_active_at = now() - interval '40 days' WHERE thread_id = %s",
-            (a.threads[0],),
+            "UPDATE threads SET last_active_at = %s WHERE thread_id = %s",
+            (
+                datetime.now(UTC) - timedelta(days=40),
+                a.threads[0],
+            ),
         )
         return {"idle": a.threads[0], "live": [a.threads[1], *b.threads], "tidy": tidy}
 
@@ -62,7 +66,9 @@ async def _state(url: str) -> dict[str, Any]:
                 async for c in saver.alist({"configurable": {"thread_id": thread_id}})
             ]
         tokens = await (
-            await conn.execute("SELECT aad_object_id, expires_at < now() AS expired FROM user_tokens")
+            await conn.execute(
+                "SELECT aad_object_id, expires_at < %s AS expired FROM user_tokens", (datetime.now(UTC),)
+            )
         ).fetchall()
         audit = await (await conn.execute("SELECT count(*) AS n FROM audit_log")).fetchone()
         rejections = await (await conn.execute("SELECT count(*) AS n FROM rejections")).fetchone()

@@ -40,6 +40,12 @@ from tests.support.working_hours import working_hours
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(scope="module")
+def sandbox(pinned_sandbox: SandboxProcess) -> SandboxProcess:
+    """This module's sandbox is seeded from a named day (``tests/support/moments.py``)."""
+    return pinned_sandbox
+
+
 @pytest.fixture
 async def teams(
     copilot_settings: Settings, sandbox: SandboxProcess, channel: ChannelTokens

@@ -36,6 +36,13 @@ from tests.support.teams_client import Teams, running_bot
 
 pytestmark = pytest.mark.integration
 
+
+@pytest.fixture(scope="module")
+def sandbox(pinned_sandbox: SandboxProcess) -> SandboxProcess:
+    """This module's sandbox is seeded from a named day (``tests/support/moments.py``)."""
+    return pinned_sandbox
+
+
 State = dict[str, list[dict[str, Any]]]
 
 

@@ -17,6 +17,7 @@ from copilot.persistence.checkpoint import setup_langgraph
 from copilot.persistence.migrations import migrate
 from copilot.persistence.pool import open_pool
 from copilot.settings import Settings
+from tests.support.moments import WEDNESDAY_AFTERNOON as NOW
 
 pytestmark = pytest.mark.integration
 
@@ -44,14 +45,14 @@ async def app_conn(
 
 async def test_the_owner_is_authorised(app_conn):
     thread_id = await threads.create_thread(app_conn, tenant_id=TENANT, owner_aad_id=ALEX)
-    await threads.authorize(app_conn, thread_id=thread_id, tenant_id=TENANT, aad_id=ALEX)
+    await threads.authorize(app_conn, thread_id=thread_id, tenant_id=TENANT, aad_id=ALEX, now=NOW)
 
 
 async def test_another_rep_is_denied_without_learning_who_owns_the_thread(app_conn):
     thread_id = await threads.create_thread(app_conn, tenant_id=TENANT, owner_aad_id=ALEX)
 
     with pytest.raises(ThreadAccessDenied) as denied:
-        await threads.authorize(app_conn, thread_id=thread_id, tenant_id=TENANT, aad_id=BLAKE)
+        await threads.authorize(app_conn, thread_id=thread_id, tenant_id=TENANT, aad_id=BLAKE, now=NOW)
 
     assert "do not have access" in str(denied.value)
     assert ALEX not in str(denied.value)
@@ -61,12 +62,14 @@ async def test_another_rep_is_denied_without_learning_who_owns_the_thread(app_co
 async def test_the_same_aad_id_in_another_tenant_is_denied(app_conn):
     thread_id = await threads.create_thread(app_conn, tenant_id=TENANT, owner_aad_id=ALEX)
     with pytest.raises(ThreadAccessDenied):
-        await threads.authorize(app_conn, thread_id=thread_id, tenant_id=OTHER_TENANT, aad_id=ALEX)
+        await threads.authorize(app_conn, thread_id=thread_id, tenant_id=OTHER_TENANT, aad_id=ALEX, now=NOW)
 
 
 async def test_an_unknown_thread_is_not_found(app_conn):
     with pytest.raises(ThreadNotFound, match="does not exist"):
-        await threads.authorize(app_conn, thread_id=threads.new_thread_id(), tenant_id=TENANT, aad_id=ALEX)
+        await threads.authorize(
+            app_conn, thread_id=threads.new_thread_id(), tenant_id=TENANT, aad_id=ALEX, now=NOW
+        )
 
 
 async def test_a_delegation_from_the_owner_grants_access_in_the_owners_tenant_only(app_conn):
@@ -79,9 +82,9 @@ async def test_a_delegation_from_the_owner_grants_access_in_the_owners_tenant_on
         app_conn, thread_id=thread_id, owner_tenant_id=TENANT, owner_aad_id=ALEX, delegate_aad_id=BLAKE
     )
 
-    await threads.authorize(app_conn, thread_id=thread_id, tenant_id=TENANT, aad_id=BLAKE)
+    await threads.authorize(app_conn, thread_id=thread_id, tenant_id=TENANT, aad_id=BLAKE, now=NOW)
     with pytest.raises(ThreadAccessDenied):
-        await threads.authorize(app_conn, thread_id=thread_id, tenant_id=OTHER_TENANT, aad_id=BLAKE)
+        await threads.authorize(app_conn, thread_id=thread_id, tenant_id=OTHER_TENANT, aad_id=BLAKE, now=NOW)
 
 
 async def test_only_the_owner_can_delegate(app_conn):
@@ -115,7 +118,7 @@ async def test_only_the_owner_can_delegate(app_conn):
             delegate_aad_id=BLAKE,
         )
     with pytest.raises(ThreadAccessDenied):
-        await threads.authorize(app_conn, thread_id=thread_id, tenant_id=TENANT, aad_id="aad-casey")
+        await threads.authorize(app_conn, thread_id=thread_id, tenant_id=TENANT, aad_id="aad-casey", now=NOW)
 
 
 def test_thread_ids_are_random_and_long():
@@ -133,7 +136,7 @@ async def test_creating_a_thread_with_an_existing_id_does_not_take_it_over(app_c
     thread_id = await threads.create_thread(app_conn, tenant_id=TENANT, owner_aad_id=ALEX)
     with pytest.raises(ThreadAccessDenied):
         await threads.create_thread(app_conn, tenant_id=TENANT, owner_aad_id=BLAKE, thread_id=thread_id)
-    await threads.authorize(app_conn, thread_id=thread_id, tenant_id=TENANT, aad_id=ALEX)
+    await threads.authorize(app_conn, thread_id=thread_id, tenant_id=TENANT, aad_id=ALEX, now=NOW)
 
 
 async def test_list_threads_shows_owned_and_delegated_threads_most_recent_first(app_conn):
@@ -190,8 +193,8 @@ async def test_expiry_removes_idle_threads_with_their_delegations_and_checkpoint
 
     assert expired == [old]
     with pytest.raises(ThreadNotFound):
-        await threads.authorize(db_conn, thread_id=old, tenant_id=TENANT, aad_id=ALEX)
-    await threads.authorize(db_conn, thread_id=fresh, tenant_id=TENANT, aad_id=ALEX)
+        await threads.authorize(db_conn, thread_id=old, tenant_id=TENANT, aad_id=ALEX, now=NOW)
+    await threads.authorize(db_conn, thread_id=fresh, tenant_id=TENANT, aad_id=ALEX, now=NOW)
     cur = await db_conn.execute("SELECT thread_id FROM checkpoints")
     assert [r["thread_id"] for r in await cur.fetchall()] == [fresh]
     cur = await db_conn.execute("SELECT count(*) AS n FROM thread_delegations")

@@ -12,6 +12,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from copilot.auth.tokens import OboTokenBroker, dev_sign_in, identity_from_assertion
+from copilot.clock import Clock
 from copilot.identity import RepIdentity
 from copilot.middleware.write_guard import WriteGuardMiddleware
 from copilot.persistence.checkpoint import setup_langgraph
@@ -64,13 +65,20 @@ async def sign_in(settings: Settings, handle: str) -> Rep:
 
 @asynccontextmanager
 async def service(
-    settings: Settings, model: BaseChatModel | None = None, *, after_commit_hook: Any = None
+    settings: Settings,
+    model: BaseChatModel | None = None,
+    *,
+    after_commit_hook: Any = None,
+    clock: Clock | None = None,
 ) -> AsyncIterator[CopilotService]:
+    """A running service; ``clock`` pins its "now" (see ``tests/support/moments.py``)."""
     async with open_service(
         settings,
         model=model,
         write_guard_factory=lambda: WriteGuardMiddleware(after_commit_hook=after_commit_hook),
     ) as svc:
+        if clock is not None:
+            svc.clock = clock
         yield svc
 
 

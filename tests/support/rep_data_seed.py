@@ -7,6 +7,7 @@ tables are seeded with plain SQL as their owners write them.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ async def seed_rep(
     first = seeded.threads[0]
     await run_turns(saver, threads.side_thread_id(first), 1)
     await store.aput((tenant, rep, "preferences"), "preferences", {"tone": "brief", "signature": f"— {rep}"})
+    expires_at = dt.datetime.now(dt.UTC) + dt.timedelta(hours=-1 if token_expired else 1)
     statements: list[tuple[str, tuple[Any, ...]]] = [
         (
             "INSERT INTO thread_delegations (thread_id, tenant_id, delegate_aad_id, granted_by) VALUES (%s, %s, %s, %s)",
@@ -105,9 +107,10 @@ async def seed_rep(
             (first, f"conv-{rep}"),
         ),
         (
-            f"""INSERT INTO user_tokens (tenant_id, aad_object_id, ciphertext, expires_at)
-                VALUES (%s, %s, %s, now() {"-" if token_expired else "+"} interval '1 hour')""",
-            (tenant, rep, b"secret-ciphertext"),
+            # Expiry on the copilot's clock (the product compares it with its own "now").
+            """INSERT INTO user_tokens (tenant_id, aad_object_id, ciphertext, expires_at)
+                VALUES (%s, %s, %s, %s)""",
+            (tenant, rep, b"secret-ciphertext", expires_at),
         ),
         (
             "INSERT INTO pending_messages (tenant_id, aad_object_id, conversation_id, text) VALUES (%s, %s, %s, %s)",
@@ -141,9 +144,9 @@ async def seed_rep(
         ),
         (
             # The day's sign-in card: expired with the token when that is (retention removes it).
-            f"""INSERT INTO sign_in_prompts (tenant_id, aad_object_id, day, expires_at)
-                VALUES (%s, %s, current_date, now() {"-" if token_expired else "+"} interval '1 hour')""",
-            (tenant, rep),
+            """INSERT INTO sign_in_prompts (tenant_id, aad_object_id, day, expires_at)
+                VALUES (%s, %s, current_date, %s)""",
+            (tenant, rep, expires_at),
         ),
     ]
     for statement, params in statements:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -75,15 +76,21 @@ class SandboxProcess:
         )
 
 
-def start_sandbox(data_dir: Path) -> SandboxProcess:
+def start_sandbox(data_dir: Path, seed_date: date | None = None) -> SandboxProcess:
+    """The sandbox as a subprocess on free ports; ``seed_date`` pins the day its records and
+    meetings follow (``tests/support/moments.py``), else they follow today."""
     http_port, https_port = free_port(), free_port()
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "SANDBOX_SEED_DATE"},
         "SANDBOX_DATA_DIR": str(data_dir),
         "SANDBOX_HTTP_PORT": str(http_port),
         "SANDBOX_HTTPS_PORT": str(https_port),
     }
-    settings = SandboxSettings(data_dir=data_dir, http_port=http_port, https_port=https_port)
+    if seed_date is not None:
+        env["SANDBOX_SEED_DATE"] = seed_date.isoformat()
+    settings = SandboxSettings(
+        data_dir=data_dir, http_port=http_port, https_port=https_port, seed_date=seed_date
+    )
     # Its log goes to a file: a pipe nobody reads fills up (about 64 KB) and then blocks
     # the sandbox mid-request for the rest of a long session.
     log_path = data_dir / "sandbox.log"

@@ -13,6 +13,7 @@ from aiohttp import web
 from bot.runtime import BotRuntime
 from bot.server import RUNTIME, build_app
 from bot.settings import BotSettings
+from copilot.clock import Clock
 from copilot.settings import Settings
 from sandbox.directory import PLAYGROUND_AAD_OBJECT_ID
 from tests.support.fake_connector import FakeConnector, Recorded, find_actions
@@ -28,6 +29,11 @@ class Teams:
         self.connector = connector
         self.conversation = f"conv-{uuid.uuid4().hex[:8]}"
         self.runtime: BotRuntime | None = None
+
+    def set_clock(self, clock: Clock) -> None:
+        """Pin the running bot's service clock (its "now": brief me, digest me, delegations)."""
+        assert self.runtime is not None, "the bot is not running"
+        self.runtime.service.clock = clock
 
     def activity(self, aad: str = PLAYGROUND_AAD_OBJECT_ID, **fields: Any) -> dict[str, Any]:
         return {
