@@ -127,7 +127,7 @@ def etag_for(version: int) -> str:
 
 def _key_literal(value: str) -> str:
     """An OData string literal for a key segment: quotes doubled, then percent-encoded."""
-    return "'" + quote(value.replace("'", "''"), safe="") + "'"
+    return "'" + quote(value.replace("'", "''"), safe="'") + "'"
 
 
 def _error_of(response: httpx.Response) -> tuple[str, str]:
