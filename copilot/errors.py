@@ -48,9 +48,33 @@ class AuthError(CopilotError):
 
 
 class CrmUnavailable(CopilotError):
-    """The CRM cannot be reached (down, timing out, circuit open)."""
+    """The CRM cannot be reached (down, timing out, throttling, circuit open): transient.
+
+    ``retry_after`` is the CRM's own hint (HTTP ``Retry-After``, seconds) when it sent one;
+    the retry middleware never retries sooner (copilot/middleware/resilience.py).
+    """
 
     code = "crm_unavailable"
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **fields: Any):
+        super().__init__(message, retry_after=retry_after, **fields)
+        self.retry_after = retry_after
+
+
+class CrmCallError(CopilotError):
+    """The CRM answered and refused a call; ``crm_code`` is the copilot's stable code for it.
+
+    Codes: ``permission_denied`` (the rep's role or sharing does not allow it), ``not_found``,
+    ``validation`` (the CRM rejected the values), ``conflict`` (a version mismatch, for a
+    caller that has no typed conflict result), or a CRM's own code passed through.
+    """
+
+    code = "crm_error"
+
+    def __init__(self, crm_code: str, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message, crm_code=crm_code, details=details or {})
+        self.crm_code = crm_code
+        self.details: dict[str, Any] = details or {}
 
 
 class MailboxUnavailable(CopilotError):

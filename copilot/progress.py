@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from copilot.crm import reference
 from copilot.writes import write_tool
 
 
@@ -30,19 +31,19 @@ def describe_tool_call(name: str, args: Mapping[str, Any], names: Mapping[str, s
     if entry is not None:
         return ProgressEvent("proposal", entry.progress(), name)
     messages = {
-        "search_accounts": f"Searching accounts for “{args.get('query', '')}”…"
+        reference.SEARCH_ACCOUNTS: f"Searching accounts for “{args.get('query', '')}”…"
         if args.get("query")
         else "Listing your accounts…",
-        "get_account": f"Reading {account or 'the account'}…",
-        "list_opportunities": f"Looking up {owner} opportunities…"
+        reference.GET_ACCOUNT: f"Reading {account or 'the account'}…",
+        reference.LIST_OPPORTUNITIES: f"Looking up {owner} opportunities…"
         if args.get("account_id")
         else "Looking up your opportunities…",
-        "get_opportunity": f"Reading {_name(names, args.get('opportunity_id')) or 'the opportunity'}…",
-        "list_activities": f"Looking up {owner} recent activities…",
-        "list_contacts": f"Looking up {owner} contacts…",
-        "get_contact": "Looking up the contact…",
-        "pipeline_summary": "Summarising the pipeline…",
-        "get_me": "Looking you up in the CRM…",
+        reference.GET_OPPORTUNITY: f"Reading {_name(names, args.get('opportunity_id')) or 'the opportunity'}…",
+        reference.LIST_ACTIVITIES: f"Looking up {owner} recent activities…",
+        reference.LIST_CONTACTS: f"Looking up {owner} contacts…",
+        reference.GET_CONTACT: "Looking up the contact…",
+        reference.PIPELINE_SUMMARY: "Summarising the pipeline…",
+        reference.GET_ME: "Looking you up in the CRM…",
         "get_preferences": "Reading your preferences…",
         "recent_writes": "Looking up your recent changes…",
         "search_knowledge": "Searching the playbooks and product documents…",

@@ -43,6 +43,8 @@ from copilot.briefs.types import SuggestionDecision
 from copilot.citations import CitedRecord, cited_records, current_run, message_text
 from copilot.clock import Clock, system_clock
 from copilot.context import AgentContext, run_context
+from copilot.crm.connector import load_vocabulary
+from copilot.crm.vocabulary import vocabulary_loaded
 from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
 from copilot.errors import (
     AuthError,
@@ -67,10 +69,11 @@ from copilot.progress import ProgressEvent, describe_tool_call, names_in
 from copilot.proposals import ProposalRecord, args_digest
 from copilot.rotation import handoff, rotation_due
 from copilot.settings import Settings
-from copilot.tools.crm_client import CrmGateway, parse_result_text, read_tool_definitions, read_tools
+from copilot.tools.crm_client import parse_result_text, read_tool_definitions, read_tools
 from copilot.tools.session_pool import CrmSessionPool
 from copilot.tracing import Tracing, current_trace, model_labels, open_tracing
 from copilot.writes import REGISTRY, WriteOutcome, backends
+from copilot.writes.crm import apply_vocabulary
 
 ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
 
@@ -787,11 +790,14 @@ class CopilotService:
             config["recursion_limit"] = recursion_limit(agent, self.settings.model_call_run_limit)
         return config
 
-    async def _compiled(self, crm: CrmGateway) -> Any:
-        """The process's agent, compiled on first use from the CRM's read-only tool list."""
+    async def _compiled(self, ctx: AgentContext) -> Any:
+        """The process's agent, compiled on first use from the CRM's read-only tool list and
+        its vocabulary (read once per process: the write tools' schemas are built from it)."""
         async with self._compile_lock:
             if self._agent is None:
-                definitions = await read_tool_definitions(await crm.session())
+                definitions = await read_tool_definitions(await ctx.crm.session())
+                if not vocabulary_loaded():
+                    apply_vocabulary(await load_vocabulary(ctx))
                 self._agent = build_agent(
                     settings=self.settings,
                     model=self.model,
@@ -841,7 +847,7 @@ class CopilotService:
                     if self.breaker.state == "open":
                         raise CrmUnavailable("circuit open")
                     await ctx.crm.session()
-                agent = await self._compiled(ctx.crm)
+                agent = await self._compiled(ctx)
             except AuthError as exc:
                 yield TurnResult(
                     thread_id, answer=exc.message, notice="no_crm_access" if exc.no_access else "auth"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, assert_never
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -34,6 +34,24 @@ default (read by the bot's settings, which run the retention timer, and the capa
 
 AnchorStoreKind = Literal["file", "blob"]
 """The audit anchor stores ``COPILOT_AUDIT_ANCHOR_STORE`` selects (copilot/persistence/audit_anchor.py)."""
+
+CrmKind = Literal["reference", "dataverse"]
+"""The CRM connectors ``CRM_KIND`` selects (copilot/crm/)."""
+
+DATAVERSE_ENTITY_SETS: dict[str, str] = {
+    "account": "accounts",
+    "opportunity": "opportunities",
+    "contact": "contacts",
+    "phonecall": "phonecalls",
+    "task": "tasks",
+    "appointment": "appointments",
+}
+"""Dataverse's out-of-the-box entity set names (``CRM_DATAVERSE_ENTITY_SETS`` overrides)."""
+DATAVERSE_ACTIVITY_TABLES: dict[str, str] = {"call": "phonecall", "meeting": "appointment", "task": "task"}
+"""Which Dataverse activity table each activity type is logged as. No ``email``: a Dataverse
+email row is a message the CRM may send, and the copilot never sends."""
+DATAVERSE_CANCELED_STATUS: dict[str, int] = {"phonecall": 3, "task": 6, "appointment": 4}
+"""The Canceled ``statuscode`` of each activity table (``statecode`` 2), per Dataverse's defaults."""
 
 OFFLINE_MODEL = "offline"
 """The project's deterministic local model: the default for demo, tests and evals, never deployed."""
@@ -143,11 +161,43 @@ class Settings(BaseSettings):
     """HMAC key of the reps' pseudonyms in traces (base64, 32+ bytes); unset (local only) = a key
     generated under ``data_dir``. Required when deployed with tracing on."""
 
-    # --- CRM (MCP) ------------------------------------------------------------------------
+    # --- CRM (the connector, copilot/crm/) --------------------------------------------------
+    crm_kind: CrmKind = Field(default="reference", alias="CRM_KIND")
+    """Which CRM connector: ``reference`` (the sandbox CRM's own MCP write tools) or ``dataverse``
+    (Dynamics 365 Sales: reads over its MCP server, writes over the Web API v9.2)."""
+    crm_url: str | None = Field(default=None, pattern=r"^https?://[^/\s]+$", alias="CRM_URL")
+    """The CRM environment's URL, ``https://<org>.crm.dynamics.com`` (no trailing slash); needed
+    for ``dataverse``, from which the MCP endpoint and the OAuth resource derive."""
     crm_mcp_url: str = Field(default="http://127.0.0.1:8765/mcp", alias="CRM_MCP_URL")
-    """The CRM's MCP endpoint (streamable HTTP). Default: the local sandbox."""
+    """The CRM's MCP endpoint (streamable HTTP). Default: the local sandbox; for ``dataverse``,
+    ``<CRM_URL>/api/mcp``."""
     crm_resource: str = Field(default="api://sandbox-crm", alias="CRM_RESOURCE")
-    """The CRM's OAuth resource (audience); scopes are ``<resource>/crm.read`` and ``/crm.write``."""
+    """The CRM's OAuth resource (audience). ``reference``: scopes ``<resource>/crm.read`` and
+    ``/crm.write``; ``dataverse``: ``<CRM_URL>`` with ``/user_impersonation`` and ``/mcp.tools``."""
+    crm_dataverse_key_column: str = Field(
+        default="new_copilotkey", pattern=r"^[a-z][a-z0-9_]{0,99}$", alias="CRM_DATAVERSE_KEY_COLUMN"
+    )
+    """``dataverse``: the string column holding a write's idempotency key: an alternate key on
+    each activity table (exactly-once creates), and on ``opportunity`` the key of the last
+    copilot update (found again by key after a crash)."""
+    crm_dataverse_entity_sets: dict[str, str] = Field(
+        default_factory=lambda: dict(DATAVERSE_ENTITY_SETS), alias="CRM_DATAVERSE_ENTITY_SETS"
+    )
+    """``dataverse``: logical name → Web API entity set name (JSON object; merged over the defaults)."""
+    crm_dataverse_activity_tables: dict[str, str] = Field(
+        default_factory=lambda: dict(DATAVERSE_ACTIVITY_TABLES), alias="CRM_DATAVERSE_ACTIVITY_TABLES"
+    )
+    """``dataverse``: the copilot's activity type → the activity table it is logged as (JSON
+    object, replaces the default); its keys are the activity types reps may log."""
+    crm_dataverse_stage_attribute: str = Field(
+        default="salesstage", pattern=r"^[a-z][a-z0-9_]{0,99}$", alias="CRM_DATAVERSE_STAGE_ATTRIBUTE"
+    )
+    """``dataverse``: the opportunity's option-set column whose options are the stages."""
+    crm_dataverse_canceled_status: dict[str, int] = Field(
+        default_factory=lambda: dict(DATAVERSE_CANCELED_STATUS), alias="CRM_DATAVERSE_CANCELED_STATUS"
+    )
+    """``dataverse``: activity table → the ``statuscode`` of its Canceled state (``statecode`` 2),
+    used to void an activity (JSON object, merged over the defaults)."""
     crm_timeout_seconds: float = Field(default=15.0, gt=0, alias="CRM_TIMEOUT_SECONDS")
     tool_max_retries: int = Field(default=2, ge=0, le=5, alias="COPILOT_TOOL_MAX_RETRIES")
     tool_retry_initial_delay: float = Field(default=0.5, ge=0, alias="COPILOT_TOOL_RETRY_INITIAL_DELAY")
@@ -174,14 +224,38 @@ class Settings(BaseSettings):
     unset = the sandbox's. Refused when deployed."""
 
     @model_validator(mode="after")
+    def _crm_endpoints(self) -> Settings:
+        """``dataverse`` derives its MCP endpoint and OAuth resource from ``CRM_URL`` (unless
+        ``CRM_MCP_URL`` / ``CRM_RESOURCE`` say otherwise); ``reference`` keeps the sandbox's."""
+        if self.crm_kind == "reference":
+            return self
+        if self.crm_url is None:
+            raise ConfigurationError(
+                "CRM_KIND=dataverse needs CRM_URL, the environment's URL (https://<org>.crm.dynamics.com)"
+            )
+        if "crm_mcp_url" not in self.model_fields_set:
+            self.crm_mcp_url = f"{self.crm_url}/api/mcp"
+        if "crm_resource" not in self.model_fields_set:
+            self.crm_resource = self.crm_url
+        # Overrides merge over the defaults (a tenant renames one set, not all of them).
+        self.crm_dataverse_entity_sets = {**DATAVERSE_ENTITY_SETS, **self.crm_dataverse_entity_sets}
+        self.crm_dataverse_canceled_status = {
+            **DATAVERSE_CANCELED_STATUS,
+            **self.crm_dataverse_canceled_status,
+        }
+        return self
+
+    @model_validator(mode="after")
     def _deployed_has_no_sandbox_defaults(self) -> Settings:
         """A deployment names every endpoint and secret itself: no sandbox default applies."""
         if self.environment != "deployed":
             return self
+        # For ``dataverse``, CRM_URL names the CRM's endpoints (checked above).
+        derived = {"crm_mcp_url"} if self.crm_kind == "dataverse" else set()
         missing = [
             alias
             for name, alias in _DEPLOYED_REQUIRED.items()
-            if name not in self.model_fields_set or not _given(getattr(self, name))
+            if name not in derived and (name not in self.model_fields_set or not _given(getattr(self, name)))
         ]
         if missing:
             raise ConfigurationError(
@@ -248,11 +322,23 @@ class Settings(BaseSettings):
         return self.dev_sign_in_password_setting or _SANDBOX_DEV_PASSWORD
 
     def crm_scopes(self, *, write: bool) -> list[str]:
-        """Delegated CRM scopes: read always, write only for an approved write."""
-        scopes = [f"{self.crm_resource}/crm.read"]
-        if write:
-            scopes.append(f"{self.crm_resource}/crm.write")
-        return scopes
+        """Delegated CRM scopes: read always, write only for an approved write.
+
+        Dataverse has no read-only delegated permission: both tokens carry ``user_impersonation``
+        (the Web API: versioned reads for proposals, writes) and ``mcp.tools`` (its MCP server).
+        The split is then the copilot's own: the model gets only tools the CRM declares
+        read-only, and only the write guard's executors call the Web API's writes.
+        """
+        match self.crm_kind:
+            case "reference":
+                scopes = [f"{self.crm_resource}/crm.read"]
+                if write:
+                    scopes.append(f"{self.crm_resource}/crm.write")
+                return scopes
+            case "dataverse":
+                return [f"{self.crm_resource}/user_impersonation", f"{self.crm_resource}/mcp.tools"]
+            case _:
+                assert_never(self.crm_kind)
 
     def fallback_model_names(self) -> list[str]:
         """``COPILOT_FALLBACK_MODELS`` as a list, in the order they are tried."""

@@ -26,13 +26,14 @@ from copilot.analytics.queries import Filters, fetch
 from copilot.analytics.report import AnalyticsReport, summarise
 from copilot.auth.tokens import TokenBroker
 from copilot.context import crm_gateway
+from copilot.crm import reference
 from copilot.errors import AuthError, CrmUnavailable
 from copilot.identity import RepIdentity
 from copilot.middleware.resilience import UNAVAILABLE_MESSAGE
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmCallError
 
-WHO_AM_I_TOOL = "get_me"
+WHO_AM_I_TOOL = reference.GET_ME
 """The CRM read tool that names the caller and their direct reports."""
 
 StatsScope = Literal["team", "own"]

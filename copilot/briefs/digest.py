@@ -47,6 +47,7 @@ from copilot.briefs.types import (
 )
 from copilot.citations import cited_ids
 from copilot.context import crm_gateway
+from copilot.crm import reference
 from copilot.errors import ThreadAccessDenied, ThreadNotFound
 from copilot.identity import RepIdentity
 from copilot.persistence.threads import list_threads
@@ -59,7 +60,11 @@ HORIZON_DAYS = 14
 """"Closing within 14 days", "no activity in 14 days"."""
 MAX_THREADS = 200
 """The rep's most recently active threads looked at for waiting proposals."""
-READ_TARGET = {"account": "get_account", "opportunity": "get_opportunity", "contact": "get_contact"}
+READ_TARGET = {
+    "account": reference.GET_ACCOUNT,
+    "opportunity": reference.GET_OPPORTUNITY,
+    "contact": reference.GET_CONTACT,
+}
 """A proposal's CRM target, read again as the rep (so it is cited only if still readable)."""
 _TARGET_ARG = {"account": "account_id", "opportunity": "opportunity_id", "contact": "contact_id"}
 
@@ -252,7 +257,7 @@ async def _customer_meetings(
             continue
         for account_id in dict.fromkeys(str(c["account_id"]) for c in contacts):
             if account_id not in accounts:
-                accounts[account_id] = await evidence.call("get_account", {"account_id": account_id})
+                accounts[account_id] = await evidence.call(reference.GET_ACCOUNT, {"account_id": account_id})
         ids = dict.fromkeys(str(c["account_id"]) for c in contacts)
         found.append(CustomerMeeting(meeting, contacts, {i: accounts[i] for i in ids}))
     return found
@@ -262,7 +267,7 @@ async def _quiet(evidence: Evidence, deal: Mapping[str, Any], at: datetime) -> b
     """No activity regarding the deal in the ``HORIZON_DAYS`` before ``at``."""
     since = (at - timedelta(days=HORIZON_DAYS)).strftime("%Y-%m-%dT%H:%M:%SZ")
     page = await evidence.call(
-        "list_activities", {"opportunity_id": deal["id"], "since": since, "limit": 100}
+        reference.LIST_ACTIVITIES, {"opportunity_id": deal["id"], "since": since, "limit": 100}
     )
     moments = [a.get("occurred_at") for a in page.get("items") or [] if isinstance(a, dict)]
     return not any(_instant(m) <= at for m in moments if isinstance(m, str) and m)
@@ -348,7 +353,9 @@ async def digest_at(
     async with AsyncExitStack() as stack:
         evidence = Evidence(crm_gateway(stack, settings, tokens, write=False))
         customer = await _customer_meetings(evidence, meetings, domain_of(identity.username))
-        mine = [d async for d in evidence.items("list_opportunities", {"owner": "me", "open_only": True})]
+        mine = [
+            d async for d in evidence.items(reference.LIST_OPPORTUNITIES, {"owner": "me", "open_only": True})
+        ]
         closes = {str(d["id"]): date.fromisoformat(str(d.get("close_date"))[:10]) for d in mine}
         soon = [d for d in mine if day <= closes[str(d["id"])] <= day + timedelta(days=HORIZON_DAYS)]
         quiet = [d for d in soon if await _quiet(evidence, d, at)]

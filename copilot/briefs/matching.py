@@ -14,6 +14,7 @@ from typing import Any
 
 from copilot.briefs.evidence import Evidence
 from copilot.briefs.types import Attendee, Meeting
+from copilot.crm import reference
 from copilot.tools.crm_client import CrmCallError
 
 
@@ -42,12 +43,12 @@ async def visible_contacts(evidence: Evidence, addresses: Iterable[str]) -> dict
     found: dict[str, dict[str, Any]] = {}
     if not wanted:
         return found
-    accounts = [a async for a in evidence.items("search_accounts", {"query": ""})]
+    accounts = [a async for a in evidence.items(reference.SEARCH_ACCOUNTS, {"query": ""})]
     for account in accounts:
         if not isinstance(account.get("id"), str):
             continue
         try:
-            async for contact in evidence.items("list_contacts", {"account_id": account["id"]}):
+            async for contact in evidence.items(reference.LIST_CONTACTS, {"account_id": account["id"]}):
                 address = str(contact.get("email") or "").strip().lower()
                 if address in wanted and address not in found:
                     found[address] = contact

@@ -26,6 +26,7 @@ from copilot.briefs.matching import domain_of, external_attendees, visible_conta
 from copilot.briefs.suggestions import for_brief
 from copilot.briefs.types import Brief, BriefRun, Meeting
 from copilot.context import crm_gateway
+from copilot.crm import reference
 from copilot.identity import RepIdentity
 from copilot.knowledge.acl import Reader
 from copilot.knowledge.store import search
@@ -64,11 +65,16 @@ async def _account_reads(
     account_id: str,
     contacts: list[dict[str, Any]],
 ) -> AccountReads:
-    account = await evidence.call("get_account", {"account_id": account_id})
+    account = await evidence.call(reference.GET_ACCOUNT, {"account_id": account_id})
     deals = [
-        d async for d in evidence.items("list_opportunities", {"account_id": account_id, "open_only": True})
+        d
+        async for d in evidence.items(
+            reference.LIST_OPPORTUNITIES, {"account_id": account_id, "open_only": True}
+        )
     ]
-    activities = await evidence.call("list_activities", {"account_id": account_id, "limit": LAST_ACTIVITIES})
+    activities = await evidence.call(
+        reference.LIST_ACTIVITIES, {"account_id": account_id, "limit": LAST_ACTIVITIES}
+    )
     stages = [str(d["stage"]) for d in deals if d.get("stage")]
     return AccountReads(
         account=account,
@@ -134,7 +140,7 @@ async def briefs_at(
         ]
         # Who the rep is in the CRM (a brief lists colleagues' deals of the account too, and
         # only the rep's own are suggested changes), read once and only if there is a brief.
-        me = str((await evidence.call("get_me", {})).get("id") or "") if found else ""
+        me = str((await evidence.call(reference.GET_ME, {})).get("id") or "") if found else ""
         for meeting, (accounts, other) in found:
             suggested = for_brief(accounts, me, at.astimezone(UTC).date()) if me else ()
             offered = await ledger.offer(conn, identity, suggested)

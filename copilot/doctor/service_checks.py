@@ -15,14 +15,13 @@ import httpx
 from langchain_core.messages import HumanMessage
 from langsmith import tracing_context
 
-from copilot.analytics.team import WHO_AM_I_TOOL
+from copilot.crm.connector import expected_tools
 from copilot.doctor.framework import Check, CheckFailed, CheckSkipped, DoctorContext
 from copilot.errors import AuthError, CopilotError, CrmUnavailable
 from copilot.models.factory import build_model
 from copilot.settings import Settings
 from copilot.tls import ssl_context
 from copilot.tools.crm_client import TRANSPORT_ERRORS, open_crm_session
-from copilot.writes import REGISTRY
 
 SETTINGS = "the copilot's settings (settings.copilot)"
 TIMEOUT_SECONDS = 10.0
@@ -109,12 +108,11 @@ async def crm_endpoint(ctx: DoctorContext) -> str:
     )
 
 
-def expected_crm_tools() -> tuple[set[str], set[str]]:
-    """The CRM tools the code calls by name: reads (its write tools' snapshots and checks, the
-    stats card's ``get_me``) and writes (its write tools' executors), from the write registry."""
-    reads = {WHO_AM_I_TOOL} | {name for entry in REGISTRY.values() for name in entry.crm_reads}
-    writes = {name for entry in REGISTRY.values() for name in entry.crm_writes}
-    return reads, writes
+def expected_crm_tools(settings: Settings) -> tuple[set[str], set[str]]:
+    """The CRM MCP tools the copilot calls by name, as its CRM connector says: reads (its write
+    tools' snapshots and checks, the briefs, the stats card) and writes (its writers)."""
+    reads, writes = expected_tools(settings)
+    return set(reads), set(writes)
 
 
 async def crm_tools(ctx: DoctorContext) -> str:
@@ -141,7 +139,7 @@ async def crm_tools(ctx: DoctorContext) -> str:
         ) from exc
     read_only = {t.name for t in listed if t.annotations is not None and t.annotations.readOnlyHint is True}
     names = {t.name for t in listed}
-    reads, writes = expected_crm_tools()
+    reads, writes = expected_crm_tools(settings)
     problems: list[str] = []
     if missing := sorted((reads | writes) - names):
         problems.append(f"missing tools the copilot calls: {', '.join(missing)}")
@@ -152,7 +150,9 @@ async def crm_tools(ctx: DoctorContext) -> str:
             f"write tools declared read-only, so they would be offered to the model without approval: "
             f"{', '.join(writes_as_reads)}"
         )
-    if unexpected := sorted(names - read_only - writes):
+    # A connector that writes through the Web API (Dataverse) calls no MCP write tool: the
+    # CRM's own MCP writes are never offered to the model (not read-only) nor called.
+    if writes and (unexpected := sorted(names - read_only - writes)):
         problems.append(
             f"unexpected write tools (not read-only, not one the copilot gates): {', '.join(unexpected)}"
         )
@@ -162,6 +162,11 @@ async def crm_tools(ctx: DoctorContext) -> str:
             setting="CRM_MCP_URL",
             fix="the CRM's MCP server must list the copilot's reads as read-only and no other write tool: "
             "remove or allow-list the tools on the server, or point CRM_MCP_URL at the right one",
+        )
+    if not writes:
+        return (
+            f"{len(read_only)} read-only tools offered to the model; the copilot writes through the "
+            f"{settings.crm_kind} connector, never the CRM's MCP write tools"
         )
     return (
         f"{len(read_only)} read-only tools (incl. {', '.join(sorted(reads))}) and the write tools "

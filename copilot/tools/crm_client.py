@@ -28,22 +28,10 @@ from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult, ContentBlock, TextContent
 from mcp.types import Tool as ToolDefinition
 
-from copilot.errors import AuthError, CopilotError, CrmUnavailable
+from copilot.errors import AuthError, CrmCallError, CrmUnavailable
 from copilot.settings import Settings
 from copilot.tools.compact_schema import compact_json_schema
 from copilot.tools.mcp_http import JSONRPC_REFUSED, is_transient, mcp_http_client_factory
-
-
-class CrmCallError(CopilotError):
-    """The CRM refused a call; ``crm_code`` is its stable code (``permission_denied``, ``conflict``...)."""
-
-    code = "crm_error"
-
-    def __init__(self, crm_code: str, message: str, details: dict[str, Any] | None = None):
-        super().__init__(message, crm_code=crm_code, details=details or {})
-        self.crm_code = crm_code
-        self.details: dict[str, Any] = details or {}
-
 
 TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx.HTTPError, McpError, OSError, TimeoutError)
 """What a broken, slow or refusing CRM endpoint raises out of an MCP session."""

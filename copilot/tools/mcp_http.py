@@ -199,7 +199,11 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def retry_after(exc: BaseException) -> float | None:
-    """The server's ``Retry-After`` for ``exc``, if it sent one."""
+    """The server's ``Retry-After`` for ``exc``, if it sent one: carried in an MCP error's
+    data (:class:`JsonRpcErrorTransport`) or on a :class:`CrmUnavailable` a connector raised
+    (the Dataverse Web API's 429)."""
+    if isinstance(exc, CrmUnavailable):
+        return exc.retry_after
     if isinstance(exc, McpError) and isinstance(exc.error.data, dict):
         value = exc.error.data.get("retry_after")
         return float(value) if isinstance(value, int | float) else None

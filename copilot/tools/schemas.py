@@ -12,14 +12,24 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema, JsonSchemaMode
 
-Stage = Literal["Prospecting", "Qualification", "Proposal", "Negotiation", "Closed Won", "Closed Lost"]
-STAGES: tuple[str, ...] = get_args(Stage)
-ActivityType = Literal["call", "meeting", "email", "task"]
+from copilot.crm.vocabulary import (
+    REFERENCE_STAGES,
+    REFERENCE_VOCABULARY,
+    ReferenceActivityType,
+    ReferenceStage,
+    Vocabulary,
+)
+
+Stage = ReferenceStage
+"""The reference CRM's stages: the static schema's; a CRM's own come from its vocabulary
+(:func:`vocabulary_schemas`)."""
+STAGES: tuple[str, ...] = REFERENCE_STAGES
+ActivityType = ReferenceActivityType
 EmailTone = Literal["friendly", "formal", "concise"]
 
 MAX_AMOUNT = 1e12
@@ -108,6 +118,39 @@ class UpdateOpportunityArgs(_Args):
         """The fields to change, as the CRM expects them (JSON-ready)."""
         data = self.model_dump(mode="json", exclude={"opportunity_id"}, exclude_none=True)
         return data
+
+
+def _literal(values: tuple[str, ...]) -> Any:
+    """``Literal[values]`` built at run time: the card reads a field's choices from it."""
+    return Literal.__getitem__(values)
+
+
+def vocabulary_schemas(vocabulary: Vocabulary) -> tuple[type[LogActivityArgs], type[UpdateOpportunityArgs]]:
+    """The CRM write tools' schemas in a CRM's words: its activity types and stages.
+
+    The reference vocabulary gives the static classes themselves; any other gives subclasses
+    (so code that checks ``isinstance`` still holds) whose ``type`` and ``stage`` take exactly
+    the CRM's values, which the model is offered, the card lists and the write guard checks.
+    """
+    if vocabulary.same_words(REFERENCE_VOCABULARY):
+        return LogActivityArgs, UpdateOpportunityArgs
+    types = ", ".join(vocabulary.activity_types)
+    log = create_model(
+        "LogActivityArgs",
+        __base__=LogActivityArgs,
+        __doc__=LogActivityArgs.__doc__,
+        type=(_literal(vocabulary.activity_types), Field(title="Type", description=types)),
+    )
+    update = create_model(
+        "UpdateOpportunityArgs",
+        __base__=UpdateOpportunityArgs,
+        __doc__=UpdateOpportunityArgs.__doc__,
+        stage=(
+            _literal(vocabulary.stages) | None,
+            Field(default=None, title="Stage", description="New stage"),
+        ),
+    )
+    return log, update
 
 
 class DraftFollowupEmailArgs(_Args):

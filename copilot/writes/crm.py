@@ -8,11 +8,20 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from copilot.clock import Clock
-from copilot.errors import CrmUnavailable
-from copilot.tools.crm_client import CrmCallError, CrmGateway
-from copilot.tools.schemas import LogActivityArgs, UpdateOpportunityArgs
-from copilot.writes import crm_tools
-from copilot.writes.registry import WriteTool, register
+from copilot.crm import connector
+from copilot.crm.types import (
+    ActivityRequest,
+    Conflict,
+    CrmRecord,
+    CrmWriter,
+    OpportunityUpdate,
+    TargetKind,
+    Updated,
+)
+from copilot.crm.vocabulary import Vocabulary, install_vocabulary
+from copilot.errors import CrmCallError, CrmUnavailable
+from copilot.tools.schemas import LogActivityArgs, UpdateOpportunityArgs, vocabulary_schemas
+from copilot.writes.registry import WriteTool, register, reschema
 from copilot.writes.types import ProposalRecord, WriteOutcome, WritePlan
 
 if TYPE_CHECKING:
@@ -29,11 +38,11 @@ def now_iso(clock: Clock) -> str:
 
 
 async def read_safely(
-    crm: CrmGateway, tool: str, args: dict[str, Any]
-) -> tuple[dict[str, Any] | None, dict[str, str] | None]:
+    crm: CrmWriter, kind: TargetKind, record_id: str
+) -> tuple[CrmRecord | None, dict[str, str] | None]:
     """A CRM read for a snapshot: the record, or the reason it could not be read."""
     try:
-        return await crm.call(tool, args), None
+        return await crm.read(kind, record_id), None
     except CrmCallError as exc:
         return None, {"code": exc.crm_code, "message": exc.message}
     except CrmUnavailable as exc:
@@ -51,18 +60,17 @@ async def _snapshot_activity(
     ctx: AgentContext, store: BaseStore | None, args: dict[str, Any]
 ) -> ProposalRecord:
     record: ProposalRecord = {"tool": "log_activity", "proposed": dict(args), "taken_at": now_iso(ctx.clock)}
+    reader = connector.writer(ctx, write=False)
+    kind: TargetKind
     if args.get("opportunity_id"):
-        target, error = await read_safely(
-            ctx.crm, crm_tools.GET_OPPORTUNITY, {"opportunity_id": str(args["opportunity_id"])}
-        )
         kind, ident = "opportunity", str(args["opportunity_id"])
+        target, error = await read_safely(reader, kind, ident)
     else:
-        target, error = await read_safely(
-            ctx.crm, crm_tools.GET_ACCOUNT, {"account_id": str(args.get("account_id", ""))}
-        )
-        kind, ident = "account", str(args.get("account_id"))
-    record["target"] = {"type": kind, "id": ident, "name": (target or {}).get("name", "")}
-    record["version"] = None if target is None else int(target["version"])
+        kind = "account"
+        target, error = await read_safely(reader, kind, str(args.get("account_id", "")))
+        ident = str(args.get("account_id"))
+    record["target"] = {"type": kind, "id": ident, "name": target.name if target is not None else ""}
+    record["version"] = None if target is None else target.version
     record["current"] = {}
     record["error"] = error
     return record
@@ -73,45 +81,43 @@ async def _check_activity(
 ) -> WritePlan | WriteOutcome:
     args = plan.args
     assert isinstance(args, LogActivityArgs)
-    writer = ctx.crm_write
-    targets = []
+    writer = connector.writer(ctx, write=True)
+    targets: list[CrmRecord] = []
     try:
         # Every record the activity will be attached to, as the rep may have edited either.
         if args.opportunity_id:
-            targets.append(
-                await writer.call(crm_tools.GET_OPPORTUNITY, {"opportunity_id": args.opportunity_id})
-            )
+            targets.append(await writer.read("opportunity", args.opportunity_id))
         if args.account_id:
-            targets.append(await writer.call(crm_tools.GET_ACCOUNT, {"account_id": args.account_id}))
+            targets.append(await writer.read("account", args.account_id))
     except CrmCallError as exc:
         return _refused(exc)
     for record in targets:
-        if not (record.get("access") or {}).get("log_activity", True):
+        # False = the CRM says no; None = it does not say (it decides at the write).
+        if record.access.log_activity is False:
             return WriteOutcome.refused(
-                "permission_denied", f"you cannot log activities on {record.get('id')}; nothing was written"
+                "permission_denied", f"you cannot log activities on {record.id}; nothing was written"
             )
-    return WritePlan(tool=plan.tool, key=plan.key, args=args, target=targets[0])
+    return WritePlan(tool=plan.tool, key=plan.key, args=args, target=dict(targets[0].values))
 
 
 async def _log_activity(ctx: AgentContext, store: BaseStore | None, plan: WritePlan) -> WriteOutcome:
     args = plan.args
     assert isinstance(args, LogActivityArgs)
-    writer = ctx.crm_write
-    payload: dict[str, Any] = {
-        "external_id": plan.key,
-        "type": args.type,
-        "subject": args.subject,
-        "notes": args.notes,
-        "account_id": args.account_id,
-        "opportunity_id": args.opportunity_id,
-    }
-    if args.occurred_at is not None:
-        payload["occurred_at"] = args.occurred_at.isoformat()
+    request = ActivityRequest(
+        key=plan.key,
+        type=args.type,
+        subject=args.subject,
+        notes=args.notes,
+        occurred_at=args.occurred_at,
+        account_id=args.account_id,
+        opportunity_id=args.opportunity_id,
+    )
     try:
-        result = await writer.call(crm_tools.UPSERT_ACTIVITY, payload)
+        # Exactly once by key: a repeat of the key returns the activity the CRM stored.
+        result = await connector.writer(ctx, write=True).create_activity(request)
     except CrmCallError as exc:
         return WriteOutcome.refused(exc.crm_code, exc.message)
-    return WriteOutcome.done({"activity": result["activity"], "created": result["created"]})
+    return WriteOutcome.done({"activity": result.activity, "created": result.created})
 
 
 def _activity_target(args: BaseModel) -> str | None:
@@ -132,8 +138,6 @@ LOG_ACTIVITY = register(
         multiline=frozenset({"notes"}),
         snapshot=_snapshot_activity,
         check=_check_activity,
-        crm_reads=(crm_tools.GET_OPPORTUNITY, crm_tools.GET_ACCOUNT),
-        crm_writes=(crm_tools.UPSERT_ACTIVITY,),
         execute=_log_activity,
     )
 )
@@ -146,7 +150,7 @@ async def _snapshot_opportunity(
     ctx: AgentContext, store: BaseStore | None, args: dict[str, Any]
 ) -> ProposalRecord:
     opp, error = await read_safely(
-        ctx.crm, crm_tools.GET_OPPORTUNITY, {"opportunity_id": str(args.get("opportunity_id", ""))}
+        connector.writer(ctx, write=False), "opportunity", str(args.get("opportunity_id", ""))
     )
     return {
         "tool": "update_opportunity",
@@ -155,10 +159,10 @@ async def _snapshot_opportunity(
         "target": {
             "type": "opportunity",
             "id": str(args.get("opportunity_id")),
-            "name": (opp or {}).get("name", ""),
+            "name": opp.name if opp is not None else "",
         },
-        "version": None if opp is None else int(opp["version"]),
-        "current": {k: opp.get(k) for k in OPPORTUNITY_FIELDS} if opp else {},
+        "version": None if opp is None else opp.version,
+        "current": {k: opp.values.get(k) for k in OPPORTUNITY_FIELDS} if opp else {},
         "error": error,
     }
 
@@ -168,14 +172,13 @@ async def _check_opportunity(
 ) -> WritePlan | WriteOutcome:
     args = plan.args
     assert isinstance(args, UpdateOpportunityArgs)
-    writer = ctx.crm_write
     try:
-        target = await writer.call(crm_tools.GET_OPPORTUNITY, {"opportunity_id": args.opportunity_id})
+        target = await connector.writer(ctx, write=True).read("opportunity", args.opportunity_id)
     except CrmCallError as exc:
         return _refused(exc)
-    if not (target.get("access") or {}).get("edit", False):
+    if target.access.edit is False:
         return WriteOutcome.refused(
-            "permission_denied", f"you cannot edit opportunity {target.get('id')}; nothing was written"
+            "permission_denied", f"you cannot edit opportunity {target.id}; nothing was written"
         )
     snapshot_target: dict[str, Any] = dict(snapshot.get("target") or {}) if snapshot else {}
     same_target = snapshot_target.get("id") == args.opportunity_id
@@ -183,45 +186,49 @@ async def _check_opportunity(
     # No blind overwrite (invariant 4): write only over the version the rep saw. No reviewed
     # version (the snapshot failed, or the edit points at another record) is a conflict
     # too: the agent proposes again, showing the record's current values.
-    if reviewed is None or int(reviewed) != int(target["version"]):
+    if reviewed is None or target.version is None or int(reviewed) != target.version:
         return WriteOutcome.conflict(
             "The opportunity changed (or was not shown) before your approval; nothing was written.",
-            {k: v for k, v in target.items() if k != "access"},
+            target.values,
         )
     return WritePlan(
-        tool=plan.tool, key=plan.key, args=args, expected_version=int(target["version"]), target=target
+        tool=plan.tool, key=plan.key, args=args, expected_version=target.version, target=dict(target.values)
     )
+
+
+def updated_data(result: Updated) -> dict[str, Any]:
+    """What an applied opportunity update reports: the record and the values it replaced."""
+    return {"opportunity": result.opportunity, "previous": result.previous}
 
 
 async def _update_opportunity(ctx: AgentContext, store: BaseStore | None, plan: WritePlan) -> WriteOutcome:
     args = plan.args
     assert isinstance(args, UpdateOpportunityArgs)
-    writer = ctx.crm_write
-    try:
-        result = await writer.call(
-            crm_tools.UPDATE_OPPORTUNITY,
-            {
-                "opportunity_id": args.opportunity_id,
-                "expected_version": plan.expected_version,
-                "changes": args.changes(),
-                "idempotency_key": plan.key,
-            },
-        )
-    except CrmCallError as exc:
-        if exc.crm_code == "conflict":
-            return WriteOutcome.conflict(
-                "The opportunity changed after you reviewed it; nothing was written.",
-                exc.details.get("current"),
-            )
-        return WriteOutcome.refused(exc.crm_code, exc.message)
-    return WriteOutcome.done(
-        {
-            "opportunity": result["opportunity"],
-            "previous": result.get("previous"),
-            # The CRM had already applied this key (an attempt interrupted after its commit).
-            "recovered": bool(result.get("replayed")),
-        }
+    writer = connector.writer(ctx, write=True)
+    changes = args.changes()
+    request = OpportunityUpdate(
+        key=plan.key,
+        opportunity_id=args.opportunity_id,
+        expected_version=plan.expected_version if plan.expected_version is not None else 0,
+        changes=changes,
+        # The values read at the approved version, for a CRM that does not report them.
+        previous={k: plan.target[k] for k in changes if k in plan.target} or None,
     )
+    try:
+        result: Updated | Conflict | None = None
+        if plan.recovering:
+            # An earlier attempt may have applied it: asked by key before any version check.
+            result = await writer.find_update(plan.key, args.opportunity_id)
+        if result is None:
+            result = await writer.update_opportunity(request)
+    except CrmCallError as exc:
+        return WriteOutcome.refused(exc.crm_code, exc.message)
+    if isinstance(result, Conflict):
+        return WriteOutcome.conflict(
+            "The opportunity changed after you reviewed it; nothing was written.", result.current
+        )
+    # "recovered": the CRM had already applied this key (an attempt interrupted after its commit).
+    return WriteOutcome.done({**updated_data(result), "recovered": result.replayed})
 
 
 def _recover_opportunity(plan: WritePlan, journal: dict[str, Any]) -> WritePlan | None:
@@ -234,7 +241,12 @@ def _recover_opportunity(plan: WritePlan, journal: dict[str, Any]) -> WritePlan 
     args = plan.args
     assert isinstance(args, UpdateOpportunityArgs)
     return WritePlan(
-        tool=plan.tool, key=plan.key, args=args, expected_version=expected, target={"id": args.opportunity_id}
+        tool=plan.tool,
+        key=plan.key,
+        args=args,
+        expected_version=expected,
+        target={"id": args.opportunity_id},
+        recovering=True,
     )
 
 
@@ -258,8 +270,30 @@ UPDATE_OPPORTUNITY = register(
         snapshot=_snapshot_opportunity,
         check=_check_opportunity,
         execute=_update_opportunity,
-        crm_reads=(crm_tools.GET_OPPORTUNITY,),
-        crm_writes=(crm_tools.UPDATE_OPPORTUNITY,),
         recover=_recover_opportunity,
     )
 )
+
+
+# --- the CRM's vocabulary -------------------------------------------------------------------------
+
+
+def apply_vocabulary(vocabulary: Vocabulary) -> None:
+    """Keep the CRM's vocabulary for the process and build the CRM write tools from it: their
+    schemas (the activity types and stages the model may propose, the card lists and the write
+    guard checks) and ``update_opportunity``'s editable fields."""
+    install_vocabulary(vocabulary)
+    log_schema, update_schema = vocabulary_schemas(vocabulary)
+    types = ", ".join(vocabulary.activity_types)
+    reschema(
+        LOG_ACTIVITY.name,
+        log_schema,
+        description=LOG_ACTIVITY.description
+        if log_schema is LogActivityArgs
+        else f"Log an activity ({types}) on an account or opportunity. Needs the rep's approval.",
+    )
+    reschema(
+        UPDATE_OPPORTUNITY.name,
+        update_schema,
+        editable=tuple(f for f in UPDATE_OPPORTUNITY.editable if f in vocabulary.opportunity_fields),
+    )

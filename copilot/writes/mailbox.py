@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic import BaseModel
 
-from copilot.errors import MailboxUnavailable
-from copilot.tools.crm_client import CrmCallError
+from copilot.crm import connector
+from copilot.errors import CrmCallError, MailboxUnavailable
 from copilot.tools.mcp_http import shared_transport
 from copilot.tools.preferences import Preferences, compose_email, load_preferences
 from copilot.tools.schemas import DraftFollowupEmailArgs
-from copilot.writes import crm_tools
 from copilot.writes.crm import now_iso, read_safely
 from copilot.writes.registry import WriteTool, register
 from copilot.writes.types import ProposalRecord, WriteOutcome, WritePlan
@@ -28,10 +27,11 @@ if TYPE_CHECKING:
 
 
 async def _snapshot(ctx: AgentContext, store: BaseStore | None, args: dict[str, Any]) -> ProposalRecord:
-    contact, error = await read_safely(
-        ctx.crm, crm_tools.GET_CONTACT, {"contact_id": str(args.get("contact_id", ""))}
+    read, error = await read_safely(
+        connector.writer(ctx, write=False), "contact", str(args.get("contact_id", ""))
     )
-    name = (contact or {}).get("name", "")
+    contact = read.values if read is not None else None
+    name = read.name if read is not None else ""
     record: ProposalRecord = {
         "tool": "draft_followup_email",
         "proposed": dict(args),
@@ -57,10 +57,10 @@ async def _check(
     # The contact (and its address, which the model never sees) is re-read as the rep,
     # with the turn's read session: a draft needs no CRM write access.
     try:
-        contact = await ctx.crm.call(crm_tools.GET_CONTACT, {"contact_id": args.contact_id})
+        contact = await connector.writer(ctx, write=False).read("contact", args.contact_id)
     except CrmCallError as exc:
         return WriteOutcome.refused(exc.crm_code, f"nothing was written: {exc.message}")
-    return WritePlan(tool=plan.tool, key=plan.key, args=args, target=contact)
+    return WritePlan(tool=plan.tool, key=plan.key, args=args, target=dict(contact.values))
 
 
 async def _save_draft(ctx: AgentContext, store: BaseStore | None, plan: WritePlan) -> WriteOutcome:
@@ -128,6 +128,5 @@ DRAFT_FOLLOWUP_EMAIL = register(
         snapshot=_snapshot,
         check=_check,
         execute=_save_draft,
-        crm_reads=(crm_tools.GET_CONTACT,),
     )
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.tools import BaseTool, StructuredTool
@@ -78,11 +78,6 @@ class WriteTool:
     """How to finish an attempt interrupted after it reached the backend, from its journal
     (e.g. the version it was approved over), asking the backend by key before any version
     check; None = check again as usual (the backend is idempotent by key)."""
-    crm_reads: tuple[str, ...] = ()
-    """The CRM MCP tools its snapshot, check or executor reads with (names in
-    :mod:`copilot.writes.crm_tools`); the preflight checks the CRM declares them read-only."""
-    crm_writes: tuple[str, ...] = ()
-    """The CRM MCP tools its executor writes with: the only CRM tools that may change anything."""
 
     def progress(self) -> str:
         """The progress line while the model proposes it."""
@@ -141,6 +136,29 @@ def register(tool: WriteTool) -> WriteTool:
         raise ConfigurationError(f"{tool.name}: editable fields {sorted(unknown)} are not in its schema")
     REGISTRY[tool.name] = tool
     return tool
+
+
+def reschema(
+    name: str,
+    args_schema: type[BaseModel],
+    *,
+    editable: tuple[str, ...] | None = None,
+    description: str | None = None,
+) -> WriteTool:
+    """Give the registered tool ``name`` another argument schema (and editable fields, and the
+    description the model reads), in its place: the CRM's vocabulary, once read, is what the
+    model is offered and the card lists."""
+    entry = REGISTRY[name]
+    updated = replace(
+        entry,
+        args_schema=args_schema,
+        editable=entry.editable if editable is None else editable,
+        description=entry.description if description is None else description,
+    )
+    if unknown := set(updated.editable) - set(args_schema.model_fields):
+        raise ConfigurationError(f"{name}: editable fields {sorted(unknown)} are not in its schema")
+    REGISTRY[name] = updated  # an existing key keeps its place (the order tools are offered in)
+    return updated
 
 
 def unregister(name: str) -> None:

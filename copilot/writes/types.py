@@ -53,6 +53,9 @@ class WritePlan:
     target: dict[str, Any] = field(default_factory=dict)
     undoes_audit_id: int | None = None
     """For an undo: the audit id of the write it reverses (its own audit row links it)."""
+    recovering: bool = False
+    """Finishes an attempt that may have reached the backend: the executor asks the backend for
+    the write by its key before writing (and before any version check)."""
 
 
 OutcomeStatus = Literal["done", "conflict", "refused", "failed"]

@@ -8,7 +8,7 @@ that names the original (``audit_log.undoes_audit_id``, unique: a write is undon
 * ``update_opportunity`` → the previous values are written back under the version our
   write produced: a later change by anyone is the CRM's conflict (current values shown,
   nothing overwritten).
-* ``log_activity`` → the activity is voided (the CRM's ``void_activity``).
+* ``log_activity`` → the activity is voided (canceled, through the CRM connector's writer).
 * ``draft_followup_email`` → the draft is deleted from the rep's drafts if still unsent
   (Graph ``DELETE /me/messages/{id}``); a sent message is a clear refusal.
 
@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic import BaseModel
 
-from copilot.errors import MailboxUnavailable, ThreadAccessDenied, ThreadNotFound
+from copilot.crm import connector
+from copilot.crm.types import ActivityRef, Conflict, CrmWriter, OpportunityUpdate
+from copilot.errors import CrmCallError, MailboxUnavailable, ThreadAccessDenied, ThreadNotFound
 from copilot.persistence import audit, threads
-from copilot.tools.crm_client import CrmCallError, CrmGateway
 from copilot.tools.mcp_http import shared_transport
 from copilot.tools.schemas import UndoWriteArgs, UpdateOpportunityArgs
-from copilot.writes import crm_tools
-from copilot.writes.crm import now_iso, read_safely
+from copilot.writes.crm import now_iso, read_safely, updated_data
 from copilot.writes.registry import WriteTool, register, title
 from copilot.writes.types import ProposalRecord, WriteOutcome, WritePlan
 
@@ -77,6 +77,8 @@ class Reverse:
     """``update_opportunity``: the values read before the write."""
     produced_version: int | None = None
     """``update_opportunity``: the version our write produced (the undo's expected version)."""
+    activity_type: str | None = None
+    """``log_activity``: the activity's type (a CRM with a table per type needs it to void it)."""
 
 
 async def _reverse(ctx: AgentContext, audit_id: int) -> Reverse | WriteOutcome:
@@ -125,8 +127,14 @@ async def _reverse(ctx: AgentContext, audit_id: int) -> Reverse | WriteOutcome:
         )
     if entry.tool == "log_activity":
         activity = result.get("activity") or {}
+        kind = activity.get("type")
         return Reverse(
-            stored, entry.tool, str(activity.get("id")), "activity", str(activity.get("subject") or "")
+            stored,
+            entry.tool,
+            str(activity.get("id")),
+            "activity",
+            str(activity.get("subject") or ""),
+            activity_type=str(kind) if kind else None,
         )
     draft = result.get("draft") or {}
     return Reverse(stored, entry.tool, str(draft.get("id")), "draft", str(draft.get("subject") or ""))
@@ -179,16 +187,15 @@ async def _snapshot(ctx: AgentContext, store: BaseStore | None, args: dict[str, 
         "error": None,
     }
     if reverse.kind == "update_opportunity":
-        opp, error = await read_safely(
-            ctx.crm, crm_tools.GET_OPPORTUNITY, {"opportunity_id": reverse.record_id}
-        )
+        read, error = await read_safely(connector.writer(ctx, write=False), "opportunity", reverse.record_id)
         record["error"] = error
         record["restored"] = dict(reverse.restore)
         record["summary"] = "Put back the values this opportunity had before your change."
-        if opp is not None:
-            record["version"] = int(opp["version"])
+        if read is not None:
+            opp = read.values
+            record["version"] = read.version
             record["current"] = {k: opp.get(k) for k in (*reverse.restore, "currency") if k in opp}
-            if int(opp["version"]) != reverse.produced_version:
+            if read.version != reverse.produced_version:
                 record["error"] = {
                     "code": "conflict",
                     "message": "the opportunity changed after your change; approving will not overwrite it",
@@ -216,13 +223,18 @@ async def _check(
     reverse = await _reverse(ctx, args.audit_id)
     if isinstance(reverse, WriteOutcome):
         return reverse
-    target: dict[str, Any] = {"id": reverse.record_id, "kind": reverse.kind, "restore": reverse.restore}
+    target: dict[str, Any] = {
+        "id": reverse.record_id,
+        "kind": reverse.kind,
+        "restore": reverse.restore,
+        "activity_type": reverse.activity_type,
+    }
     if reverse.kind == "update_opportunity":
         try:
-            opp = await ctx.crm_write.call(crm_tools.GET_OPPORTUNITY, {"opportunity_id": reverse.record_id})
+            opp = await connector.writer(ctx, write=True).read("opportunity", reverse.record_id)
         except CrmCallError as exc:
             return WriteOutcome.refused(exc.crm_code, f"nothing was written: {exc.message}")
-        if not (opp.get("access") or {}).get("edit", False):
+        if opp.access.edit is False:
             return WriteOutcome.refused(
                 "permission_denied", f"you cannot edit opportunity {reverse.record_id}; nothing was written"
             )
@@ -244,15 +256,12 @@ async def _execute(ctx: AgentContext, store: BaseStore | None, plan: WritePlan) 
     record_id = str(plan.target["id"])
     undoes = {"undoes_audit_id": plan.undoes_audit_id}
     if kind == "update_opportunity":
-        return await _restore(ctx.crm_write, plan, record_id, undoes)
+        return await _restore(connector.writer(ctx, write=True), plan, record_id, undoes)
     if kind == "log_activity":
         try:
-            voided = await ctx.crm_write.call(
-                crm_tools.VOID_ACTIVITY,
-                {
-                    "activity_id": record_id,
-                    "reason": f"Undone by its rep (audit record {plan.undoes_audit_id})",
-                },
+            voided = await connector.writer(ctx, write=True).void_activity(
+                ActivityRef(id=record_id, type=plan.target.get("activity_type")),
+                f"Undone by its rep (audit record {plan.undoes_audit_id})",
             )
         except CrmCallError as exc:
             return WriteOutcome.refused(exc.crm_code, f"nothing was written: {exc.message}")
@@ -260,27 +269,24 @@ async def _execute(ctx: AgentContext, store: BaseStore | None, plan: WritePlan) 
     return await _delete_draft(ctx, record_id, undoes)
 
 
-async def _restore(crm: CrmGateway, plan: WritePlan, record_id: str, undoes: dict[str, Any]) -> WriteOutcome:
+async def _restore(crm: CrmWriter, plan: WritePlan, record_id: str, undoes: dict[str, Any]) -> WriteOutcome:
     try:
-        result = await crm.call(
-            crm_tools.UPDATE_OPPORTUNITY,
-            {
-                "opportunity_id": record_id,
-                "expected_version": plan.expected_version,
-                "changes": plan.target["restore"],
-                "idempotency_key": plan.key,
-            },
+        result = await crm.update_opportunity(
+            OpportunityUpdate(
+                key=plan.key,
+                opportunity_id=record_id,
+                expected_version=plan.expected_version if plan.expected_version is not None else 0,
+                changes=plan.target["restore"],
+            )
         )
     except CrmCallError as exc:
-        if exc.crm_code == "conflict":
-            return WriteOutcome.conflict(
-                "The opportunity changed after your change, so it was not undone; nothing was written.",
-                exc.details.get("current"),
-            )
         return WriteOutcome.refused(exc.crm_code, f"nothing was written: {exc.message}")
-    return WriteOutcome.done(
-        {"opportunity": result["opportunity"], "previous": result.get("previous"), **undoes}
-    )
+    if isinstance(result, Conflict):
+        return WriteOutcome.conflict(
+            "The opportunity changed after your change, so it was not undone; nothing was written.",
+            result.current,
+        )
+    return WriteOutcome.done({**updated_data(result), **undoes})
 
 
 async def _delete_draft(ctx: AgentContext, draft_id: str, undoes: dict[str, Any]) -> WriteOutcome:
@@ -333,7 +339,5 @@ UNDO_WRITE = register(
         snapshot=_snapshot,
         check=_check,
         execute=_execute,
-        crm_reads=(crm_tools.GET_OPPORTUNITY,),
-        crm_writes=(crm_tools.VOID_ACTIVITY, crm_tools.UPDATE_OPPORTUNITY),
     )
 )

@@ -25,6 +25,7 @@ from azure.storage.queue import QueueServiceClient
 from langchain_core.tracers.langchain import wait_for_all_tracers
 from psycopg.conninfo import conninfo_to_dict
 
+from copilot.crm.connector import expected_tools
 from copilot.doctor.command import main as doctor
 from copilot.doctor.framework import CheckResult, DoctorReport
 from copilot.persistence import audit
@@ -32,7 +33,7 @@ from copilot.persistence.audit_anchor import FileAnchorStore
 from copilot.persistence.audit_keys import generate_key_entry, parse_keys
 from copilot.persistence.checkpoint import setup_langgraph
 from copilot.persistence.migrations import load_migrations, migrate
-from copilot.writes import REGISTRY
+from copilot.settings import Settings
 from functions.doctor import all_checks
 from tests.support.azurite import run_azurite
 from tests.support.doctor_env import (
@@ -182,11 +183,13 @@ async def test_a_good_deployed_configuration_passes_every_check(deployment, caps
     # Its probes are not traced (LangChain would trace the model calls with LANGSMITH_TRACING on).
     wait_for_all_tracers()
     assert not deployment.langsmith.runs
-    # The CRM's expected tools come from the write registry, and the doctor saw them.
+    # The CRM's expected tools come from its connector (the reference CRM's), and the doctor saw them.
     tools = _by_name(report)["crm.tools"].detail
-    for entry in REGISTRY.values():
-        for name in (*entry.crm_reads, *entry.crm_writes):
-            assert name in tools
+    reads, writes = expected_tools(Settings(CRM_KIND="reference"))
+    assert reads
+    assert writes
+    for name in (*reads, *writes):
+        assert name in tools
 
 
 KEY_VAULT_REF = "@Microsoft.KeyVault(SecretUri=https://doctor-kv.vault.azure.net/secrets/token-key/)"

@@ -471,3 +471,20 @@ async def test_a_half_open_probe_that_fails_for_another_reason_does_not_jam_the_
     result = await middleware.awrap_tool_call(_request(), FakeHandler())
     assert isinstance(result, ToolMessage)
     assert result.status != "error"
+
+
+def test_retry_after_is_read_from_a_crm_unavailable_that_carries_the_crms_hint():
+    assert retry_after(CrmUnavailable("throttled", retry_after=4.0)) == 4.0
+    assert retry_after(CrmUnavailable("down")) is None
+
+
+async def test_a_throttled_web_api_write_waits_at_least_its_retry_after_before_retrying(sleeps: list[float]):
+    # The Dataverse writer raises CrmUnavailable(retry_after=...) on a 429: the retry honours it.
+    handler = FakeHandler(CrmUnavailable("HTTP 429", retry_after=0.9))
+    retry = CrmRetryMiddleware(max_retries=2, initial_delay=0.01, max_delay=5.0)
+
+    await retry.awrap_tool_call(_request(), handler)
+
+    assert handler.calls == 2
+    assert len(sleeps) == 1
+    assert sleeps[0] >= 0.9
