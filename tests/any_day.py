@@ -78,7 +78,9 @@ def _start_postgres(pgdata: Path) -> str:
     return start_embedded(pgdata)
 
 
-def run_moment(moment: dt.datetime, files: Sequence[str], workers: str, database_url: str) -> Outcome:
+def run_moment(
+    moment: dt.datetime, files: Sequence[str], workers: str, database_url: str, basetemp: Path
+) -> Outcome:
     """The files under pytest with the clock set to ``moment`` (it runs on from there)."""
     env = {
         **os.environ,
@@ -88,7 +90,10 @@ def run_moment(moment: dt.datetime, files: Sequence[str], workers: str, database
         # sandbox) goes on from the parent's faked time instead of restarting at the moment.
         "FAKETIME_DONT_RESET": "1",
     }
-    args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", workers, "--dist", "loadfile", *files]
+    # A base temp of its own: pytest prunes old numbered temp dirs under the shared one, which
+    # would remove a moment's sandbox from under it while the other moment runs.
+    args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={basetemp}"]
+    args += ["-n", workers, "--dist", "loadfile", *files]
     command = ["faketime", "-f", _faketime_spec(moment), sys.executable, *args]
     started = time.monotonic()
     done = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
@@ -134,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with ThreadPoolExecutor(max_workers=len(moments)) as pool:
             outcomes = list(
                 pool.map(
-                    lambda mu: run_moment(mu[0], files, args.workers, mu[1]), zip(moments, urls, strict=True)
+                    lambda n: run_moment(moments[n], files, args.workers, urls[n], Path(scratch) / f"tmp{n}"),
+                    range(len(moments)),
                 )
             )
     failed = False
