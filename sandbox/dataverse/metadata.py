@@ -135,10 +135,11 @@ def key_definitions(entity: Entity) -> list[dict[str, Any]]:
     ]
 
 
-def _select(body: dict[str, Any], select: str | None) -> dict[str, Any]:
+def _select(body: dict[str, Any], select: str | None, expand: str | None = None) -> dict[str, Any]:
     if not select:
         return body
-    wanted = {s.strip() for s in select.split(",")}
+    # Expanded navigation properties come back whatever $select says, as on Dataverse.
+    wanted = {s.strip() for s in select.split(",")} | {e.strip() for e in (expand or "").split(",")}
     return {k: v for k, v in body.items() if k in wanted or k in ("MetadataId", "@odata.type")}
 
 
@@ -184,4 +185,4 @@ def resolve(tables: dict[str, Entity], segments: list[str], params: dict[str, st
             raise bad_request(f"The attribute {column.name} is not a {cast}.")
     elif len(parsed) > 3:
         raise bad_request("Unsupported metadata path.")
-    return _select(body, params.get("$select"))
+    return _select(body, params.get("$select"), params.get("$expand"))
