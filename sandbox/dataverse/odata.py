@@ -127,6 +127,8 @@ def parse_query(params: Mapping[str, str], entity: Entity) -> QueryOptions:
 def _parse_expand(item: str, entity: Entity) -> Expand:
     name, paren, rest = item.partition("(")
     nav = entity.nav(name.strip())
+    if nav is None and entity.party_masks and name.strip() == entity.parties_property:
+        return Expand(entity.parties_property)
     if nav is None:
         raise bad_request(
             f"Could not find a property named '{name.strip()}' on type"

@@ -239,7 +239,12 @@ class Snapshot:
             return _opportunity(self.caller, row)
         if kind == "systemuser":
             return _systemuser(row["id"])
-        return _activity(row, self.states.get(row["id"]), self.parties.get(row["id"], []), self.key_column)
+        return _activity(row, self.states.get(row["id"]), self.key_column)
+
+    def parties_of(self, entity: str, guid: str) -> list[Row]:
+        """The parties of activity ``guid`` (callers have already read the activity itself)."""
+        sandbox_id = self.sandbox_id(entity, guid)
+        return activity_parties(self.parties.get(sandbox_id or "", []))
 
     def activity_state(self, row: Raw) -> tuple[int, int]:
         """An activity's (statecode, statuscode), stored or derived."""
@@ -361,7 +366,7 @@ def _activity_state(row: Raw, state: Raw | None) -> tuple[int, int]:
     return statecode, default_status(entity, statecode)
 
 
-def _activity(row: Raw, state: Raw | None, parties: Sequence[Raw], key_column: str) -> Row:
+def _activity(row: Raw, state: Raw | None, key_column: str) -> Row:
     entity = ACTIVITY_ENTITY_BY_TYPE[row["type"]]
     statecode, statuscode = _activity_state(row, state)
     regarding_entity = "opportunity" if row["opportunity_id"] else "account"
@@ -387,16 +392,19 @@ def _activity(row: Raw, state: Raw | None, parties: Sequence[Raw], key_column: s
     }
     if regarding_id is not None:
         shaped["_regardingobjectid_value@Microsoft.Dynamics.CRM.lookuplogicalname"] = regarding_entity
-    if parties:
-        shaped["activityparties"] = [
-            {
-                "participationtypemask": p["participation_type"],
-                "_partyid_value": guid_for(p["party_type"], p["party_id"]),
-                "_partyid_value@Microsoft.Dynamics.CRM.lookuplogicalname": p["party_type"],
-            }
-            for p in parties
-        ]
     return shaped
+
+
+def activity_parties(parties: Sequence[Raw]) -> list[Row]:
+    """An activity's parties as ``$expand=<activity>_activity_parties`` returns them."""
+    return [
+        {
+            "participationtypemask": p["participation_type"],
+            "_partyid_value": guid_for(p["party_type"], p["party_id"]),
+            "_partyid_value@Microsoft.Dynamics.CRM.lookuplogicalname": p["party_type"],
+        }
+        for p in parties
+    ]
 
 
 def load_snapshot(conn: sqlite3.Connection, caller: User, key_column: str) -> Snapshot:

@@ -327,6 +327,13 @@ def test_activity_parties_bind_contacts_with_their_participation_type(sandbox: S
         (2, "contact", contact["id"]),
     }
     assert bad_mask.status_code == 400
+    expanded = webapi(
+        sandbox, "GET", f"phonecalls(new_copilotkey='{key}')?$expand=phonecall_activity_parties"
+    ).json()["phonecall_activity_parties"]
+    assert {(p["participationtypemask"], p["_partyid_value"]) for p in expanded} == {
+        (1, user_guid("alex")),
+        (2, guid_for("contact", contact["id"])),
+    }
 
 
 def test_a_canceled_task_is_read_only_until_reopened(sandbox: SandboxProcess):
