@@ -61,10 +61,6 @@ def etag(version: int) -> str:
     return f'W/"{version}"'
 
 
-def _ts(value: str | None) -> str | None:
-    return value
-
-
 def _parse_instant(value: object, column: str) -> str:
     if isinstance(value, str):
         text = value.strip()
