@@ -1,5 +1,5 @@
-"""The sandbox as one ASGI app: CRM MCP endpoint, identity provider, Bot Framework token
-service, drafts mailbox, admin."""
+"""The sandbox as one ASGI app: CRM MCP endpoint, its Dataverse face (Web API and MCP),
+identity provider, Bot Framework token service, drafts mailbox, admin."""
 
 from __future__ import annotations
 
@@ -22,6 +22,10 @@ from sandbox.access import crm_access_enabled
 from sandbox.calendar import calendar_routes
 from sandbox.config import SandboxSettings
 from sandbox.crm import CrmService
+from sandbox.dataverse.mcp_gate import DataverseMcpGate
+from sandbox.dataverse.mcp_tools import build_dataverse_mcp
+from sandbox.dataverse.records import DataverseService
+from sandbox.dataverse.webapi import WebApi
 from sandbox.directory import TENANTS, find_user
 from sandbox.drive import drive_routes
 from sandbox.identity.provider import identity_routes
@@ -165,14 +169,23 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
     mcp = build_mcp_server(settings, CrmService(settings.db_path, settings.today))
     mcp.streamable_http_app()  # creates the session manager the endpoint below drives
     endpoint = McpAuthGate(StreamableHTTPASGIApp(mcp.session_manager), settings, state)
+    # The Dataverse face of the same records: Web API v9.2 and the Dataverse MCP tools.
+    dataverse = DataverseService(settings.db_path, settings.dataverse_activity_key)
+    dataverse_mcp = build_dataverse_mcp(settings, state, dataverse)
+    dataverse_mcp.streamable_http_app()
+    dataverse_endpoint = DataverseMcpGate(
+        StreamableHTTPASGIApp(dataverse_mcp.session_manager), settings, state
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[dict[str, Any]]:
-        async with mcp.session_manager.run():
+        async with mcp.session_manager.run(), dataverse_mcp.session_manager.run():
             yield {}
 
     routes = [
         Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]),
+        Route("/api/mcp", dataverse_endpoint, methods=["GET", "POST", "DELETE"]),
+        *WebApi(settings, state, dataverse).routes(),
         *identity_routes(settings),
         *mailbox_routes(settings),
         *calendar_routes(settings),

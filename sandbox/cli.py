@@ -20,6 +20,7 @@ from sandbox.knobs import Knobs
 CRM_SCOPES = ("crm.read", "crm.write")
 GRAPH_SCOPES = ("Mail.ReadWrite", "Sites.Read.All", "Calendars.Read", "User.ReadBasic.All")
 SSO_SCOPES = ("access_as_user",)
+DATAVERSE_SCOPES = ("user_impersonation", "mcp.tools")
 
 
 class UsageError(Exception):
@@ -41,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
         "--scope",
         nargs="+",
         action="extend",
-        help="crm.read, crm.write (default both), Mail.ReadWrite, or access_as_user (Teams SSO token)",
+        help="crm.read, crm.write (default both), Mail.ReadWrite, access_as_user (Teams SSO token), or"
+        " user_impersonation mcp.tools (a Dataverse token for the org URL)",
     )
     token.add_argument("--lifetime", type=int, help="seconds until expiry (default from settings)")
     commands.add_parser("users", help="print the users as JSON")
@@ -65,7 +67,9 @@ def _audience(settings: SandboxSettings, scopes: list[str]) -> str:
         return settings.graph_audience
     if all(s in SSO_SCOPES for s in scopes):
         return settings.bot_app_id_uri
-    known = ", ".join((*CRM_SCOPES, *GRAPH_SCOPES, *SSO_SCOPES))
+    if all(s in DATAVERSE_SCOPES for s in scopes):
+        return settings.org_url
+    known = ", ".join((*CRM_SCOPES, *GRAPH_SCOPES, *SSO_SCOPES, *DATAVERSE_SCOPES))
     raise UsageError(f"scopes {scopes} must all belong to one resource; known scopes: {known}")
 
 
@@ -100,6 +104,8 @@ def _serve(settings: SandboxSettings, knobs_json: str | None) -> None:
             f"Sandbox CRM MCP server: {settings.mcp_url}\n"
             f"Identity provider:      {settings.idp_base_url}/<tenant>/v2.0 (CA: {settings.ca_cert_path})\n"
             f"Drafts mailbox:         {settings.http_base_url}/v1.0/me/messages\n"
+            f"Dataverse (org {settings.org_url}): Web API {settings.http_base_url}/api/data/v9.2/,"
+            f" MCP {settings.http_base_url}/api/mcp\n"
             "Try it:\n"
             "  TOKEN=$(python -m sandbox token --rep alex --scope crm.read)\n"
             f"  npx @modelcontextprotocol/inspector --cli {settings.mcp_url} --transport http \\\n"

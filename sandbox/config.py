@@ -47,10 +47,23 @@ class SandboxSettings(BaseSettings):
         """The sandbox's today: :attr:`seed_date` when pinned, else the UTC date."""
         return self.seed_date or dt.datetime.now(dt.UTC).date()
 
+    dataverse_org_url: str | None = None
+    """The Dataverse organisation URL (token audience of ``/api/data/v9.2`` and ``/api/mcp``);
+    unset = this sandbox's own HTTPS base, ``https://127.0.0.1:<https_port>``."""
+    dataverse_activity_key: str = "new_copilotkey"
+    """Logical name of the activities' alternate-key column (the copilot's idempotency key)."""
+    dataverse_mcp_row_cap: int = Field(default=50, ge=1, le=5000)
+    """Most rows one Dataverse MCP ``read_query`` or ``search_data`` call returns (no paging)."""
+
     @property
     def bot_app_id_uri(self) -> str:
         """Audience of Teams-SSO-like user tokens (the bot's Application ID URI)."""
         return f"api://localhost/{self.bot_app_id}"
+
+    @property
+    def org_url(self) -> str:
+        """The Dataverse org URL: the audience its tokens carry, and the base of its surfaces."""
+        return (self.dataverse_org_url or f"https://127.0.0.1:{self.https_port}").rstrip("/")
 
     @property
     def db_path(self) -> Path:

@@ -155,6 +155,23 @@ CREATE TABLE IF NOT EXISTS applied_requests (
     created_at TEXT NOT NULL,
     PRIMARY KEY (tenant_id, idempotency_key)
 );
+-- What the Dataverse face (sandbox/dataverse) knows of an activity beyond the CRM's own
+-- columns: its state/status pair and schedule, and its activity parties. Side tables, so
+-- the CRM's activities table (and its seed) stay as they were (no row: derived defaults).
+CREATE TABLE IF NOT EXISTS activity_states (
+    activity_id TEXT PRIMARY KEY,
+    statecode INTEGER NOT NULL,
+    statuscode INTEGER NOT NULL,
+    scheduled_start TEXT,
+    scheduled_end TEXT
+);
+CREATE TABLE IF NOT EXISTS activity_parties (
+    activity_id TEXT NOT NULL,
+    participation_type INTEGER NOT NULL,
+    party_type TEXT NOT NULL,
+    party_id TEXT NOT NULL,
+    PRIMARY KEY (activity_id, participation_type, party_type, party_id)
+);
 CREATE TABLE IF NOT EXISTS user_overrides (
     user_id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -177,6 +194,8 @@ TABLES: tuple[str, ...] = (
     "contacts",
     "opportunities",
     "activities",
+    "activity_states",
+    "activity_parties",
     "shares",
     "drafts",
     "events",
@@ -194,6 +213,8 @@ _ORDER_BY = {
     "shares": "tenant_id, record_type, record_id, user_id",
     "applied_requests": "tenant_id, created_at, idempotency_key",
     "user_overrides": "user_id",
+    "activity_states": "activity_id",
+    "activity_parties": "activity_id, participation_type, party_type, party_id",
 }
 
 

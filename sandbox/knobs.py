@@ -1,7 +1,7 @@
 """Test knobs: added latency, injected transient failures, a per-user rate limit, dropped tokens.
 
-All off by default. Set at start-up from ``SANDBOX_KNOBS`` (JSON) or at run time
-through ``PUT /admin/knobs``. Decisions are pure functions of the knobs, a random
+All off by default (the Dataverse request budget is Dataverse's own limit). Set at start-up
+from ``SANDBOX_KNOBS`` (JSON) or at run time through ``PUT /admin/knobs``. Decisions are pure functions of the knobs, a random
 source and a clock, so tests can drive them deterministically.
 """
 
@@ -39,6 +39,18 @@ class Knobs(BaseModel):
     """Handles whose Teams SSO token the token service stand-in will not exchange (``exchange``
     answers 400 ``ExchangeFailed`` and signs nobody in), as the real service refuses one when
     the OAuth connection cannot take it (e.g. consent missing for its scopes)."""
+    dataverse_request_budget: int | None = Field(default=6000, ge=1)
+    """Dataverse service protection: requests per user (Web API and ``/api/mcp`` together) over
+    ``dataverse_window_seconds``, as Dataverse's own limit; past it a 429 with ``Retry-After``.
+    None = unlimited."""
+    dataverse_window_seconds: int = Field(default=300, ge=1, le=86_400)
+    """The sliding window the Dataverse request budget is counted over (Dataverse: 300 s)."""
+    dataverse_allowed_mcp_clients: list[str] | None = None
+    """Client app ids (the token's ``appid``/``azp``) allowed on ``/api/mcp``; others get 403.
+    None = only the product's own app (``SandboxSettings.bot_app_id``)."""
+    dataverse_mcp_tool_names: dict[str, str | None] = Field(default_factory=dict)
+    """Rename (``{"read_query": "run_sql"}``) or remove (``{"search_data": null}``) Dataverse MCP
+    tools, so clients' run-time tool discovery can be tested."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,7 @@ class KnobState:
         self._rng = rng or random.Random()
         self._clock = clock
         self._calls: dict[str, deque[float]] = {}
+        self._window_calls: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -74,6 +87,25 @@ class KnobState:
         with self._lock:
             self._knobs = knobs
             self._calls.clear()
+            self._window_calls.clear()
+
+    def within_budget(self, caller_id: str, limit: int | None, window_seconds: float) -> int | None:
+        """Count one request of ``caller_id`` against ``limit`` per sliding ``window_seconds``.
+
+        Returns None when it fits, else the seconds until the oldest counted request
+        leaves the window (what ``Retry-After`` says). A refused request is not counted.
+        """
+        if limit is None:
+            return None
+        with self._lock:
+            now = self._clock()
+            calls = self._window_calls.setdefault(caller_id, deque())
+            while calls and now - calls[0] >= window_seconds:
+                calls.popleft()
+            if len(calls) >= limit:
+                return max(1, int(window_seconds - (now - calls[0])) + 1)
+            calls.append(now)
+        return None
 
     def judge(self, caller_id: str) -> Verdict:
         """Decide the fate of one tool call by ``caller_id``."""

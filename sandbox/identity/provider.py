@@ -49,6 +49,10 @@ GRAPH_SCOPES = (
     "User.ReadBasic.All",
     "MailboxSettings.Read",
 )
+DATAVERSE_SCOPES = ("user_impersonation", "mcp.tools")
+"""What a token for the Dataverse org URL carries, whether asked for ``<org>/.default`` or
+``<org>/user_impersonation``: the app registration holds both delegated permissions, and
+Entra grants every consented scope of the resource."""
 CALENDAR_SCOPE = "Calendars.Read"
 CALENDAR_CONSENT_WITHHELD: frozenset[str] = frozenset({"u-lidia"})
 """Users who have not consented to ``Calendars.Read`` (a rep the brief must explain this to)."""
@@ -168,7 +172,7 @@ async def _token(settings: SandboxSettings, request: Request) -> dict[str, Any]:
         )
     user = _assertion_user(settings, form.get("assertion", ""), request.path_params["tenant"])
     scopes = parse_scopes(settings, form.get("scope", ""))
-    if scopes.resource == settings.crm_audience and not await run_in_threadpool(
+    if scopes.resource in (settings.crm_audience, settings.org_url) and not await run_in_threadpool(
         crm_access_enabled, settings.db_path, user
     ):
         raise OAuthError(
@@ -336,7 +340,11 @@ def parse_scopes(settings: SandboxSettings, scope: str) -> ScopeRequest:
     Reserved OpenID scopes are ignored; ``<resource>/.default`` means every scope of
     that resource. Raises ``OAuthError`` for an empty, unknown or multi-resource request.
     """
-    known = {settings.crm_audience: CRM_SCOPES, settings.graph_audience: GRAPH_SCOPES}
+    known = {
+        settings.crm_audience: CRM_SCOPES,
+        settings.graph_audience: GRAPH_SCOPES,
+        settings.org_url: DATAVERSE_SCOPES,
+    }
     requested = [s for s in scope.split() if s not in RESERVED_SCOPES]
     if not requested:
         raise OAuthError(
@@ -372,6 +380,10 @@ def parse_scopes(settings: SandboxSettings, scope: str) -> ScopeRequest:
             500011,
             f"The resource principal named {resource} was not found in the tenant.",
         )
+    if resource == settings.org_url and set(names) <= set(DATAVERSE_SCOPES):
+        # The app registration holds both Dynamics CRM delegated permissions, and a request for
+        # either one (as a public client asks for user_impersonation) gets the consented set.
+        return ScopeRequest(resource, known[resource])
     if ".default" in names:
         if len(names) > 1:
             raise OAuthError(
