@@ -162,6 +162,9 @@ class Settings(BaseSettings):
     generated under ``data_dir``. Required when deployed with tracing on."""
 
     # --- CRM (the connector, copilot/crm/) --------------------------------------------------
+    crm_ca_bundle: Path | None = Field(default=None, alias="CRM_CA_BUNDLE")
+    """A private CA bundle the CRM's TLS certificate chains to (a TLS-inspecting proxy, the
+    local sandbox's Dataverse face); unset = the system's trust, right for Dynamics 365."""
     crm_kind: CrmKind = Field(default="reference", alias="CRM_KIND")
     """Which CRM connector: ``reference`` (the sandbox CRM's own MCP write tools) or ``dataverse``
     (Dynamics 365 Sales: reads over its MCP server, writes over the Web API v9.2)."""
@@ -295,6 +298,11 @@ class Settings(BaseSettings):
     def local(self) -> bool:
         """Local development (``COPILOT_ENVIRONMENT=local``): the sandbox's defaults apply."""
         return self.environment == "local"
+
+    @property
+    def crm_ca_file(self) -> str | None:
+        """:attr:`crm_ca_bundle` as the string ``copilot.tls.ssl_context`` takes."""
+        return str(self.crm_ca_bundle) if self.crm_ca_bundle is not None else None
 
     @property
     def ca_bundle(self) -> Path | None:

@@ -88,6 +88,8 @@ class DataverseConfig:
     stage_attribute: str = "salesstage"
     canceled_status: dict[str, int] = field(default_factory=dict)
     timeout_seconds: float = 15.0
+    ca_file: str | None = None
+    """``CRM_CA_BUNDLE``: the CRM's private CA, if it has one."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DataverseConfig:
@@ -102,6 +104,7 @@ class DataverseConfig:
             stage_attribute=settings.crm_dataverse_stage_attribute,
             canceled_status=dict(settings.crm_dataverse_canceled_status),
             timeout_seconds=settings.crm_timeout_seconds,
+            ca_file=settings.crm_ca_file,
         )
 
     def entity_set(self, logical_name: str) -> str:
@@ -210,7 +213,7 @@ class DataverseWriter:
             # that hand a transport in.
             from copilot.tools.mcp_http import shared_transport
 
-            transport = shared_transport()
+            transport = shared_transport(self._config.ca_file)
         try:
             async with httpx.AsyncClient(transport=transport, timeout=self._config.timeout_seconds) as client:
                 response = await client.request(
