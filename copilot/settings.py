@@ -192,6 +192,12 @@ class Settings(BaseSettings):
     )
     """``dataverse``: the copilot's activity type → the activity table it is logged as (JSON
     object, replaces the default); its keys are the activity types reps may log."""
+    crm_dataverse_opportunity_columns: dict[str, str] = Field(
+        default_factory=dict, alias="CRM_DATAVERSE_OPPORTUNITY_COLUMNS"
+    )
+    """``dataverse``: the copilot's opportunity fields → this tenant's columns (JSON object, merged
+    over the defaults: name, salesstage, estimatedclosedate, estimatedvalue, description for the
+    next step, closeprobability)."""
     crm_dataverse_stage_attribute: str = Field(
         default="salesstage", pattern=r"^[a-z][a-z0-9_]{0,99}$", alias="CRM_DATAVERSE_STAGE_ATTRIBUTE"
     )

@@ -13,7 +13,6 @@ own direct calls (proposal snapshots, writes) go through :class:`CrmGateway`.
 from __future__ import annotations
 
 import functools
-
 import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
