@@ -111,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.any_day", description=__doc__.splitlines()[0])
     parser.add_argument("--at", action="append", help='a moment, "YYYY-MM-DD HH:MM:SS" UTC (repeatable)')
     parser.add_argument("--workers", default="1", help="pytest-xdist workers per moment (default 1)")
+    parser.add_argument("--jobs", type=int, default=2, help="moments run side by side (default 2)")
     parser.add_argument("files", nargs="*", help="test files (default: the time-sensitive ones)")
     args = parser.parse_args(argv)
     if shutil.which("faketime") is None:
@@ -136,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"any-day: {len(files)} time-sensitive files at {', '.join(_label(m) for m in moments)}",
             flush=True,
         )
-        with ThreadPoolExecutor(max_workers=len(moments)) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             outcomes = list(
                 pool.map(
                     lambda n: run_moment(moments[n], files, args.workers, urls[n], Path(scratch) / f"tmp{n}"),
