@@ -25,10 +25,18 @@ param customDomain string = ''
 param ssoConnectionName string = 'crm-copilot-sso'
 
 // --- the systems the copilot reaches --------------------------------------------------
-@description('The CRM\'s MCP endpoint (streamable HTTP).')
-param crmMcpUrl string
-@description('The CRM\'s OAuth resource (audience), e.g. https://contoso.crm.dynamics.com.')
-param crmResource string
+@description('Which CRM connector: dataverse (Dynamics 365 Sales) or reference (the copilot\'s own CRM server).')
+@allowed([
+  'dataverse'
+  'reference'
+])
+param crmKind string = 'dataverse'
+@description('The Dataverse environment URL, e.g. https://contoso.crm.dynamics.com (dataverse): the MCP endpoint and the OAuth resource derive from it.')
+param crmUrl string = ''
+@description('The CRM\'s MCP endpoint (streamable HTTP); empty = <crmUrl>/api/mcp (dataverse).')
+param crmMcpUrl string = ''
+@description('The CRM\'s OAuth resource (audience); empty = crmUrl (dataverse).')
+param crmResource string = ''
 param crmRecordUrlTemplate string = ''
 param entraAuthority string = 'https://login.microsoftonline.com'
 param graphBaseUrl string = 'https://graph.microsoft.com/v1.0'
@@ -264,6 +272,8 @@ module functionApp 'modules/functionapp.bicep' = {
     turnQueueName: turnQueueName
     ssoConnectionName: ssoConnectionName
     entraAuthority: entraAuthority
+    crmKind: crmKind
+    crmUrl: crmUrl
     crmMcpUrl: crmMcpUrl
     crmResource: crmResource
     graphBaseUrl: graphBaseUrl

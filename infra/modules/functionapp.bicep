@@ -33,6 +33,8 @@ param botAppId string
 param turnQueueName string
 param ssoConnectionName string
 param entraAuthority string
+param crmKind string
+param crmUrl string
 param crmMcpUrl string
 param crmResource string
 param graphBaseUrl string
@@ -157,12 +159,8 @@ var coreSettings = [
     value: phoneRegion
   }
   {
-    name: 'CRM_MCP_URL'
-    value: crmMcpUrl
-  }
-  {
-    name: 'CRM_RESOURCE'
-    value: crmResource
+    name: 'CRM_KIND'
+    value: crmKind
   }
   {
     name: 'GRAPH_BASE_URL'
@@ -227,6 +225,27 @@ var coreSettings = [
   }
 ]
 
+// The CRM's endpoints: CRM_URL for Dataverse (the MCP endpoint and the OAuth resource derive
+// from it), each explicit one only when given (an empty setting would not mean "derive").
+var crmUrlSettings = empty(crmUrl) ? [] : [
+  {
+    name: 'CRM_URL'
+    value: crmUrl
+  }
+]
+var crmMcpUrlSettings = empty(crmMcpUrl) ? [] : [
+  {
+    name: 'CRM_MCP_URL'
+    value: crmMcpUrl
+  }
+]
+var crmResourceSettings = empty(crmResource) ? [] : [
+  {
+    name: 'CRM_RESOURCE'
+    value: crmResource
+  }
+]
+
 // Read by langchain-openai / the openai client (COPILOT_MODEL=azure_openai:<deployment>).
 var modelSettings = deployOpenAi ? [
   {
@@ -279,7 +298,7 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
       detailedErrorLoggingEnabled: true
       httpLoggingEnabled: true
       requestTracingEnabled: true
-      appSettings: concat(coreSettings, modelSettings, tracingSettings)
+      appSettings: concat(coreSettings, crmUrlSettings, crmMcpUrlSettings, crmResourceSettings, modelSettings, tracingSettings)
     }
     functionAppConfig: {
       deployment: {

@@ -157,7 +157,8 @@ def test_the_templates_settings_pass_every_start_up_check_of_a_deployment(clean_
 def test_the_start_up_checks_refuse_a_deployment_missing_a_required_setting(clean_environment):
     # The check above can fail: without one of the settings the code requires, start-up raises.
     env = deployed_environment(app_settings())
-    for name in ("CRM_MCP_URL", "COPILOT_TOKEN_ENCRYPTION_KEY", "COPILOT_AUDIT_HMAC_KEYS", "MicrosoftAppId"):
+    # CRM_URL: the Dataverse connector's endpoints (MCP, OAuth resource) all derive from it.
+    for name in ("CRM_URL", "COPILOT_TOKEN_ENCRYPTION_KEY", "COPILOT_AUDIT_HMAC_KEYS", "MicrosoftAppId"):
         partial = {key: value for key, value in env.items() if key != name}
         with pytest.MonkeyPatch.context() as patch:
             for other in env:
