@@ -20,7 +20,7 @@ import pytest
 
 from copilot import cli
 from copilot.doctor.framework import CheckResult, DoctorReport
-from tests.support.dataverse import knobs, webapi
+from tests.support.dataverse import dv_token, knobs, webapi
 from tests.support.dataverse_env import dataverse_environment
 from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess
 
@@ -199,6 +199,22 @@ def test_a_crm_url_other_than_the_tokens_audience_is_named_as_an_audience_mismat
     assert code == 1
     # The token is decoded, never printed.
     assert environment["COPILOT_DOCTOR_CRM_TOKEN"] not in out + err
+
+
+def test_a_token_the_mcp_server_refuses_with_401_is_named_as_a_token_problem(
+    sandbox, monkeypatch, environment, capsys
+):
+    # The right audience, but without the mcp.tools scope: /api/mcp answers 401, not 403.
+    monkeypatch.setenv("COPILOT_DOCTOR_CRM_TOKEN", dv_token(sandbox, "alex", ["user_impersonation"]))
+    code, results, progress = _doctor(capsys)
+    assert results["crm.token"].status == "pass", progress
+    tools = results["crm.tools"]
+    assert tools.status == "fail", progress
+    assert "HTTP 401" in tools.detail
+    assert "not an allowed MCP client" not in tools.detail
+    assert tools.setting == "CRM_URL"
+    assert "mcp.tools" in (tools.fix or "")
+    assert code == 1
 
 
 def test_a_removed_query_tool_is_named_as_the_missing_read_capability(sandbox, environment, capsys):
