@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: setup chromium faketime any-day demo chat test lint typecheck unit soak bench eval eval-generate clean \
-	infra-check infra-deploy infra-secrets infra-rotate infra-package
+	infra-check infra-deploy infra-secrets infra-rotate infra-package dataverse-check
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -161,3 +161,8 @@ infra-package: setup
 
 clean:
 	rm -rf $(VENV) $(INFRA_VENV) node_modules .data
+
+# The admin guide's "Connect Dynamics 365 Sales" commands and the doctor's Dataverse checks,
+# against the sandbox's Dataverse emulator.
+dataverse-check: setup
+	$(PY) -m pytest tests/integration/test_doctor_dataverse.py -q --basetemp=$${BASETEMP:-/tmp/bt-dataverse-check}

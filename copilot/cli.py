@@ -37,6 +37,10 @@ _BAD_INPUT: tuple[type[CopilotError], ...] = (
     ThreadAccessDenied,
 )
 
+DEFAULT_ADMIN_TOKEN_ENV = "COPILOT_CRM_ADMIN_TOKEN"
+"""Where ``crm prepare`` finds the admin's token (a variable, never an argument: arguments show
+in process lists)."""
+
 MAX_ERROR_CHARS = 500
 """Longest error line printed (messages can quote what was given, which may be huge)."""
 
@@ -181,6 +185,32 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="environment variable holding a rep's delegated CRM token (crm.read) to list the CRM's tools",
     )
+    doctor.add_argument(
+        "--only",
+        action="append",
+        metavar="PREFIX",
+        help="run only the checks whose name starts with PREFIX (e.g. crm), after the settings checks; "
+        "repeatable",
+    )
+    crm = commands.add_parser("crm", help="CRM environment administration")
+    crm_commands = crm.add_subparsers(dest="crm_command", required=True)
+    prepare = crm_commands.add_parser(
+        "prepare",
+        help="create the key column and its alternate keys in the Dataverse environment (idempotent); "
+        "with --allow-mcp-client, also enable the app as an allowed MCP client",
+    )
+    prepare.add_argument("--json", action="store_true", help="machine-readable output")
+    prepare.add_argument(
+        "--token-env",
+        default=DEFAULT_ADMIN_TOKEN_ENV,
+        metavar="NAME",
+        help="environment variable holding a System Administrator's delegated token for CRM_URL",
+    )
+    prepare.add_argument(
+        "--allow-mcp-client",
+        metavar="APP_ID",
+        help="the app's client id to add (or enable) as an allowed MCP client of the environment",
+    )
     return parser
 
 
@@ -238,7 +268,12 @@ def _doctor(args: argparse.Namespace) -> int:
     from copilot.doctor.command import main as doctor
     from functions.doctor import all_checks
 
-    return asyncio.run(doctor(all_checks(), as_json=args.json, crm_token_env=args.crm_token_env))
+    checks = all_checks()
+    if args.only:
+        # The settings checks build what every other check needs, so they always run.
+        prefixes = ("settings.", *(p if p.endswith(".") else f"{p}." for p in args.only))
+        checks = tuple(c for c in checks if c.name.startswith(prefixes))
+    return asyncio.run(doctor(checks, as_json=args.json, crm_token_env=args.crm_token_env))
 
 
 def _date(text: str) -> dt.date:
@@ -415,6 +450,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.command == "knowledge":
             return asyncio.run(_knowledge(settings, args))
+        if args.command == "crm":
+            from copilot.crm.command import prepare_main
+
+            return asyncio.run(
+                prepare_main(
+                    settings,
+                    token_env=args.token_env,
+                    allow_mcp_client=args.allow_mcp_client,
+                    as_json=args.json,
+                )
+            )
         if args.command in ("data", "retention"):
             return asyncio.run(_data(settings, args))
         if args.command == "brief":

@@ -24,6 +24,7 @@ from sandbox.config import SandboxSettings
 from sandbox.crm import CrmService
 from sandbox.dataverse.mcp_gate import DataverseMcpGate
 from sandbox.dataverse.mcp_tools import build_dataverse_mcp
+from sandbox.dataverse.org import OrgConfig
 from sandbox.dataverse.records import DataverseService
 from sandbox.dataverse.webapi import WebApi
 from sandbox.directory import TENANTS, find_user
@@ -171,10 +172,11 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
     endpoint = McpAuthGate(StreamableHTTPASGIApp(mcp.session_manager), settings, state)
     # The Dataverse face of the same records: Web API v9.2 and the Dataverse MCP tools.
     dataverse = DataverseService(settings.db_path, settings.dataverse_activity_key)
+    org = OrgConfig(settings, state)
     dataverse_mcp = build_dataverse_mcp(settings, state, dataverse)
     dataverse_mcp.streamable_http_app()
     dataverse_endpoint = DataverseMcpGate(
-        StreamableHTTPASGIApp(dataverse_mcp.session_manager), settings, state
+        StreamableHTTPASGIApp(dataverse_mcp.session_manager), settings, state, org
     )
 
     @contextlib.asynccontextmanager
@@ -185,7 +187,7 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
     routes = [
         Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]),
         Route("/api/mcp", dataverse_endpoint, methods=["GET", "POST", "DELETE"]),
-        *WebApi(settings, state, dataverse).routes(),
+        *WebApi(settings, state, dataverse, org).routes(),
         *identity_routes(settings),
         *mailbox_routes(settings),
         *calendar_routes(settings),

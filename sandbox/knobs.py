@@ -51,6 +51,11 @@ class Knobs(BaseModel):
     dataverse_mcp_tool_names: dict[str, str | None] = Field(default_factory=dict)
     """Rename (``{"read_query": "run_sql"}``) or remove (``{"search_data": null}``) Dataverse MCP
     tools, so clients' run-time tool discovery can be tested."""
+    dataverse_key_column_present: bool = True
+    """False = the organisation starts without the copilot's key column (on the activity tables
+    and ``opportunity``) and its alternate key, so the admin command that creates them
+    (``python -m copilot crm prepare``) and the doctor's check of them can be proven. Setting
+    any knob puts the organisation's customisations back to what the knobs say."""
 
 
 @dataclass(frozen=True)
@@ -77,15 +82,22 @@ class KnobState:
         self._calls: dict[str, deque[float]] = {}
         self._window_calls: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
+        self._generation = 0
 
     @property
     def knobs(self) -> Knobs:
         return self._knobs
 
+    @property
+    def generation(self) -> int:
+        """How many times the knobs were set: state derived from them rebuilds when it changes."""
+        return self._generation
+
     def set(self, knobs: Knobs) -> None:
         """Replace the knobs (and forget rate-limit history, so a new setting starts clean)."""
         with self._lock:
             self._knobs = knobs
+            self._generation += 1
             self._calls.clear()
             self._window_calls.clear()
 

@@ -16,6 +16,8 @@ from langchain_core.messages import HumanMessage
 from langsmith import tracing_context
 
 from copilot.crm.connector import expected_tools
+from copilot.crm.dataverse_admin import crm_trust
+from copilot.doctor.crm_checks import crm_schema, crm_token, dataverse_tools
 from copilot.doctor.framework import Check, CheckFailed, CheckSkipped, DoctorContext
 from copilot.errors import AuthError, CopilotError, CrmUnavailable
 from copilot.models.factory import build_model
@@ -82,7 +84,10 @@ async def crm_endpoint(ctx: DoctorContext) -> str:
     body = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     try:
-        async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS) as client:
+        # Dataverse's host may sit behind a private CA (the sandbox's); the reference CRM kept
+        # the default trust it always had.
+        verify: Any = crm_trust(settings) if settings.crm_kind == "dataverse" else True
+        async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS, verify=verify) as client:
             response = await client.post(settings.crm_mcp_url, json=body, headers=headers)
     except httpx.HTTPError as exc:
         raise CheckFailed(
@@ -124,6 +129,8 @@ async def crm_tools(ctx: DoctorContext) -> str:
             "no delegated CRM token to list the tools with: put one (crm.read) in the environment variable "
             "named by --crm-token-env"
         )
+    if settings.crm_kind == "dataverse":
+        return await dataverse_tools(ctx, settings)
     try:
         async with open_crm_session(settings, ctx.crm_token) as session:
             listed = (await session.list_tools()).tools
@@ -269,7 +276,9 @@ async def langsmith(ctx: DoctorContext) -> str:
 CHECKS = (
     Check("entra.metadata", entra_metadata),
     Check("crm.endpoint", crm_endpoint),
+    Check("crm.token", crm_token),
     Check("crm.tools", crm_tools),
+    Check("crm.schema", crm_schema),
     Check("graph.reachable", graph),
     Check("model.primary", model_primary),
     Check("model.fallbacks", model_fallbacks),

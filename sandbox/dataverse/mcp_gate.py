@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from sandbox.config import SandboxSettings
 from sandbox.dataverse.errors import DataverseError
 from sandbox.dataverse.mcp_tools import CALLER_SCOPE_KEY
+from sandbox.dataverse.org import OrgConfig
 from sandbox.dataverse.security import authenticate, charge, require_allowed_mcp_client
 from sandbox.knobs import KnobState
 
@@ -28,10 +29,11 @@ async def _refuse(send: Send, exc: DataverseError) -> None:
 class DataverseMcpGate:
     """ASGI wrapper that authenticates and admits Dataverse MCP requests."""
 
-    def __init__(self, app: ASGIApp, settings: SandboxSettings, knobs: KnobState) -> None:
+    def __init__(self, app: ASGIApp, settings: SandboxSettings, knobs: KnobState, org: OrgConfig) -> None:
         self._app = app
         self._settings = settings
         self._knobs = knobs
+        self._org = org
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -40,7 +42,7 @@ class DataverseMcpGate:
         headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
         try:
             claims = await authenticate(self._settings, headers.get("authorization"), "mcp")
-            require_allowed_mcp_client(self._settings, self._knobs, claims)
+            require_allowed_mcp_client(self._org, claims)
             charge(self._knobs, claims)
         except DataverseError as exc:
             await _refuse(send, exc)

@@ -2,7 +2,9 @@
 
 Enough of Dataverse's metadata API for a product-side doctor and vocabulary loader:
 tables, their attributes, alternate keys, and option sets (``salesstage``'s labels are
-the pipeline stages; ``statecode``/``statuscode`` pairs per table).
+the pipeline stages; ``statecode``/``statuscode`` pairs per table). The copilot's key column
+and its alternate key show only while the organisation has them (:mod:`sandbox.dataverse.org`),
+and an administrator creates them with ``POST .../Attributes`` and ``POST .../Keys`` (:func:`create`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from typing import Any
 
 from sandbox.dataverse.errors import DataverseError, bad_request
 from sandbox.dataverse.ids import NAMESPACE
+from sandbox.dataverse.org import KEY_COLUMN_MAX_LENGTH, OrgConfig
 from sandbox.dataverse.schema import STATES, Column, Entity, sales_stages
+from sandbox.directory import User
 
 _ATTRIBUTE_TYPES = {
     "uniqueidentifier": "Uniqueidentifier",
@@ -126,9 +130,21 @@ def attribute_definition(entity: Entity, column: Column, *, with_options: bool =
     return body
 
 
-def key_definitions(entity: Entity) -> list[dict[str, Any]]:
-    """The table's alternate keys (``EntityKeyMetadata``)."""
-    if entity.alternate_key is None:
+def columns_of(entity: Entity, org: OrgConfig) -> tuple[Column, ...]:
+    """The table's columns as the organisation has them now: the key column only once created
+    (on ``opportunity`` too, where the schema has no key of its own)."""
+    key = org.key_column
+    columns = tuple(c for c in entity.columns if c.name != key or org.has_column(entity.logical_name))
+    if entity.logical_name == "opportunity" and org.has_column("opportunity"):
+        columns += (
+            Column(key, "string", "Copilot key of the last update", max_length=KEY_COLUMN_MAX_LENGTH),
+        )
+    return columns
+
+
+def key_definitions(entity: Entity, org: OrgConfig) -> list[dict[str, Any]]:
+    """The table's alternate keys (``EntityKeyMetadata``), once created."""
+    if entity.alternate_key is None or not org.has_key(entity.logical_name):
         return []
     return [
         {
@@ -152,12 +168,38 @@ def _select(body: dict[str, Any], select: str | None, expand: str | None = None)
     return {k: v for k, v in body.items() if k in wanted or k in ("MetadataId", "@odata.type")}
 
 
-def resolve(tables: dict[str, Entity], segments: list[str], params: dict[str, str]) -> dict[str, Any]:
-    """Answer ``EntityDefinitions...`` (``segments`` = the path split on ``/``)."""
-    parsed = []
+def _parse(segments: list[str]) -> list[tuple[str, str | None]]:
+    parsed: list[tuple[str, str | None]] = []
     for segment in segments:
         match = _SEGMENT.match(segment) if not segment.startswith("Microsoft.Dynamics.CRM.") else None
         parsed.append((match.group("name"), match.group("key")) if match else (segment, None))
+    return parsed
+
+
+def create(
+    tables: dict[str, Entity], org: OrgConfig, caller: User, segments: list[str], body: dict[str, Any]
+) -> str:
+    """``POST EntityDefinitions(LogicalName='<t>')/Attributes`` or ``.../Keys``: the new
+    metadata's path (for ``OData-EntityId``). Only the copilot's key column and its key."""
+    parsed = _parse(segments)
+    if len(parsed) != 2 or parsed[0][0] != "EntityDefinitions" or parsed[0][1] is None or parsed[1][1]:
+        raise bad_request("POST EntityDefinitions(LogicalName='<table>')/Attributes or .../Keys.")
+    table = parsed[0][1]
+    if table not in tables:
+        raise DataverseError(404, "0x80040217", f"Could not find an entity with the name {table}.")
+    child = parsed[1][0]
+    if child == "Attributes":
+        return f"EntityDefinitions({_metadata_id(table)})/Attributes({org.add_column(caller, table, body)})"
+    if child == "Keys":
+        return f"EntityDefinitions({_metadata_id(table)})/Keys({org.add_key(caller, table, body)})"
+    raise bad_request(f"Resource not found for the segment '{segments[1]}'.")
+
+
+def resolve(
+    tables: dict[str, Entity], org: OrgConfig, segments: list[str], params: dict[str, str]
+) -> dict[str, Any]:
+    """Answer ``EntityDefinitions...`` (``segments`` = the path split on ``/``)."""
+    parsed = _parse(segments)
     name, key = parsed[0]
     if name != "EntityDefinitions":
         raise bad_request(f"Resource not found for the segment '{segments[0]}'.")
@@ -172,15 +214,18 @@ def resolve(tables: dict[str, Entity], segments: list[str], params: dict[str, st
         return _select(entity_definition(entity), params.get("$select"))
     child, child_key = parsed[1]
     if child == "Keys" and len(parsed) == 2:
-        return {"value": key_definitions(entity)}
+        return {"value": key_definitions(entity, org)}
     if child != "Attributes":
         raise bad_request(f"Resource not found for the segment '{segments[1]}'.")
     with_options = "OptionSet" in params.get("$expand", "")
     if child_key is None:
         return {
-            "value": [_select(attribute_definition(entity, c), params.get("$select")) for c in entity.columns]
+            "value": [
+                _select(attribute_definition(entity, c), params.get("$select"))
+                for c in columns_of(entity, org)
+            ]
         }
-    column = entity.column(child_key)
+    column = next((c for c in columns_of(entity, org) if child_key in (c.name, c.row_key)), None)
     if column is None:
         raise DataverseError(
             404,

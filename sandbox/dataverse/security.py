@@ -3,8 +3,9 @@
 * a token must be a delegated user token for the org URL (``SandboxSettings.org_url``)
   with ``user_impersonation`` (Web API) or ``mcp.tools`` (MCP); anything else is 401;
 * a user whose CRM access was revoked is 401, as on the sandbox's own MCP server;
-* on ``/api/mcp`` the token's client app (``appid``/``azp``) must be an allowed MCP client
-  (knob ``dataverse_allowed_mcp_clients``; default the product's app) or it is 403;
+* on ``/api/mcp`` the token's client app (``appid``/``azp``) must be an enabled
+  ``allowedmcpclient`` row (:class:`~sandbox.dataverse.org.OrgConfig`: from the knob
+  ``dataverse_allowed_mcp_clients``, default the product's app, plus what an admin adds) or it is 403;
 * every request counts against the caller's service-protection budget (knobs
   ``dataverse_request_budget`` per ``dataverse_window_seconds``); past it, 429.
 """
@@ -18,6 +19,7 @@ import anyio
 from sandbox.access import crm_access_enabled
 from sandbox.config import SandboxSettings
 from sandbox.dataverse.errors import UNAUTHORIZED, DataverseError, throttled
+from sandbox.dataverse.org import OrgConfig
 from sandbox.identity.tokens import TokenClaims, TokenError, bearer_from_header, validate_token
 from sandbox.knobs import KnobState
 
@@ -57,13 +59,10 @@ def client_app_id(claims: TokenClaims) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def require_allowed_mcp_client(settings: SandboxSettings, knobs: KnobState, claims: TokenClaims) -> None:
+def require_allowed_mcp_client(org: OrgConfig, claims: TokenClaims) -> None:
     """403 unless the token's client app is an enabled ``allowedmcpclient`` of the org."""
-    allowed = knobs.knobs.dataverse_allowed_mcp_clients
-    if allowed is None:
-        allowed = [settings.bot_app_id]
     app_id = client_app_id(claims)
-    if app_id is None or app_id not in allowed:
+    if not org.allowed(app_id):
         raise DataverseError(
             403,
             "",  # Microsoft documents no fault code for this refusal, only the 403

@@ -22,6 +22,7 @@ from sandbox.config import SandboxSettings
 from sandbox.dataverse import metadata, odata
 from sandbox.dataverse.errors import DataverseError, bad_request, duplicate_key
 from sandbox.dataverse.ids import guid_for, parse_guid
+from sandbox.dataverse.org import OrgConfig
 from sandbox.dataverse.records import DataverseService, Snapshot, currency_row
 from sandbox.dataverse.schema import Entity, by_set
 from sandbox.dataverse.security import authenticate, charge
@@ -31,6 +32,8 @@ from sandbox.knobs import KnobState
 API_PREFIX = "/api/data/v9.2/"
 ODATA_HEADERS = {"OData-Version": "4.0"}
 _RESOURCE = re.compile(r"^(?P<set>[A-Za-z_]+)(?:\((?P<key>[^)]*)\))?$")
+ALLOWED_MCP_CLIENTS = "allowedmcpclients"
+_CLIENT_FILTER = re.compile(r"^applicationid eq '([^']{1,100})'$")
 
 
 def error_response(exc: DataverseError) -> JSONResponse:
@@ -55,7 +58,7 @@ class _Key:
         self.alternate = alternate
 
 
-def _parse_key(entity: Entity, text: str) -> _Key:
+def _parse_key(entity: Entity, text: str, org: OrgConfig) -> _Key:
     guid = parse_guid(text)
     if guid is not None:
         return _Key(guid=guid)
@@ -64,6 +67,12 @@ def _parse_key(entity: Entity, text: str) -> _Key:
     if eq and name == entity.primary_id and parse_guid(value):
         return _Key(guid=parse_guid(value))
     if eq and name == entity.alternate_key and len(value) >= 2 and value[0] == value[-1] == "'":
+        if not org.has_key(entity.logical_name):
+            # Until an admin creates the alternate key, the column names no key of the table.
+            raise bad_request(
+                f"The key attribute {name} is not an alternate key of {entity.logical_name}: no entity"
+                " key over it exists."
+            )
         return _Key(alternate=value[1:-1].replace("''", "'"))
     raise bad_request(
         f"The key '{text}' is not valid for {entity.logical_name}: use a GUID"
@@ -74,10 +83,13 @@ def _parse_key(entity: Entity, text: str) -> _Key:
 class WebApi:
     """The Web API's request handling; one instance per app."""
 
-    def __init__(self, settings: SandboxSettings, knobs: KnobState, service: DataverseService) -> None:
+    def __init__(
+        self, settings: SandboxSettings, knobs: KnobState, service: DataverseService, org: OrgConfig
+    ) -> None:
         self.settings = settings
         self.knobs = knobs
         self.service = service
+        self.org = org
         self.sets = by_set(service.key_column)
 
     def routes(self) -> list[Route]:
@@ -125,10 +137,18 @@ class WebApi:
                 }
             )
         if path.startswith("EntityDefinitions"):
+            if method == "POST":
+                body = await self._body(request)
+                created = metadata.create(self.service.tables, self.org, caller, path.split("/"), body)
+                return Response(
+                    status_code=204,
+                    headers={**ODATA_HEADERS, "OData-EntityId": f"{self.base(request)}{created}"},
+                )
             if method != "GET":
-                raise DataverseError(405, "0x80060888", "Metadata is read-only here.")
-            body = metadata.resolve(self.service.tables, path.split("/"), params)
-            return _json(body)
+                raise DataverseError(405, "0x80060888", f"{method} is not supported on metadata here.")
+            return _json(metadata.resolve(self.service.tables, self.org, path.split("/"), params))
+        if path.startswith(ALLOWED_MCP_CLIENTS):
+            return await self._allowed_mcp_clients(request, caller, path, params)
         match = _RESOURCE.match(path)
         entity = self.sets.get(match.group("set")) if match else None
         if match is None or entity is None:
@@ -142,7 +162,7 @@ class WebApi:
             if method == "POST":
                 return await self._create(request, caller, entity, params)
             raise DataverseError(405, "0x80060888", f"{method} is not supported on a collection.")
-        key = _parse_key(entity, key_text)
+        key = _parse_key(entity, key_text, self.org)
         if method == "GET":
             return await self._retrieve(request, caller, entity, key, params)
         if method == "PATCH":
@@ -158,6 +178,40 @@ class WebApi:
             )
             return Response(status_code=204, headers=ODATA_HEADERS)
         raise DataverseError(405, "0x80060888", f"{method} is not supported on a single row.")
+
+    # --- allowedmcpclients ----------------------------------------------------------------
+
+    async def _allowed_mcp_clients(
+        self, request: Request, caller: User, path: str, params: dict[str, str]
+    ) -> Response:
+        """The ``allowedmcpclient`` table: list (``$filter=applicationid eq '<id>'`` only), create
+        and ``PATCH`` by id; see :class:`~sandbox.dataverse.org.OrgConfig`."""
+        match = _RESOURCE.match(path)
+        if match is None or match.group("set") != ALLOWED_MCP_CLIENTS:
+            raise DataverseError(404, "0x80060888", f"Resource not found for the segment '{path}'.")
+        key = match.group("key")
+        if key is None and request.method == "GET":
+            rows = self.org.clients(caller)
+            wanted = params.get("$filter")
+            if wanted is not None:
+                found = _CLIENT_FILTER.match(wanted.strip())
+                if found is None:
+                    raise bad_request("Filter allowedmcpclients by applicationid eq '<id>' only.")
+                rows = [r for r in rows if r["applicationid"].lower() == found.group(1).lower()]
+            return _json(
+                {"@odata.context": f"{self.base(request)}$metadata#{ALLOWED_MCP_CLIENTS}", "value": rows}
+            )
+        if key is None and request.method == "POST":
+            row = self.org.create_client(caller, await self._body(request))
+        elif key is not None and request.method == "PATCH":
+            row_id = parse_guid(key)
+            if row_id is None:
+                raise bad_request(f"The key '{key}' is not a GUID.")
+            row = self.org.update_client(caller, row_id, await self._body(request))
+        else:
+            raise DataverseError(405, "0x80060888", f"{request.method} is not supported here.")
+        entity_id = f"{self.base(request)}{ALLOWED_MCP_CLIENTS}({row['allowedmcpclientid']})"
+        return Response(status_code=204, headers={**ODATA_HEADERS, "OData-EntityId": entity_id})
 
     # --- reads ---------------------------------------------------------------------------
 

@@ -26,6 +26,21 @@ RUN_HERE = {
         "db",
         "migrate",
     ): "test_the_guides_migration_command_migrates_a_fresh_database",
+    # Section 11 (Connect Dynamics 365 Sales), run against the sandbox's Dataverse face by
+    # tests/integration/test_doctor_dataverse.py.
+    (
+        "python",
+        "-m",
+        "copilot",
+        "crm",
+        "prepare",
+    ): "test_every_command_of_the_admin_guides_dynamics_section_runs_against_the_emulator",
+    (
+        "python",
+        "-m",
+        "copilot",
+        "doctor",
+    ): "test_every_command_of_the_admin_guides_dynamics_section_runs_against_the_emulator",
 }
 
 

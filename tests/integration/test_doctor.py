@@ -63,7 +63,9 @@ ALL_CHECKS = [
     "audit.anchor_append",
     "entra.metadata",
     "crm.endpoint",
+    "crm.token",
     "crm.tools",
+    "crm.schema",
     "graph.reachable",
     "model.primary",
     "model.fallbacks",
@@ -438,9 +440,10 @@ def test_the_cli_as_a_subprocess_is_green_on_the_good_configuration_and_names_a_
 
 async def test_without_a_crm_token_the_tool_listing_is_skipped_not_passed(deployment, capsys):
     code, report, progress = await _doctor(deployment, capsys, {"COPILOT_DOCTOR_CRM_TOKEN": None})
-    assert [(c.name, c.status) for c in report.checks if c.status != "pass"] == [("crm.tools", "skip")], (
-        progress
-    )
+    assert [(c.name, c.status) for c in report.checks if c.status != "pass"] == [
+        ("crm.token", "skip"),
+        ("crm.tools", "skip"),
+    ], progress
     assert code == 0
 
 
@@ -450,7 +453,7 @@ async def test_the_text_output_names_the_setting_and_the_fix(deployment, capsys)
     line = next(line for line in out.splitlines() if line.startswith("FAIL queues"))
     assert "[setting: COPILOT_TURN_QUEUE]" in line
     assert "fix:" in line
-    assert out.strip().splitlines()[-1].startswith("doctor: 17 passed, 1 failed")
+    assert out.strip().splitlines()[-1].startswith("doctor: 19 passed, 1 failed")
     assert code == 1
 
 

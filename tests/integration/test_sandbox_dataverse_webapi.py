@@ -510,3 +510,91 @@ def test_the_activity_alternate_key_is_published_in_entity_metadata(sandbox: San
     assert [k["KeyAttributes"] for k in keys] == [[sandbox.settings.dataverse_activity_key]]
     assert keys[0]["EntityKeyIndexStatus"] == "Active"
     assert concurrency["IsOptimisticConcurrencyEnabled"] is True
+
+
+KEY_COLUMN_BODY = {
+    "@odata.type": "Microsoft.Dynamics.CRM.StringAttributeMetadata",
+    "SchemaName": "new_copilotkey",
+    "MaxLength": 100,
+}
+KEY_BODY = {"SchemaName": "new_copilotkey_key", "KeyAttributes": ["new_copilotkey"]}
+
+
+def test_only_an_admin_creates_the_key_column_and_its_alternate_key_and_only_once(sandbox):
+    with knobs(sandbox, dataverse_key_column_present=False):
+        attribute = "EntityDefinitions(LogicalName='task')/Attributes(LogicalName='new_copilotkey')"
+        assert webapi(sandbox, "GET", attribute).status_code == 404
+        assert webapi(sandbox, "GET", "EntityDefinitions(LogicalName='task')/Keys").json()["value"] == []
+        # A key over a column that does not exist yet is refused, even for the admin.
+        early = webapi(sandbox, "POST", "EntityDefinitions(LogicalName='task')/Keys", "nestor", json=KEY_BODY)
+        assert early.status_code == 400, early.text
+
+        refused = webapi(
+            sandbox, "POST", "EntityDefinitions(LogicalName='task')/Attributes", "alex", json=KEY_COLUMN_BODY
+        )
+        assert refused.status_code == 403
+        assert refused.json()["error"]["code"] == "0x80040220"
+        assert "System Administrator" in refused.json()["error"]["message"]
+
+        created = webapi(
+            sandbox,
+            "POST",
+            "EntityDefinitions(LogicalName='task')/Attributes",
+            "nestor",
+            json=KEY_COLUMN_BODY,
+        )
+        assert created.status_code == 204, created.text
+        assert "/Attributes(" in created.headers["OData-EntityId"]
+        assert webapi(sandbox, "GET", attribute).json()["MaxLength"] == 100
+        again = webapi(
+            sandbox,
+            "POST",
+            "EntityDefinitions(LogicalName='task')/Attributes",
+            "nestor",
+            json=KEY_COLUMN_BODY,
+        )
+        assert again.status_code == 400
+
+        key = webapi(sandbox, "POST", "EntityDefinitions(LogicalName='task')/Keys", "nestor", json=KEY_BODY)
+        assert key.status_code == 204, key.text
+        keys = webapi(sandbox, "GET", "EntityDefinitions(LogicalName='task')/Keys").json()["value"]
+        assert [(k["KeyAttributes"], k["EntityKeyIndexStatus"]) for k in keys] == [
+            (["new_copilotkey"], "Active")
+        ]
+    # Setting the knobs again puts the organisation back as they say (the key present).
+    assert webapi(sandbox, "GET", "EntityDefinitions(LogicalName='phonecall')/Keys").json()["value"]
+
+
+def test_the_allowed_mcp_clients_table_decides_who_may_call_the_mcp_endpoint(sandbox):
+    other = "0c412cc3-0dd6-449b-987f-05b053db9457"
+    ours = sandbox.settings.bot_app_id
+    with knobs(sandbox, dataverse_allowed_mcp_clients=[other]):
+        rows = webapi(sandbox, "GET", "allowedmcpclients", "nestor").json()["value"]
+        assert [(r["applicationid"], r["isenabled"]) for r in rows] == [(other, True)]
+        assert webapi(sandbox, "GET", "allowedmcpclients", "alex").status_code == 403
+        added = webapi(
+            sandbox, "POST", "allowedmcpclients", "nestor", json={"applicationid": ours, "name": "copilot"}
+        )
+        assert added.status_code == 204, added.text
+        filtered = webapi(sandbox, "GET", f"allowedmcpclients?$filter=applicationid eq '{ours}'", "nestor")
+        (row,) = filtered.json()["value"]
+        assert row["isenabled"] is False  # the column's default
+        token = issue_token(
+            sandbox.settings,
+            user=find_user("alex"),  # type: ignore[arg-type]
+            audience=sandbox.settings.org_url,
+            scopes=["user_impersonation", "mcp.tools"],
+        )
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        headers = {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"}
+        url = f"{sandbox.settings.http_base_url}/api/mcp"
+        assert httpx.post(url, json=body, headers=headers, timeout=30).status_code == 403
+        enabled = webapi(
+            sandbox,
+            "PATCH",
+            f"allowedmcpclients({row['allowedmcpclientid']})",
+            "nestor",
+            json={"isenabled": True},
+        )
+        assert enabled.status_code == 204, enabled.text
+        assert httpx.post(url, json=body, headers=headers, timeout=30).status_code == 200
