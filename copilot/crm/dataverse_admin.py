@@ -80,7 +80,10 @@ def _trust(ca_file: str | None) -> ssl.SSLContext:
 
 
 def crm_trust(settings: Settings) -> ssl.SSLContext:
-    """The TLS trust for the Dataverse environment's host."""
+    """The TLS trust for the Dataverse environment's host: ``CRM_CA_BUNDLE`` (what the runtime
+    trusts the CRM with), else ``ENTRA_CA_BUNDLE``, on top of the system's."""
+    if settings.crm_ca_file is not None:
+        return _trust(settings.crm_ca_file)
     return _trust(str(settings.ca_bundle) if settings.ca_bundle is not None else None)
 
 
