@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from copilot.crm import reference
+from copilot.crm.connector import progress_line
 from copilot.writes import write_tool
 
 
@@ -19,36 +19,22 @@ class ProgressEvent:
     tool: str | None = None
 
 
-def _name(names: Mapping[str, str], record_id: Any) -> str | None:
-    return names.get(str(record_id)) if record_id else None
-
-
 def describe_tool_call(name: str, args: Mapping[str, Any], names: Mapping[str, str]) -> ProgressEvent:
-    """What the copilot is doing when it calls ``name`` with ``args`` (record names if known)."""
-    account = _name(names, args.get("account_id"))
-    owner = f"{account}'s" if account else "the"
+    """What the copilot is doing when it calls ``name`` with ``args`` (record names if known).
+
+    A CRM read tool's line comes from the connector (which alone knows a CRM's tool names); a
+    tool nobody describes gets a generic line.
+    """
     entry = write_tool(name)
     if entry is not None:
         return ProgressEvent("proposal", entry.progress(), name)
-    messages = {
-        reference.SEARCH_ACCOUNTS: f"Searching accounts for “{args.get('query', '')}”…"
-        if args.get("query")
-        else "Listing your accounts…",
-        reference.GET_ACCOUNT: f"Reading {account or 'the account'}…",
-        reference.LIST_OPPORTUNITIES: f"Looking up {owner} opportunities…"
-        if args.get("account_id")
-        else "Looking up your opportunities…",
-        reference.GET_OPPORTUNITY: f"Reading {_name(names, args.get('opportunity_id')) or 'the opportunity'}…",
-        reference.LIST_ACTIVITIES: f"Looking up {owner} recent activities…",
-        reference.LIST_CONTACTS: f"Looking up {owner} contacts…",
-        reference.GET_CONTACT: "Looking up the contact…",
-        reference.PIPELINE_SUMMARY: "Summarising the pipeline…",
-        reference.GET_ME: "Looking you up in the CRM…",
+    own = {
         "get_preferences": "Reading your preferences…",
         "recent_writes": "Looking up your recent changes…",
         "search_knowledge": "Searching the playbooks and product documents…",
     }
-    return ProgressEvent("lookup", messages.get(name, f"Calling {name}…"), name)
+    line = own.get(name) or progress_line(name, args, names) or f"Calling {name}…"
+    return ProgressEvent("lookup", line, name)
 
 
 def names_in(value: Any, names: dict[str, str]) -> None:

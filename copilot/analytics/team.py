@@ -1,10 +1,10 @@
 """Approval analytics for one person in Teams ("copilot stats"): a manager's reports, or a rep's own.
 
 Whose decisions count comes from the CRM's own manager hierarchy, read as the asker (their
-``crm.read`` token, the CRM's ``get_me`` tool: the caller, their role and their direct
-reports, each with the Entra object id the CRM links the user to; Dataverse's
-``systemuser.parentsystemuserid`` / ``azureactivedirectoryobjectid``), never from a local
-list: someone who stops managing a team in the CRM stops seeing its figures at once.
+CRM read token, the connector's typed reads, :meth:`copilot.crm.reads.CrmReads.me`: the caller,
+their role and their direct reports, each with the Entra object id the CRM links the user to;
+the reference CRM's ``get_me``, Dataverse's ``WhoAmI`` and ``systemuser.parentsystemuserid`` /
+``azureactivedirectoryobjectid``), never from a local list: someone who stops managing a team in the CRM stops seeing its figures at once.
 Someone with direct reports gets their reports' figures; anyone else their own.
 
 The figures are counts, rates and field names only (no record values, no edit deltas).
@@ -25,16 +25,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from copilot.analytics.queries import Filters, fetch
 from copilot.analytics.report import AnalyticsReport, summarise
 from copilot.auth.tokens import TokenBroker
-from copilot.context import crm_gateway
-from copilot.crm import reference
+from copilot.crm import connector
 from copilot.errors import AuthError, CrmUnavailable
 from copilot.identity import RepIdentity
 from copilot.middleware.resilience import UNAVAILABLE_MESSAGE
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmCallError
-
-WHO_AM_I_TOOL = reference.GET_ME
-"""The CRM read tool that names the caller and their direct reports."""
 
 StatsScope = Literal["team", "own"]
 """``team``: a manager's direct reports (not the manager); ``own``: the asker alone."""
@@ -100,9 +96,7 @@ def scope_of(me: CrmMe, identity: RepIdentity) -> tuple[StatsScope, frozenset[st
 async def read_me(settings: Settings, tokens: TokenBroker) -> CrmMe:
     """The asker and their direct reports, from the CRM, as the asker."""
     async with AsyncExitStack() as stack:
-        payload: dict[str, Any] = await crm_gateway(stack, settings, tokens, write=False).call(
-            WHO_AM_I_TOOL, {}
-        )
+        payload: dict[str, Any] = await connector.reads(stack, settings, tokens).me()
     return CrmMe.model_validate(payload)
 
 

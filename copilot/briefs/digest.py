@@ -46,8 +46,8 @@ from copilot.briefs.types import (
     Suggestion,
 )
 from copilot.citations import cited_ids
-from copilot.context import crm_gateway
-from copilot.crm import reference
+from copilot.crm import connector
+from copilot.crm.types import TargetKind
 from copilot.errors import ThreadAccessDenied, ThreadNotFound
 from copilot.identity import RepIdentity
 from copilot.persistence.threads import list_threads
@@ -60,13 +60,12 @@ HORIZON_DAYS = 14
 """"Closing within 14 days", "no activity in 14 days"."""
 MAX_THREADS = 200
 """The rep's most recently active threads looked at for waiting proposals."""
-READ_TARGET = {
-    "account": reference.GET_ACCOUNT,
-    "opportunity": reference.GET_OPPORTUNITY,
-    "contact": reference.GET_CONTACT,
+READ_TARGET: dict[str, TargetKind] = {
+    "account": "account",
+    "opportunity": "opportunity",
+    "contact": "contact",
 }
-"""A proposal's CRM target, read again as the rep (so it is cited only if still readable)."""
-_TARGET_ARG = {"account": "account_id", "opportunity": "opportunity_id", "contact": "contact_id"}
+"""A proposal's CRM target kinds, read again as the rep (so it is cited only if still readable)."""
 
 
 class WaitingProposals(Protocol):
@@ -257,7 +256,7 @@ async def _customer_meetings(
             continue
         for account_id in dict.fromkeys(str(c["account_id"]) for c in contacts):
             if account_id not in accounts:
-                accounts[account_id] = await evidence.call(reference.GET_ACCOUNT, {"account_id": account_id})
+                accounts[account_id] = await evidence.account(account_id)
         ids = dict.fromkeys(str(c["account_id"]) for c in contacts)
         found.append(CustomerMeeting(meeting, contacts, {i: accounts[i] for i in ids}))
     return found
@@ -265,11 +264,10 @@ async def _customer_meetings(
 
 async def _quiet(evidence: Evidence, deal: Mapping[str, Any], at: datetime) -> bool:
     """No activity regarding the deal in the ``HORIZON_DAYS`` before ``at``."""
-    since = (at - timedelta(days=HORIZON_DAYS)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    page = await evidence.call(
-        reference.LIST_ACTIVITIES, {"opportunity_id": deal["id"], "since": since, "limit": 100}
+    found = await evidence.activities(
+        opportunity_id=str(deal["id"]), since=at - timedelta(days=HORIZON_DAYS), limit=100
     )
-    moments = [a.get("occurred_at") for a in page.get("items") or [] if isinstance(a, dict)]
+    moments = [a.get("occurred_at") for a in found]
     return not any(_instant(m) <= at for m in moments if isinstance(m, str) and m)
 
 
@@ -318,7 +316,7 @@ async def _with_target(evidence: Evidence, proposal: Proposal) -> WaitingProposa
     read: Mapping[str, Any] | None = None
     if kind in READ_TARGET and isinstance(target_id, str) and target_id:
         try:
-            read = await evidence.call(READ_TARGET[kind], {_TARGET_ARG[kind]: target_id})
+            read = await evidence.record_of(READ_TARGET[kind], target_id)
         except CrmCallError:
             read = None  # no longer readable by the rep: listed, but neither named nor cited
     return WaitingProposal(
@@ -351,11 +349,9 @@ async def digest_at(
     day = at.astimezone(zone).date()
     meetings = [m for m in await read_meetings(settings, tokens, start, end) if start <= m.start < end]
     async with AsyncExitStack() as stack:
-        evidence = Evidence(crm_gateway(stack, settings, tokens, write=False))
+        evidence = Evidence(connector.reads(stack, settings, tokens))
         customer = await _customer_meetings(evidence, meetings, domain_of(identity.username))
-        mine = [
-            d async for d in evidence.items(reference.LIST_OPPORTUNITIES, {"owner": "me", "open_only": True})
-        ]
+        mine = await evidence.open_opportunities(mine=True)
         closes = {str(d["id"]): date.fromisoformat(str(d.get("close_date"))[:10]) for d in mine}
         soon = [d for d in mine if day <= closes[str(d["id"])] <= day + timedelta(days=HORIZON_DAYS)]
         quiet = [d for d in soon if await _quiet(evidence, d, at)]

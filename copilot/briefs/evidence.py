@@ -1,32 +1,32 @@
 """The reads a brief is composed from, kept as tool results so the answers' citation check applies.
 
-Every CRM call goes through the rep's own read session (the CRM decides what the rep may
-see: a record it does not return cannot be in a brief), and every result is recorded as a
-``ToolMessage`` exactly as the agent's tools record theirs, so a brief is checked with the
-very function that checks answers (:func:`copilot.citations.ids_in_tool_results`).
+Every CRM read goes through the rep's own typed reads (:class:`copilot.crm.reads.CrmReads`,
+whichever CRM it is: the CRM decides what the rep may see, so a record it does not return
+cannot be in a brief), and every result is recorded as a ``ToolMessage`` exactly as the agent's
+tools record theirs, so a brief is checked with the very function that checks answers
+(:func:`copilot.citations.ids_in_tool_results`). The recorded names say what was read
+(``crm.account``), not which CRM tool read it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from copilot.tools.crm_client import CrmGateway
-
-PAGE = 100
-"""Records per page of a listing (the CRM's largest page)."""
-MAX_PAGES = 20
+from copilot.crm.reads import CrmReads, Record
+from copilot.crm.types import TargetKind
 
 
 @dataclass
 class Evidence:
-    """One brief run's reads, in order."""
+    """One brief run's reads, in order: the rep's :class:`~copilot.crm.reads.CrmReads`, each answer
+    recorded (``record`` keeps a result; ``record_of`` reads one CRM record)."""
 
-    crm: CrmGateway = field(repr=False)
+    crm: CrmReads = field(repr=False)
     messages: list[ToolMessage] = field(default_factory=list)
 
     def record(self, tool: str, payload: Any) -> None:
@@ -39,23 +39,50 @@ class Evidence:
             )
         )
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """One CRM read as the rep (``CrmCallError`` if the CRM refuses it), recorded."""
-        result = await self.crm.call(tool, arguments)
-        self.record(tool, result)
-        return result
+    def _one(self, what: str, record: Record) -> Record:
+        self.record(f"crm.{what}", record)
+        return record
 
-    async def items(self, tool: str, arguments: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-        """Every item of a paged listing, following ``next_cursor``."""
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            page = await self.call(
-                tool, {**arguments, "limit": PAGE, **({"cursor": cursor} if cursor else {})}
-            )
-            for item in page.get("items") or []:
-                if isinstance(item, dict):
-                    yield item
-            next_cursor = page.get("next_cursor")
-            if not isinstance(next_cursor, str) or not next_cursor:
-                return
-            cursor = next_cursor
+    def _many(self, what: str, records: list[Record]) -> list[Record]:
+        self.record(f"crm.{what}", {"items": records, "count": len(records)})
+        return records
+
+    async def me(self) -> Record:
+        """The rep's own CRM user."""
+        return self._one("me", await self.crm.me())
+
+    async def accounts(self) -> list[Record]:
+        """The accounts the rep can see."""
+        return self._many("accounts", await self.crm.accounts())
+
+    async def contacts(self, account_id: str) -> list[Record]:
+        """An account's contacts."""
+        return self._many("contacts", await self.crm.contacts(account_id))
+
+    async def account(self, account_id: str) -> Record:
+        """One account."""
+        return self._one("account", await self.crm.account(account_id))
+
+    async def open_opportunities(self, *, account_id: str | None = None, mine: bool = False) -> list[Record]:
+        """Open opportunities of an account and/or the rep's own."""
+        return self._many(
+            "open_opportunities", await self.crm.open_opportunities(account_id=account_id, mine=mine)
+        )
+
+    async def activities(
+        self,
+        *,
+        account_id: str | None = None,
+        opportunity_id: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+    ) -> list[Record]:
+        """The newest activities regarding an account or an opportunity."""
+        found = await self.crm.activities(
+            account_id=account_id, opportunity_id=opportunity_id, since=since, limit=limit
+        )
+        return self._many("activities", found)
+
+    async def record_of(self, kind: TargetKind, record_id: str) -> Record:
+        """One record by kind and id."""
+        return self._one(kind, await self.crm.record(kind, record_id))

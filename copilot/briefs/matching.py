@@ -1,7 +1,7 @@
 """Which meeting attendees are CRM contacts the rep may see.
 
 Matched by email address against the contacts of the accounts the CRM shows the rep
-(``search_accounts``, then ``list_contacts`` per account, all under the rep's token): a
+(the connector's ``accounts``, then ``contacts`` per account, all under the rep's token): a
 contact of an account the rep may not see is never listed, so it is never matched. The
 addresses are compared here, in code, and go nowhere else; a CRM with a contact lookup by
 address would replace the listing with one call per attendee.
@@ -14,7 +14,6 @@ from typing import Any
 
 from copilot.briefs.evidence import Evidence
 from copilot.briefs.types import Attendee, Meeting
-from copilot.crm import reference
 from copilot.tools.crm_client import CrmCallError
 
 
@@ -43,12 +42,11 @@ async def visible_contacts(evidence: Evidence, addresses: Iterable[str]) -> dict
     found: dict[str, dict[str, Any]] = {}
     if not wanted:
         return found
-    accounts = [a async for a in evidence.items(reference.SEARCH_ACCOUNTS, {"query": ""})]
-    for account in accounts:
+    for account in await evidence.accounts():
         if not isinstance(account.get("id"), str):
             continue
         try:
-            async for contact in evidence.items(reference.LIST_CONTACTS, {"account_id": account["id"]}):
+            for contact in await evidence.contacts(account["id"]):
                 address = str(contact.get("email") or "").strip().lower()
                 if address in wanted and address not in found:
                     found[address] = contact

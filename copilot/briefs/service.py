@@ -3,7 +3,8 @@
 The same function serves ``python -m copilot brief`` and (later) the Functions timer:
 read the rep's calendar with their delegated ``Calendars.Read`` token, keep the meetings
 starting within the lead time, match external attendees to CRM contacts with the rep's
-CRM read token, and compose each brief from the CRM's and the knowledge store's answers.
+CRM read token (the connector's typed reads, :func:`copilot.crm.connector.reads`, so any CRM
+serves), and compose each brief from the CRM's and the knowledge store's answers.
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ from copilot.briefs.evidence import Evidence
 from copilot.briefs.matching import domain_of, external_attendees, visible_contacts
 from copilot.briefs.suggestions import for_brief
 from copilot.briefs.types import Brief, BriefRun, Meeting
-from copilot.context import crm_gateway
-from copilot.crm import reference
+from copilot.crm import connector
 from copilot.identity import RepIdentity
 from copilot.knowledge.acl import Reader
 from copilot.knowledge.store import search
@@ -65,22 +65,15 @@ async def _account_reads(
     account_id: str,
     contacts: list[dict[str, Any]],
 ) -> AccountReads:
-    account = await evidence.call(reference.GET_ACCOUNT, {"account_id": account_id})
-    deals = [
-        d
-        async for d in evidence.items(
-            reference.LIST_OPPORTUNITIES, {"account_id": account_id, "open_only": True}
-        )
-    ]
-    activities = await evidence.call(
-        reference.LIST_ACTIVITIES, {"account_id": account_id, "limit": LAST_ACTIVITIES}
-    )
+    account = await evidence.account(account_id)
+    deals = await evidence.open_opportunities(account_id=account_id)
+    activities = await evidence.activities(account_id=account_id, limit=LAST_ACTIVITIES)
     stages = [str(d["stage"]) for d in deals if d.get("stage")]
     return AccountReads(
         account=account,
         contacts=contacts,
         opportunities=deals,
-        activities=[a for a in activities.get("items") or [] if isinstance(a, dict)],
+        activities=activities,
         playbooks=await _playbooks(conn, evidence, reader, stages),
     )
 
@@ -130,7 +123,7 @@ async def briefs_at(
     reader = Reader.of(identity)
     briefs: list[Brief] = []
     async with AsyncExitStack() as stack:
-        evidence = Evidence(crm_gateway(stack, settings, tokens, write=False))
+        evidence = Evidence(connector.reads(stack, settings, tokens))
         addresses = [a.address for m in meetings for a in external_attendees(m, own_domain)]
         directory = await visible_contacts(evidence, addresses) if addresses else {}
         found = [
@@ -140,7 +133,7 @@ async def briefs_at(
         ]
         # Who the rep is in the CRM (a brief lists colleagues' deals of the account too, and
         # only the rep's own are suggested changes), read once and only if there is a brief.
-        me = str((await evidence.call(reference.GET_ME, {})).get("id") or "") if found else ""
+        me = str((await evidence.me()).get("id") or "") if found else ""
         for meeting, (accounts, other) in found:
             suggested = for_brief(accounts, me, at.astimezone(UTC).date()) if me else ()
             offered = await ledger.offer(conn, identity, suggested)

@@ -9,10 +9,13 @@ the write guard's recovery calls the write again with the same key).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from mcp.types import Tool as ToolDefinition
 
+from copilot.crm.reads import Record
 from copilot.crm.types import (
     ActivityRef,
     ActivityRequest,
@@ -39,9 +42,8 @@ LIST_ACTIVITIES: Final = "list_activities"
 LIST_CONTACTS: Final = "list_contacts"
 PIPELINE_SUMMARY: Final = "pipeline_summary"
 GET_ME: Final = "get_me"
-"""Reads (the CRM must declare them ``readOnlyHint``). The briefs, the digest, team analytics and
-the progress lines call them by these names (the reference CRM's reads: a Dataverse reads
-adapter for them is still to come)."""
+"""Reads (the CRM must declare them ``readOnlyHint``): :class:`ReferenceReads` calls them for the
+briefs, the digest and team analytics, and :func:`progress_line` describes them."""
 
 UPSERT_ACTIVITY: Final = "upsert_activity"
 UPDATE_OPPORTUNITY: Final = "update_opportunity"
@@ -68,6 +70,11 @@ _READ_TOOL: dict[TargetKind, tuple[str, str]] = {
     "opportunity": (GET_OPPORTUNITY, "opportunity_id"),
     "contact": (GET_CONTACT, "contact_id"),
 }
+
+
+PAGE: Final = 100
+"""Records per page of a listing (the reference CRM's largest page)."""
+MAX_PAGES: Final = 20
 
 
 def expected_tools() -> tuple[frozenset[str], frozenset[str]]:
@@ -171,3 +178,106 @@ def vocabulary_from_tools(tools: list[ToolDefinition]) -> Vocabulary:
     return REFERENCE_VOCABULARY.model_copy(
         update={"activity_types": tuple(declared), "source": f"{UPSERT_ACTIVITY} input schema"}
     )
+
+
+# --- the copilot's own reads (copilot.crm.reads.CrmReads) ---------------------------------------
+
+
+class ReferenceReads:
+    """:class:`~copilot.crm.reads.CrmReads` over the reference CRM's read tools, as the rep.
+
+    Its tools already answer in the copilot's field names, so their records pass through as is.
+    """
+
+    def __init__(self, gateway: CrmGateway):
+        self._crm = gateway
+
+    async def _items(self, tool: str, arguments: dict[str, Any]) -> list[Record]:
+        """Every item of a paged listing, following ``next_cursor`` (at most ``MAX_PAGES``)."""
+        found: list[Record] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await self._crm.call(
+                tool, {**arguments, "limit": PAGE, **({"cursor": cursor} if cursor else {})}
+            )
+            found += [item for item in page.get("items") or [] if isinstance(item, dict)]
+            next_cursor = page.get("next_cursor")
+            if not isinstance(next_cursor, str) or not next_cursor:
+                break
+            cursor = next_cursor
+        return found
+
+    async def me(self) -> Record:
+        """``get_me``: the caller, their manager and direct reports."""
+        return await self._crm.call(GET_ME, {})
+
+    async def accounts(self) -> list[Record]:
+        """``search_accounts`` with an empty query: every account the rep can see."""
+        return await self._items(SEARCH_ACCOUNTS, {"query": ""})
+
+    async def contacts(self, account_id: str) -> list[Record]:
+        """``list_contacts`` of the account."""
+        return await self._items(LIST_CONTACTS, {"account_id": account_id})
+
+    async def account(self, account_id: str) -> Record:
+        """``get_account``."""
+        return await self._crm.call(GET_ACCOUNT, {"account_id": account_id})
+
+    async def open_opportunities(self, *, account_id: str | None = None, mine: bool = False) -> list[Record]:
+        """``list_opportunities`` with ``open_only`` (and ``owner: me`` for ``mine``)."""
+        arguments: dict[str, Any] = {"open_only": True}
+        if account_id is not None:
+            arguments["account_id"] = account_id
+        if mine:
+            arguments["owner"] = "me"
+        return await self._items(LIST_OPPORTUNITIES, arguments)
+
+    async def activities(
+        self,
+        *,
+        account_id: str | None = None,
+        opportunity_id: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+    ) -> list[Record]:
+        """``list_activities`` (newest first, voided ones left out by the CRM itself)."""
+        arguments: dict[str, Any] = {"limit": max(1, min(limit, PAGE))}
+        if account_id is not None:
+            arguments["account_id"] = account_id
+        if opportunity_id is not None:
+            arguments["opportunity_id"] = opportunity_id
+        if since is not None:
+            arguments["since"] = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        page = await self._crm.call(LIST_ACTIVITIES, arguments)
+        return [item for item in page.get("items") or [] if isinstance(item, dict)]
+
+    async def record(self, kind: TargetKind, record_id: str) -> Record:
+        """The record through its ``get_*`` tool."""
+        tool, argument = _READ_TOOL[kind]
+        return await self._crm.call(tool, {argument: record_id})
+
+
+def progress_line(name: str, args: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
+    """What the copilot is doing when the model calls the reference CRM's read tool ``name``
+    (record names from this run's results where known); None for any other tool."""
+
+    def named(record_id: Any) -> str | None:
+        return names.get(str(record_id)) if record_id else None
+
+    account = named(args.get("account_id"))
+    owner = f"{account}'s" if account else "the"
+    query = args.get("query")
+    lines = {
+        SEARCH_ACCOUNTS: f"Searching accounts for “{query}”…" if query else "Listing your accounts…",
+        GET_ACCOUNT: f"Reading {account or 'the account'}…",
+        LIST_OPPORTUNITIES: f"Looking up {owner} opportunities…"
+        if args.get("account_id")
+        else "Looking up your opportunities…",
+        GET_OPPORTUNITY: f"Reading {named(args.get('opportunity_id')) or 'the opportunity'}…",
+        LIST_ACTIVITIES: f"Looking up {owner} recent activities…",
+        LIST_CONTACTS: f"Looking up {owner} contacts…",
+        GET_CONTACT: "Looking up the contact…",
+        PIPELINE_SUMMARY: "Summarising the pipeline…",
+        GET_ME: "Looking you up in the CRM…",
+    }
+    return lines.get(name)

@@ -14,6 +14,7 @@ from copilot.crm import reference
 from copilot.crm.connector import expected_tools
 from copilot.crm.vocabulary import REFERENCE_VOCABULARY, Vocabulary, current_vocabulary, install_vocabulary
 from copilot.errors import ConfigurationError
+from copilot.progress import describe_tool_call
 from copilot.runner import Proposal
 from copilot.settings import Settings
 from copilot.tools.schemas import LogActivityArgs, UpdateOpportunityArgs
@@ -61,6 +62,56 @@ def test_no_product_module_outside_the_connector_names_a_crm_tool():
     assert reference.GET_OPPORTUNITY in names
 
     assert _crm_tool_names_outside_the_connector(names) == []
+
+
+def _reference_imports(path: Path) -> list[int]:
+    """Lines of ``path`` that import the reference connector (whose constants name its tools)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
+        elif isinstance(node, ast.Import):
+            names = {alias.name for alias in node.names}
+        else:
+            continue
+        if any(n == "copilot.crm.reference" or n.startswith("copilot.crm.reference.") for n in names):
+            found.append(node.lineno)
+    return found
+
+
+def test_no_product_module_outside_the_connector_imports_the_reference_crms_tool_names():
+    # Naming a tool through the connector's constants (``reference.GET_ACCOUNT``) is naming it
+    # too: briefs, the digest, team analytics and the progress lines go through the connector's
+    # typed reads and its progress lines instead, so they work on any CRM.
+    found = []
+    for package in PRODUCT_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if CONNECTOR in path.parents:
+                continue
+            found += [f"{path.relative_to(ROOT)}:{line}" for line in _reference_imports(path)]
+    assert found == []
+
+
+def test_the_import_scan_finds_the_reference_connector_imported(tmp_path: Path):
+    module = tmp_path / "leak.py"
+    module.write_text(
+        "from copilot.crm import reference\nimport copilot.crm.reference\n"
+        "from copilot.crm.reference import GET_ME\nfrom copilot.crm import connector\n"
+    )
+    assert _reference_imports(module) == [1, 2, 3]
+
+
+def test_a_reference_read_tool_gets_its_progress_line_and_any_other_tool_a_generic_one():
+    names = {"acc-1": "Acme"}
+    assert describe_tool_call("list_opportunities", {"account_id": "acc-1"}, names).message == (
+        "Looking up Acme's opportunities…"
+    )
+    assert describe_tool_call("get_me", {}, names).message == "Looking you up in the CRM…"
+    # Dataverse's read tools are discovered (and may be renamed): no CRM-specific line.
+    assert describe_tool_call("read_query", {"querytext": "SELECT name FROM account"}, names).message == (
+        "Calling read_query…"
+    )
+    assert describe_tool_call("search_knowledge", {}, names).message.startswith("Searching the playbooks")
 
 
 def test_the_tool_name_scan_finds_a_crm_tool_named_in_a_product_module(tmp_path: Path):

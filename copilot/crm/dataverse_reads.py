@@ -1,0 +1,352 @@
+"""The copilot's own reads on Dynamics 365 Sales: :class:`~copilot.crm.reads.CrmReads` over the
+Dataverse Web API v9.2, with the rep's on-behalf-of token (the writer's HTTP plumbing).
+
+Dataverse's MCP tools are for the model, discovered at run time and never named in code; the
+briefs, the digest and the stats card read fixed things, so they use the Web API, where a row
+the rep may not read simply drops out of every query (the CRM's security, not the copilot's):
+
+* the rep: ``WhoAmI`` → ``systemusers(<UserId>)`` (manager: ``_parentsystemuserid_value``; direct
+  reports: the users whose ``_parentsystemuserid_value`` is the rep; ``azureactivedirectoryobjectid``
+  links each to Entra);
+* accounts, ``contacts`` of an account (``_parentcustomerid_value``), open ``opportunities``
+  (``statecode eq 0`` with ``_parentaccountid_value`` or ``_ownerid_value``), ``activitypointers``
+  regarding an account or its deals (``_regardingobjectid_value``, canceled ones left out);
+* each row mapped to the copilot's field names (:mod:`copilot.crm.reads`), its GUID as its id,
+  its stage as the stage's label, its ETag's row version as ``version``.
+
+Ids that go into a query or a path are checked to be GUIDs first: an id can come from a model's
+proposal (the digest reads a waiting proposal's target), and must never reshape a query.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any, Final, assert_never
+
+import httpx
+
+from copilot.crm.dataverse import (
+    DataverseConfig,
+    DataverseWriter,
+    TokenSource,
+    load_vocabulary,
+    refusal,
+    version_of,
+)
+from copilot.crm.reads import Record
+from copilot.crm.types import TargetKind
+from copilot.crm.vocabulary import Vocabulary, current_vocabulary, vocabulary_loaded
+from copilot.errors import CrmCallError
+
+PAGE: Final = 100
+"""Rows per page (``Prefer: odata.maxpagesize``)."""
+MAX_PAGES: Final = 20
+"""At most this many pages of one listing (2,000 rows): a bound, as the reference CRM's paging has."""
+CANCELED: Final = 2
+"""``statecode`` of a canceled (voided) activity."""
+_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_USER_SELECT: Final = (
+    "systemuserid",
+    "fullname",
+    "azureactivedirectoryobjectid",
+    "_parentsystemuserid_value",
+)
+_ACTIVITY_SELECT: Final = (
+    "activityid",
+    "subject",
+    "activitytypecode",
+    "actualend",
+    "scheduledstart",
+    "createdon",
+    "_regardingobjectid_value",
+    "statecode",
+)
+
+
+def guid(record_id: str) -> str:
+    """``record_id`` if it is a GUID, else ``not_found`` (no Dataverse row has another id)."""
+    if not isinstance(record_id, str) or not _GUID.match(record_id):
+        raise CrmCallError("not_found", f"{record_id!r} is not a Dataverse record id", {"id": record_id})
+    return record_id.lower()
+
+
+def _instant(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+class DataverseReads:
+    """:class:`~copilot.crm.reads.CrmReads` on Dataverse, as one rep."""
+
+    def __init__(
+        self,
+        config: DataverseConfig,
+        token: TokenSource,
+        crm: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
+        """``crm``: the key the process keeps this CRM's vocabulary under
+        (:func:`copilot.crm.vocabulary.crm_identity`), to reuse it when an agent has loaded it."""
+        self._config = config
+        self._token = token
+        self._crm = crm
+        self._transport = transport
+        self._web: DataverseWriter | None = None
+        self._me: Record | None = None
+
+    async def _api(self) -> DataverseWriter:
+        """The writer's HTTP plumbing and row mapping, with the CRM's stage labels (the process's
+        vocabulary if it was read from this CRM, else read once now, for this reader)."""
+        if self._web is None:
+            vocabulary: Vocabulary = (
+                current_vocabulary()
+                if vocabulary_loaded(self._crm)
+                else await load_vocabulary(self._config, self._token, transport=self._transport)
+            )
+            self._web = DataverseWriter(self._config, self._token, vocabulary, transport=self._transport)
+        return self._web
+
+    def _set(self, logical_name: str) -> str:
+        return self._config.entity_set(logical_name)
+
+    async def _one(self, path: str, select: tuple[str, ...], expand: str | None = None) -> Record:
+        web = await self._api()
+        return await web._get(path, select, expand)
+
+    async def _rows(
+        self,
+        logical_name: str,
+        select: tuple[str, ...],
+        *,
+        where: str | None = None,
+        orderby: str | None = None,
+        expand: str | None = None,
+    ) -> list[Record]:
+        """Every row of a query, following ``@odata.nextLink`` (only back to this environment)."""
+        web = await self._api()
+        query = {"$select": ",".join(select)}
+        if where:
+            query["$filter"] = where
+        if orderby:
+            query["$orderby"] = orderby
+        if expand:
+            query["$expand"] = expand
+        params: dict[str, str] | None = query
+        path = self._set(logical_name)
+        rows: list[Record] = []
+        for _ in range(MAX_PAGES):
+            response = await web._send(
+                "GET", path, params=params, headers={"Prefer": f"odata.maxpagesize={PAGE}"}
+            )
+            if response.status_code != 200:
+                raise refusal(response)
+            body = response.json()
+            rows += [r for r in body.get("value") or [] if isinstance(r, dict)]
+            next_link = body.get("@odata.nextLink")
+            prefix = self._config.base_url + "/"
+            if not isinstance(next_link, str) or not next_link.startswith(prefix):
+                # No more pages; a link elsewhere is not followed (the rep's token stays here).
+                break
+            path, params = next_link[len(prefix) :], None
+        return rows
+
+    # --- the rep ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _user(row: Record) -> Record:
+        return {
+            "id": row.get("systemuserid"),
+            "name": row.get("fullname") or "",
+            "role": "",
+            "aad_object_id": row.get("azureactivedirectoryobjectid") or None,
+        }
+
+    async def me(self) -> Record:
+        """``WhoAmI``, the rep's ``systemuser``, their manager's and their direct reports'."""
+        if self._me is not None:
+            return self._me
+        web = await self._api()
+        response = await web._send("GET", "WhoAmI")
+        if response.status_code != 200:
+            raise refusal(response)
+        user_id = guid(str(response.json().get("UserId") or ""))
+        row = await self._one(f"{self._set('systemuser')}({user_id})", _USER_SELECT)
+        manager_id = row.get("_parentsystemuserid_value")
+        manager = None
+        if isinstance(manager_id, str) and manager_id:
+            try:
+                manager = self._user(
+                    await self._one(f"{self._set('systemuser')}({guid(manager_id)})", _USER_SELECT)
+                )
+            except CrmCallError:
+                manager = None  # a manager the rep may not read: named nowhere
+        reports = await self._rows(
+            "systemuser", _USER_SELECT, where=f"_parentsystemuserid_value eq {user_id}", orderby="fullname"
+        )
+        self._me = {
+            **self._user(row),
+            "manager": manager,
+            "direct_reports": [self._user(r) for r in reports],
+        }
+        return self._me
+
+    # --- accounts and contacts -------------------------------------------------------------------
+
+    @staticmethod
+    def _account(row: Record) -> Record:
+        account: Record = {"id": row.get("accountid"), "name": row.get("name") or ""}
+        if row.get("address1_city"):
+            account["city"] = row["address1_city"]
+        account["version"] = version_of(row.get("@odata.etag"))
+        return account
+
+    async def accounts(self) -> list[Record]:
+        """``accounts`` the rep can read, by name."""
+        rows = await self._rows("account", ("accountid", "name"), orderby="name")
+        return [self._account(r) for r in rows]
+
+    async def account(self, account_id: str) -> Record:
+        """``accounts(<id>)``: name and city (Dynamics 365's industry is a per-tenant option set,
+        so it is not assumed)."""
+        row = await self._one(
+            f"{self._set('account')}({guid(account_id)})", ("accountid", "name", "address1_city")
+        )
+        return self._account(row)
+
+    @staticmethod
+    def _contact(row: Record) -> Record:
+        return {
+            "id": row.get("contactid"),
+            "name": row.get("fullname") or "",
+            "title": row.get("jobtitle") or "",
+            "email": row.get("emailaddress1") or "",
+            "account_id": row.get("_parentcustomerid_value"),
+        }
+
+    async def contacts(self, account_id: str) -> list[Record]:
+        """The account's ``contacts`` (no phone number is read: matching needs the address only)."""
+        rows = await self._rows(
+            "contact",
+            ("contactid", "fullname", "jobtitle", "emailaddress1", "_parentcustomerid_value"),
+            where=f"_parentcustomerid_value eq {guid(account_id)}",
+            orderby="fullname",
+        )
+        return [self._contact(r) for r in rows]
+
+    # --- opportunities ---------------------------------------------------------------------------
+
+    async def _opportunity_select(self) -> tuple[tuple[str, ...], str | None]:
+        web = await self._api()
+        select, expand = web._select("opportunity")
+        key = self._config.key_column
+        return (
+            *(c for c in select if c != key),
+            "_parentaccountid_value",
+            "_ownerid_value",
+            "statecode",
+        ), expand
+
+    async def _opportunity(self, row: Record) -> Record:
+        web = await self._api()
+        values = web._opportunity_values(row)
+        if isinstance(values.get("close_date"), str):
+            values["close_date"] = values["close_date"][:10]
+        owner = row.get("_ownerid_value")
+        values["owner"] = {"id": owner} if owner else None
+        account = row.get("_parentaccountid_value")
+        values["account"] = {"id": account} if account else None
+        return values
+
+    async def open_opportunities(self, *, account_id: str | None = None, mine: bool = False) -> list[Record]:
+        """Open (``statecode eq 0``) ``opportunities`` of the account and/or the rep's own."""
+        conditions = ["statecode eq 0"]
+        if account_id is not None:
+            conditions.append(f"_parentaccountid_value eq {guid(account_id)}")
+        if mine:
+            conditions.append(f"_ownerid_value eq {guid(str((await self.me()).get('id') or ''))}")
+        select, expand = await self._opportunity_select()
+        columns = {**self._config.opportunity_columns}
+        rows = await self._rows(
+            "opportunity",
+            select,
+            where=" and ".join(conditions),
+            orderby=f"{columns['close_date']} asc",
+            expand=expand,
+        )
+        return [await self._opportunity(r) for r in rows]
+
+    # --- activities ------------------------------------------------------------------------------
+
+    def _activity(self, row: Record) -> Record:
+        tables = {table: kind for kind, table in self._config.activity_tables.items()}
+        code = str(row.get("activitytypecode") or "")
+        # When it happened: a completed activity's actual end, a meeting's start, else when it
+        # was logged (an open task).
+        occurred = row.get("actualend") or row.get("scheduledstart") or row.get("createdon")
+        return {
+            "id": row.get("activityid"),
+            "type": tables.get(code, code),
+            "subject": row.get("subject") or "",
+            "occurred_at": occurred,
+            "regarding_id": row.get("_regardingobjectid_value"),
+        }
+
+    async def activities(
+        self,
+        *,
+        account_id: str | None = None,
+        opportunity_id: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+    ) -> list[Record]:
+        """``activitypointers`` regarding the opportunity, or the account and any of its deals (as
+        the reference CRM counts an account's activities), not canceled; newest first by when
+        they happened (sorted here: Dataverse has no column for that across activity types)."""
+        regarding: list[str] = []
+        if opportunity_id is not None:
+            regarding.append(guid(opportunity_id))
+        if account_id is not None:
+            account = guid(account_id)
+            deals = await self._rows(
+                "opportunity", ("opportunityid",), where=f"_parentaccountid_value eq {account}"
+            )
+            regarding += [account, *(str(d["opportunityid"]) for d in deals if d.get("opportunityid"))]
+        if not regarding:
+            raise CrmCallError("validation", "activities are read for an account or an opportunity")
+        about = " or ".join(f"_regardingobjectid_value eq {r}" for r in dict.fromkeys(regarding))
+        rows = await self._rows(
+            "activitypointer", _ACTIVITY_SELECT, where=f"({about}) and statecode ne {CANCELED}"
+        )
+        found = [self._activity(r) for r in rows]
+        moments = {id(a): _instant(a["occurred_at"]) for a in found}
+        if since is not None:
+            found = [a for a in found if (m := moments[id(a)]) is not None and m >= since]
+        found.sort(
+            key=lambda a: (moments[id(a)] or datetime.min.replace(tzinfo=UTC), str(a["id"])), reverse=True
+        )
+        return found[: max(0, limit)]
+
+    # --- one record ------------------------------------------------------------------------------
+
+    async def record(self, kind: TargetKind, record_id: str) -> Record:
+        """One account, opportunity or contact by GUID."""
+        match kind:
+            case "account":
+                return await self.account(record_id)
+            case "opportunity":
+                select, expand = await self._opportunity_select()
+                row = await self._one(f"{self._set('opportunity')}({guid(record_id)})", select, expand)
+                return await self._opportunity(row)
+            case "contact":
+                row = await self._one(
+                    f"{self._set('contact')}({guid(record_id)})",
+                    ("contactid", "fullname", "jobtitle", "_parentcustomerid_value"),
+                )
+                # Read to name a proposal's target: no address.
+                return {k: v for k, v in self._contact(row).items() if k != "email"}
+            case _:
+                assert_never(kind)
