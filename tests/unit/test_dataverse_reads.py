@@ -1,0 +1,80 @@
+"""The Dataverse reads' guards, on the wire (``httpx.MockTransport``): an id that is no GUID never
+reaches a query, and paging follows ``@odata.nextLink`` only back to the environment (the rep's
+token goes nowhere else). The reads themselves are tested end to end in
+``tests/integration/test_dataverse_briefs.py``."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from copilot.crm.dataverse import DataverseConfig
+from copilot.crm.dataverse_reads import DataverseReads
+from copilot.errors import CrmCallError
+from copilot.settings import Settings
+
+ORG = "https://org.crm.dynamics.com"
+ACCOUNT = "0b3c6a52-0000-4000-8000-0000000000a1"
+
+
+async def _token() -> str:
+    return "rep-obo-token"
+
+
+def _reads(handler: httpx.MockTransport) -> DataverseReads:
+    config = DataverseConfig.from_settings(Settings(CRM_KIND="dataverse", CRM_URL=ORG))
+    return DataverseReads(config, _token, "dataverse:test", transport=handler)
+
+
+def _recording(pages: dict[str, dict[str, object]]) -> tuple[httpx.MockTransport, list[httpx.Request]]:
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if "EntityDefinitions" in request.url.path:
+            return httpx.Response(404, json={"error": {"code": "0x80040217", "message": "none"}})
+        return httpx.Response(200, json=pages.get(str(request.url.params.get("page", "1")), {"value": []}))
+
+    return httpx.MockTransport(handle), sent
+
+
+@pytest.mark.parametrize(
+    "record_id", ["acc-acme", f"{ACCOUNT}) or (statecode eq 1", "", f"{ACCOUNT}/../systemusers"]
+)
+async def test_an_id_that_is_no_guid_is_not_found_without_a_query(record_id: str) -> None:
+    transport, sent = _recording({})
+    reads = _reads(transport)
+
+    for read in (
+        reads.record("opportunity", record_id),
+        reads.contacts(record_id),
+        reads.open_opportunities(account_id=record_id),
+        reads.activities(opportunity_id=record_id),
+    ):
+        with pytest.raises(CrmCallError) as refused:
+            await read
+        assert refused.value.crm_code == "not_found"
+    assert [r for r in sent if "EntityDefinitions" not in r.url.path] == []
+
+
+async def test_paging_follows_next_links_back_to_the_environment_only() -> None:
+    base = f"{ORG}/api/data/v9.2"
+    transport, sent = _recording(
+        {
+            "1": {
+                "value": [{"accountid": ACCOUNT, "name": "Acme"}],
+                "@odata.nextLink": f"{base}/accounts?page=2",
+            },
+            "2": {
+                "value": [{"accountid": "0b3c6a52-0000-4000-8000-0000000000a2", "name": "Globex"}],
+                "@odata.nextLink": "https://elsewhere.example/api/data/v9.2/accounts?page=3",
+            },
+        }
+    )
+
+    accounts = await _reads(transport).accounts()
+
+    assert [a["name"] for a in accounts] == ["Acme", "Globex"]
+    queries = [r for r in sent if "EntityDefinitions" not in r.url.path]
+    assert [r.url.host for r in queries] == ["org.crm.dynamics.com", "org.crm.dynamics.com"]
+    assert all(r.headers["Authorization"] == "Bearer rep-obo-token" for r in queries)
