@@ -24,10 +24,20 @@ def cited_ids(text: str) -> list[str]:
     return seen
 
 
+GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+"""A GUID: the record id of Dataverse (and any CRM keyed by GUIDs), whatever its column is named."""
+
+
+def _is_id_key(key: str) -> bool:
+    """``id`` and ``account_id`` (the reference CRM); Dataverse's ``accountid`` and
+    ``_parentaccountid_value`` hold GUIDs, which count wherever they appear."""
+    return key == "id" or key.endswith("_id")
+
+
 def _ids_in(value: Any, found: set[str]) -> None:
     if isinstance(value, dict):
         for key, child in value.items():
-            if isinstance(child, str) and (key == "id" or key.endswith("_id")):
+            if isinstance(child, str) and (_is_id_key(key) or GUID.match(child)):
                 found.add(child)
             elif isinstance(child, list) and key.endswith("_ids"):
                 found.update(v for v in child if isinstance(v, str))
@@ -147,6 +157,23 @@ def _facts(record: dict[str, Any]) -> tuple[str, ...]:
     return tuple(facts)
 
 
+def _own_id(record: dict[str, Any], wanted: set[str], kind: str | None) -> tuple[str | None, str | None]:
+    """The record's own id if it is wanted (``id``, or Dataverse's ``<table>id``), with its kind."""
+    ident = record.get("id")
+    if isinstance(ident, str) and ident in wanted:
+        return ident, kind
+    for key, value in record.items():
+        if (
+            key.endswith("id")
+            and not key.startswith("_")
+            and key != "id"
+            and isinstance(value, str)
+            and value in wanted
+        ):
+            return value, key[: -len("id")] or kind
+    return None, kind
+
+
 def _collect(value: Any, kind: str | None, wanted: set[str], found: dict[str, CitedRecord]) -> None:
     if isinstance(value, list):
         for child in value:
@@ -154,9 +181,12 @@ def _collect(value: Any, kind: str | None, wanted: set[str], found: dict[str, Ci
         return
     if not isinstance(value, dict):
         return
-    ident = value.get("id")
-    if isinstance(ident, str) and ident in wanted:
-        name = next((value[k] for k in ("name", "subject", "title") if isinstance(value.get(k), str)), None)
+    ident, kind = _own_id(value, wanted, kind)
+    if ident is not None:
+        name = next(
+            (value[k] for k in ("name", "fullname", "subject", "title") if isinstance(value.get(k), str)),
+            None,
+        )
         known = found.get(ident)
         # The fullest description wins: a record itself over a bare {id, name} reference.
         if name and (known is None or len(_facts(value)) > len(known.facts)):

@@ -44,7 +44,7 @@ from copilot.citations import CitedRecord, cited_records, current_run, message_t
 from copilot.clock import Clock, system_clock
 from copilot.context import AgentContext, run_context
 from copilot.crm.connector import load_vocabulary
-from copilot.crm.vocabulary import vocabulary_loaded
+from copilot.crm.vocabulary import crm_identity, vocabulary_loaded
 from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
 from copilot.errors import (
     AuthError,
@@ -796,8 +796,9 @@ class CopilotService:
         async with self._compile_lock:
             if self._agent is None:
                 definitions = await read_tool_definitions(await ctx.crm.session())
-                if not vocabulary_loaded():
-                    apply_vocabulary(await load_vocabulary(ctx))
+                crm = crm_identity(self.settings.crm_kind, self.settings.crm_url or self.settings.crm_mcp_url)
+                if not vocabulary_loaded(crm):
+                    apply_vocabulary(await load_vocabulary(ctx), crm)
                 self._agent = build_agent(
                     settings=self.settings,
                     model=self.model,

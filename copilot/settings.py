@@ -162,6 +162,9 @@ class Settings(BaseSettings):
     generated under ``data_dir``. Required when deployed with tracing on."""
 
     # --- CRM (the connector, copilot/crm/) --------------------------------------------------
+    crm_ca_bundle: Path | None = Field(default=None, alias="CRM_CA_BUNDLE")
+    """A private CA bundle the CRM's TLS certificate chains to (a TLS-inspecting proxy, the
+    local sandbox's Dataverse face); unset = the system's trust, right for Dynamics 365."""
     crm_kind: CrmKind = Field(default="reference", alias="CRM_KIND")
     """Which CRM connector: ``reference`` (the sandbox CRM's own MCP write tools) or ``dataverse``
     (Dynamics 365 Sales: reads over its MCP server, writes over the Web API v9.2)."""
@@ -189,6 +192,12 @@ class Settings(BaseSettings):
     )
     """``dataverse``: the copilot's activity type → the activity table it is logged as (JSON
     object, replaces the default); its keys are the activity types reps may log."""
+    crm_dataverse_opportunity_columns: dict[str, str] = Field(
+        default_factory=dict, alias="CRM_DATAVERSE_OPPORTUNITY_COLUMNS"
+    )
+    """``dataverse``: the copilot's opportunity fields → this tenant's columns (JSON object, merged
+    over the defaults: name, salesstage, estimatedclosedate, estimatedvalue, description for the
+    next step, closeprobability)."""
     crm_dataverse_stage_attribute: str = Field(
         default="salesstage", pattern=r"^[a-z][a-z0-9_]{0,99}$", alias="CRM_DATAVERSE_STAGE_ATTRIBUTE"
     )
@@ -295,6 +304,11 @@ class Settings(BaseSettings):
     def local(self) -> bool:
         """Local development (``COPILOT_ENVIRONMENT=local``): the sandbox's defaults apply."""
         return self.environment == "local"
+
+    @property
+    def crm_ca_file(self) -> str | None:
+        """:attr:`crm_ca_bundle` as the string ``copilot.tls.ssl_context`` takes."""
+        return str(self.crm_ca_bundle) if self.crm_ca_bundle is not None else None
 
     @property
     def ca_bundle(self) -> Path | None:

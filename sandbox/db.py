@@ -158,6 +158,14 @@ CREATE TABLE IF NOT EXISTS applied_requests (
 -- What the Dataverse face (sandbox/dataverse) knows of an activity beyond the CRM's own
 -- columns: its state/status pair and schedule, and its activity parties. Side tables, so
 -- the CRM's activities table (and its seed) stay as they were (no row: derived defaults).
+-- A write key the copilot stamps on a row it updates (Dataverse: a custom string column on
+-- opportunity, CRM_DATAVERSE_KEY_COLUMN), so a crashed update is found by its key.
+CREATE TABLE IF NOT EXISTS record_keys (
+    record_type TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    key_value TEXT NOT NULL,
+    PRIMARY KEY (record_type, record_id)
+);
 CREATE TABLE IF NOT EXISTS activity_states (
     activity_id TEXT PRIMARY KEY,
     statecode INTEGER NOT NULL,
@@ -196,6 +204,7 @@ TABLES: tuple[str, ...] = (
     "activities",
     "activity_states",
     "activity_parties",
+    "record_keys",
     "shares",
     "drafts",
     "events",
@@ -214,6 +223,7 @@ _ORDER_BY = {
     "applied_requests": "tenant_id, created_at, idempotency_key",
     "user_overrides": "user_id",
     "activity_states": "activity_id",
+    "record_keys": "record_type, record_id",
     "activity_parties": "activity_id, participation_type, party_type, party_id",
 }
 

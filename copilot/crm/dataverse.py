@@ -61,10 +61,12 @@ OPPORTUNITY_COLUMNS: Final[dict[str, str]] = {
     "stage": "salesstage",
     "close_date": "estimatedclosedate",
     "amount": "estimatedvalue",
-    "next_step": "stepname",
+    "next_step": "description",
     "probability": "closeprobability",
 }
-"""The copilot's opportunity fields → Dataverse columns (``stage``'s column is the stage setting)."""
+"""The copilot's opportunity fields → Dataverse columns by default (``stage``'s column is the stage
+setting; ``CRM_DATAVERSE_OPPORTUNITY_COLUMNS`` overrides any of them). Dynamics 365 has no
+out-of-the-box "next step" column: ``description`` holds it unless a tenant names its own."""
 _PARTY_MASK: Final[dict[str, int]] = {"phonecall": 2, "appointment": 5}
 """How contacts take part: a call's To (2), a meeting's required attendees (5). A task has no parties."""
 _ETAG = re.compile(r'^(?:W/)?"(\d+)"$')
@@ -88,6 +90,10 @@ class DataverseConfig:
     stage_attribute: str = "salesstage"
     canceled_status: dict[str, int] = field(default_factory=dict)
     timeout_seconds: float = 15.0
+    ca_file: str | None = None
+    """``CRM_CA_BUNDLE``: the CRM's private CA, if it has one."""
+    opportunity_columns: dict[str, str] = field(default_factory=lambda: dict(OPPORTUNITY_COLUMNS))
+    """The copilot's opportunity fields → this tenant's columns."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DataverseConfig:
@@ -102,6 +108,8 @@ class DataverseConfig:
             stage_attribute=settings.crm_dataverse_stage_attribute,
             canceled_status=dict(settings.crm_dataverse_canceled_status),
             timeout_seconds=settings.crm_timeout_seconds,
+            ca_file=settings.crm_ca_file,
+            opportunity_columns={**OPPORTUNITY_COLUMNS, **settings.crm_dataverse_opportunity_columns},
         )
 
     def entity_set(self, logical_name: str) -> str:
@@ -210,7 +218,7 @@ class DataverseWriter:
             # that hand a transport in.
             from copilot.tools.mcp_http import shared_transport
 
-            transport = shared_transport()
+            transport = shared_transport(self._config.ca_file)
         try:
             async with httpx.AsyncClient(transport=transport, timeout=self._config.timeout_seconds) as client:
                 response = await client.request(
@@ -235,7 +243,7 @@ class DataverseWriter:
     # --- records -------------------------------------------------------------------------------
 
     def _columns(self) -> dict[str, str]:
-        return {**OPPORTUNITY_COLUMNS, "stage": self._config.stage_attribute}
+        return {**self._config.opportunity_columns, "stage": self._config.stage_attribute}
 
     def _opportunity_values(self, row: dict[str, Any]) -> dict[str, Any]:
         columns = self._columns()
@@ -550,7 +558,7 @@ async def load_vocabulary(
             if a.get("IsValidForUpdate") is True
         }
         if updatable:
-            columns = {**OPPORTUNITY_COLUMNS, "stage": config.stage_attribute}
+            columns = {**config.opportunity_columns, "stage": config.stage_attribute}
             editable = tuple(f for f in EDITABLE_OPPORTUNITY_FIELDS if columns[f] in updatable)
             sources.append("opportunity attributes")
     elif response.status_code not in (403, 404):

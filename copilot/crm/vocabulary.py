@@ -70,6 +70,8 @@ REFERENCE_VOCABULARY = Vocabulary(
 
 
 _current: Vocabulary | None = None
+_current_crm: str | None = None
+"""Which CRM ``_current`` was read from (:func:`crm_identity`)."""
 
 
 def current_vocabulary() -> Vocabulary:
@@ -77,13 +79,20 @@ def current_vocabulary() -> Vocabulary:
     return _current or REFERENCE_VOCABULARY
 
 
-def install_vocabulary(vocabulary: Vocabulary | None) -> None:
-    """Keep ``vocabulary`` as the process's (loaded once, when the agent is first compiled);
-    None forgets it (tests)."""
-    global _current
+def install_vocabulary(vocabulary: Vocabulary | None, crm: str | None = None) -> None:
+    """Keep ``vocabulary`` (read from ``crm``) as the process's, loaded when an agent is first
+    compiled; None forgets it (tests)."""
+    global _current, _current_crm
     _current = vocabulary
+    _current_crm = crm if vocabulary is not None else None
 
 
-def vocabulary_loaded() -> bool:
-    """Whether the process has read its CRM's vocabulary yet."""
-    return _current is not None
+def vocabulary_loaded(crm: str) -> bool:
+    """Whether the process holds the vocabulary of ``crm`` (a deployment serves one CRM; a
+    process that starts a service on another, as the tests do, reads that one's)."""
+    return _current is not None and _current_crm == crm
+
+
+def crm_identity(kind: str, url: str | None) -> str:
+    """The key a vocabulary is kept under: the connector kind and the CRM's URL."""
+    return f"{kind}:{url or ''}"

@@ -12,6 +12,7 @@ own direct calls (proposal snapshots, writes) go through :class:`CrmGateway`.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -166,7 +167,7 @@ def _connection(settings: Settings, token: str) -> dict[str, Any]:
         "headers": {"Authorization": f"Bearer {token}"},
         "timeout": timedelta(seconds=settings.crm_timeout_seconds),
         "sse_read_timeout": timedelta(seconds=settings.crm_timeout_seconds),
-        "httpx_client_factory": mcp_http_client_factory,
+        "httpx_client_factory": functools.partial(mcp_http_client_factory, ca_file=settings.crm_ca_file),
     }
 
 

@@ -22,7 +22,7 @@ import json
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -111,8 +111,17 @@ as it could with a transport of its own); it keeps up to 20 idle ones for 5 s.""
 
 @dataclass
 class _Shared:
-    transport: httpx.AsyncHTTPTransport
+    transports: dict[str | None, httpx.AsyncHTTPTransport] = field(default_factory=dict)
+    """One pool per trust: the default (``None``) and each private CA bundle in use."""
     holders: int = 0
+
+    def transport(self, ca_file: str | None) -> httpx.AsyncHTTPTransport:
+        found = self.transports.get(ca_file)
+        if found is None:
+            found = self.transports[ca_file] = httpx.AsyncHTTPTransport(
+                verify=ssl_context(ca_file), limits=SHARED_LIMITS
+            )
+        return found
 
 
 _SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Shared] = weakref.WeakKeyDictionary()
@@ -123,7 +132,7 @@ def _shared_for_loop() -> _Shared:
     loop = asyncio.get_running_loop()
     shared = _SHARED.get(loop)
     if shared is None:
-        shared = _SHARED[loop] = _Shared(httpx.AsyncHTTPTransport(verify=ssl_context(), limits=SHARED_LIMITS))
+        shared = _SHARED[loop] = _Shared()
     return shared
 
 
@@ -140,19 +149,20 @@ class _Borrowed(httpx.AsyncBaseTransport):
         pass
 
 
-def shared_transport() -> httpx.AsyncBaseTransport:
-    """This event loop's shared connection pool (default trust), for one ``httpx.AsyncClient``.
+def shared_transport(ca_file: str | None = None) -> httpx.AsyncBaseTransport:
+    """This event loop's shared connection pool for one ``httpx.AsyncClient``: default trust,
+    or ``ca_file``'s (``CRM_CA_BUNDLE``: a CRM behind a private CA).
 
     Give each client its own headers (the bearer token goes on the client or the request,
     never on the transport); closing the client does not close the pool.
     """
-    return _Borrowed(_shared_for_loop().transport)
+    return _Borrowed(_shared_for_loop().transport(ca_file))
 
 
 @asynccontextmanager
 async def shared_http() -> AsyncIterator[None]:
-    """Hold this event loop's shared pool open (a service, for its lifetime); the last
-    holder to leave closes its connections (the next user starts a new pool)."""
+    """Hold this event loop's shared pools open (a service, for its lifetime); the last
+    holder to leave closes their connections (the next user starts new pools)."""
     loop = asyncio.get_running_loop()
     shared = _shared_for_loop()
     shared.holders += 1
@@ -162,21 +172,25 @@ async def shared_http() -> AsyncIterator[None]:
         shared.holders -= 1
         if shared.holders == 0 and _SHARED.get(loop) is shared:
             del _SHARED[loop]
-            await shared.transport.aclose()
+            for transport in shared.transports.values():
+                await transport.aclose()
 
 
 def mcp_http_client_factory(
     headers: dict[str, str] | None = None,
     timeout: httpx.Timeout | None = None,
     auth: httpx.Auth | None = None,
+    *,
+    ca_file: str | None = None,
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` for one MCP session: its own headers (the rep's bearer
-    token) and cookies, over the shared pool, behind :class:`JsonRpcErrorTransport`."""
+    token) and cookies, over the shared pool (``ca_file``'s trust), behind
+    :class:`JsonRpcErrorTransport`."""
     return httpx.AsyncClient(
         headers=headers,
         timeout=timeout if timeout is not None else httpx.Timeout(30.0),
         auth=auth,
-        transport=JsonRpcErrorTransport(shared_transport()),
+        transport=JsonRpcErrorTransport(shared_transport(ca_file)),
     )
 
 

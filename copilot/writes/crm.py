@@ -278,11 +278,11 @@ UPDATE_OPPORTUNITY = register(
 # --- the CRM's vocabulary -------------------------------------------------------------------------
 
 
-def apply_vocabulary(vocabulary: Vocabulary) -> None:
+def apply_vocabulary(vocabulary: Vocabulary, crm: str | None = None) -> None:
     """Keep the CRM's vocabulary for the process and build the CRM write tools from it: their
     schemas (the activity types and stages the model may propose, the card lists and the write
     guard checks) and ``update_opportunity``'s editable fields."""
-    install_vocabulary(vocabulary)
+    install_vocabulary(vocabulary, crm)
     log_schema, update_schema = vocabulary_schemas(vocabulary)
     types = ", ".join(vocabulary.activity_types)
     reschema(

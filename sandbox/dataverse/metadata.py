@@ -87,6 +87,10 @@ def _options(entity: Entity, column: Column) -> list[dict[str, Any]]:
     ]
 
 
+_SYSTEM_COLUMNS = frozenset({"createdon", "modifiedon", "modifiedby", "ownerid", "statecode", "statuscode"})
+"""Columns Dataverse maintains itself (``IsValidForUpdate`` false)."""
+
+
 def attribute_definition(entity: Entity, column: Column, *, with_options: bool = False) -> dict[str, Any]:
     """One column's ``AttributeMetadata`` (option set included when asked and it has one)."""
     body: dict[str, Any] = {
@@ -100,6 +104,10 @@ def attribute_definition(entity: Entity, column: Column, *, with_options: bool =
         "IsPrimaryId": column.name == entity.primary_id,
         "IsPrimaryName": column.name == entity.primary_name,
         "DisplayName": _label(column.description),
+        # What a PATCH may change: the editable columns of a writable table, not system ones.
+        "IsValidForUpdate": entity.writable
+        and column.type != "uniqueidentifier"
+        and column.name not in _SYSTEM_COLUMNS,
     }
     if column.max_length is not None:
         body["MaxLength"] = column.max_length
@@ -139,7 +147,8 @@ def _select(body: dict[str, Any], select: str | None, expand: str | None = None)
     if not select:
         return body
     # Expanded navigation properties come back whatever $select says, as on Dataverse.
-    wanted = {s.strip() for s in select.split(",")} | {e.strip() for e in (expand or "").split(",")}
+    expanded = {e.split("(", 1)[0].strip() for e in (expand or "").split(",")}
+    wanted = {s.strip() for s in select.split(",")} | expanded
     return {k: v for k, v in body.items() if k in wanted or k in ("MetadataId", "@odata.type")}
 
 

@@ -129,6 +129,8 @@ class Snapshot:
     states: dict[str, Row]
     parties: dict[str, list[Row]]
     key_column: str
+    opportunity_keys: dict[str, str] = field(default_factory=dict)
+    """Opportunity id → the write key its last keyed update stamped (``record_keys``)."""
     _guids: dict[str, dict[str, str]] = field(default_factory=dict)
 
     # --- GUID lookups ------------------------------------------------------------------
@@ -232,7 +234,7 @@ class Snapshot:
         if kind == "contact":
             return _contact(row)
         if kind == "opportunity":
-            return _opportunity(self.caller, row)
+            return _opportunity(self.caller, row, self.key_column, self.opportunity_keys.get(row["id"]))
         if kind == "systemuser":
             return _systemuser(row["id"])
         return _activity(row, self.states.get(row["id"]), self.key_column)
@@ -303,7 +305,19 @@ def opportunity_state(stage: str) -> tuple[int, int]:
     return 0, 1
 
 
-def _opportunity(caller: User, row: Raw) -> Row:
+def currency_row(guid: str) -> Row | None:
+    """The ``transactioncurrency`` row ``guid`` names (one per ISO code the CRM uses)."""
+    for code in CURRENCY_CODES:
+        if guid_for("transactioncurrency", code) == guid:
+            return {"transactioncurrencyid": guid, "isocurrencycode": code, "currencyname": code}
+    return None
+
+
+CURRENCY_CODES = ("USD", "EUR", "GBP", "AED", "JPY", "CAD", "AUD", "CHF", "INR", "BRL")
+"""The ISO codes the sandbox CRM's deals may carry (its transactioncurrency rows)."""
+
+
+def _opportunity(caller: User, row: Raw, key_column: str, key_value: str | None) -> Row:
     stage = row["stage"]
     index = OPEN_STAGES.index(stage) if stage in OPEN_STAGES else len(OPEN_STAGES) - 1
     statecode, statuscode = opportunity_state(stage)
@@ -320,8 +334,10 @@ def _opportunity(caller: User, row: Raw) -> Row:
         "estimatedclosedate": row["close_date"],
         "closeprobability": row["probability"],
         "new_commission": commission,
+        key_column: key_value,
         "_parentaccountid_value": account,
         "_customerid_value": account,
+        "_transactioncurrencyid_value": guid_for("transactioncurrency", row["currency"]),
         "_ownerid_value": _user_guid(row["owner_id"]),
         "_modifiedby_value": _user_guid(row["modified_by"]),
         "createdon": row["created_at"],
@@ -429,6 +445,14 @@ def load_snapshot(conn: sqlite3.Connection, caller: User, key_column: str) -> Sn
         states=states,
         parties=parties,
         key_column=key_column,
+        opportunity_keys={
+            r["record_id"]: r["key_value"]
+            for r in conn.execute(
+                "SELECT k.record_id, k.key_value FROM record_keys k JOIN opportunities o ON o.id = k.record_id"
+                " WHERE k.record_type = 'opportunity' AND o.tenant_id = ?",
+                tenant,
+            )
+        },
     )
 
 
@@ -526,7 +550,13 @@ class DataverseService:
             if entity == "opportunity":
                 self._update_opportunity(conn, snap, table, row, body)
                 updated = conn.execute("SELECT * FROM opportunities WHERE id = ?", (row["id"],)).fetchone()
-                return _opportunity(caller, updated)
+                stamped = conn.execute(
+                    "SELECT key_value FROM record_keys WHERE record_type = 'opportunity' AND record_id = ?",
+                    (row["id"],),
+                ).fetchone()
+                return _opportunity(
+                    caller, updated, self.key_column, stamped["key_value"] if stamped else None
+                )
             self._update_activity(conn, snap, table, row, body)
             return self._reload_activity(conn, caller, entity, row["id"])
 
@@ -913,12 +943,17 @@ class DataverseService:
             "description": "next_step",
         }
         writable = perms.writable_opportunity_fields(caller)
-        self._check_columns(table, body, set(column_fields) | {"name"})
+        self._check_columns(table, body, set(column_fields) | {"name", self.key_column})
         if any(k.endswith("@odata.bind") for k in body):
             raise errors.privilege_denied("Changing an opportunity's account or owner is not allowed here.")
         clean: dict[str, Any] = {}
+        stamp: str | None = None
         for key, value in body.items():
             if key.startswith("@"):
+                continue
+            if key == self.key_column:
+                # The writer's key for this update (crash recovery finds the update by it).
+                stamp = _string(value, key, 100, required=True)
                 continue
             field_name = column_fields.get(key)
             if field_name is None or field_name not in writable:
@@ -959,3 +994,9 @@ class DataverseService:
             " WHERE id = ?",
             (*clean.values(), db.utc_now(), caller.id, row["id"]),
         )
+        if stamp is not None:
+            conn.execute(
+                "INSERT INTO record_keys (record_type, record_id, key_value) VALUES ('opportunity', ?, ?)"
+                " ON CONFLICT (record_type, record_id) DO UPDATE SET key_value = excluded.key_value",
+                (row["id"], stamp),
+            )

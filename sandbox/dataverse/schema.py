@@ -253,8 +253,10 @@ def entities(key_column: str) -> dict[str, Entity]:
             Column("estimatedclosedate", "dateonly", "Est. close date"),
             Column("closeprobability", "integer", "Probability (0-100)"),
             Column("new_commission", "money", "Commission (secured column)", secured=True),
+            Column(key_column, "string", "Copilot write key (the last update's)", max_length=100),
             Column("parentaccountid", "lookup", "Account", ("account",)),
             Column("customerid", "lookup", "Potential customer", ("account",)),
+            Column("transactioncurrencyid", "lookup", "Currency", ("transactioncurrency",)),
             Column("ownerid", "lookup", "Owner", ("systemuser",)),
             Column("modifiedby", "lookup", "Modified by", ("systemuser",)),
             Column("createdon", "datetime", "Created on"),
@@ -264,6 +266,7 @@ def entities(key_column: str) -> dict[str, Entity]:
         navigation=(
             Navigation("parentaccountid", "parentaccountid", "account"),
             Navigation("customerid_account", "customerid", "account"),
+            Navigation("transactioncurrencyid", "transactioncurrencyid", "transactioncurrency"),
             Navigation("ownerid", "ownerid", "systemuser"),
         ),
         writable=True,

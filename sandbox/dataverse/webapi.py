@@ -22,7 +22,7 @@ from sandbox.config import SandboxSettings
 from sandbox.dataverse import metadata, odata
 from sandbox.dataverse.errors import DataverseError, bad_request, duplicate_key
 from sandbox.dataverse.ids import guid_for, parse_guid
-from sandbox.dataverse.records import DataverseService, Snapshot
+from sandbox.dataverse.records import DataverseService, Snapshot, currency_row
 from sandbox.dataverse.schema import Entity, by_set
 from sandbox.dataverse.security import authenticate, charge
 from sandbox.directory import User
@@ -221,6 +221,15 @@ class WebApi:
             column = entity.column(nav.column)
             assert column is not None
             target_guid = row.get(column.row_key)
+            if nav.target == "transactioncurrency":
+                # Currencies are organisation-owned reference rows every user may read.
+                currency = currency_row(str(target_guid)) if target_guid else None
+                shaped[nav.name] = (
+                    None
+                    if currency is None
+                    else odata.project(currency, item.select, "transactioncurrencyid")
+                )
+                continue
             kind = row.get(f"{column.row_key}@Microsoft.Dynamics.CRM.lookuplogicalname", nav.target)
             target_row = snap.visible(nav.target, target_guid) if target_guid and kind == nav.target else None
             if target_row is None:

@@ -45,6 +45,7 @@ class ScriptedChatModel(BaseChatModel):
     _received: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _checks: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _position: int = PrivateAttr(default=0)
+    _bound: set[str] = PrivateAttr(default_factory=set)
 
     @property
     def _llm_type(self) -> str:
@@ -60,7 +61,16 @@ class ScriptedChatModel(BaseChatModel):
         """The message lists of the facts checks the gate asked for."""
         return self._checks
 
+    @property
+    def bound_tools(self) -> set[str]:
+        """The name of every tool the agent ever bound to this model (what it could call)."""
+        return self._bound
+
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        for tool in tools:
+            name = tool.get("name") if isinstance(tool, dict) else getattr(tool, "name", None)
+            if isinstance(name, str):
+                self._bound.add(name)
         return self if tool_choice is None else self.bind(tool_choice=tool_choice)
 
     def _generate(

@@ -82,14 +82,14 @@ async def test_closing_a_client_leaves_the_shared_pool_open_until_the_last_holde
     monkeypatch.setattr(httpx.AsyncHTTPTransport, "aclose", aclose)
     async with shared_http():
         async with shared_http():
-            pool = mcp_http._shared_for_loop().transport
+            pool = mcp_http._shared_for_loop().transport(None)
             client = mcp_http_client_factory(headers={"Authorization": "Bearer a"})
             await client.aclose()
             assert closed == []
         assert closed == [], "another holder (a second service) still uses the pool"
-        assert mcp_http._shared_for_loop().transport is pool
+        assert mcp_http._shared_for_loop().transport(None) is pool
     assert closed == [pool]
-    assert mcp_http._shared_for_loop().transport is not pool, "the next user gets a new pool"
+    assert mcp_http._shared_for_loop().transport(None) is not pool, "the next user gets a new pool"
 
 
 async def test_concurrent_clients_over_the_shared_pool_each_send_only_their_own_token(monkeypatch):
@@ -100,7 +100,7 @@ async def test_concurrent_clients_over_the_shared_pool_each_send_only_their_own_
         seen.append((request.url.params["rep"], request.headers.get("authorization", "")))
         return httpx.Response(200, json={"ok": True})
 
-    shared = mcp_http._Shared(httpx.MockTransport(handler))  # type: ignore[arg-type]
+    shared = mcp_http._Shared({None: httpx.MockTransport(handler)})  # type: ignore[dict-item]
     monkeypatch.setattr(mcp_http, "_shared_for_loop", lambda: shared)
 
     async def rep(name: str) -> None:
