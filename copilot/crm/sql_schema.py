@@ -72,6 +72,7 @@ HEADER = (
 
 _SQL_WORDS = frozenset({"sql", "select"})
 _DESCRIBE_WORDS = frozenset({"describe", "describes", "schema", "columns"})
+_SEARCH_WORDS = frozenset({"search", "searches", "keyword", "keywords", "find"})
 _WORD_RE = re.compile(r"[a-z]+")
 _COLUMN_RE = re.compile(r"^\s*([A-Za-z_][\w]*)\s+([A-Z]+(?:\([^)]*\))?)\s*(.*?),?\s*$")
 _REFERENCES_RE = re.compile(r"REFERENCES\s+(.+?)(?:\s+--|$)")
@@ -120,13 +121,19 @@ def sql_query_argument(tool: ToolShape) -> str | None:
 
 
 def describe_argument(tool: ToolShape) -> str | None:
-    """The argument a read-only "describe a table" tool takes the table name in; ``None`` otherwise."""
+    """The argument a read-only "describe a table" tool takes the table name in; ``None`` otherwise.
+
+    A search over the schemas (keywords in, hits out) speaks of tables and columns too, but it
+    takes words, not a table's name: a tool that searches is not the describer.
+    """
     found = _single_string_argument(tool.parameters) if tool.read_only else None
     if found is None:
         return None
     name, described = found
     words = _words(f"{tool.name} {tool.description} {described}")
-    return name if words & _DESCRIBE_WORDS and "table" in words else None
+    if words & _SEARCH_WORDS or not words & _DESCRIBE_WORDS or "table" not in words:
+        return None
+    return name
 
 
 @dataclass(frozen=True)
@@ -171,14 +178,15 @@ def _is_custom(column: Column) -> bool:
     return "_" in column.name and not column.name.startswith(("address", "_")) and not column.targets
 
 
-def key_columns(columns: Sequence[Column]) -> list[Column]:
+def key_columns(columns: Sequence[Column], hidden: frozenset[str] = frozenset()) -> list[Column]:
     """The columns worth sending: the key, the standard ones a rep asks about, and a few custom
-    ones. Secured columns (null unless the rep holds the field permission) and alternate-key
-    bookkeeping (the copilot's own idempotency column) are left out."""
+    ones. Secured columns (null unless the rep holds the field permission), the ``hidden`` ones
+    (the copilot's own write-key column) and alternate-key bookkeeping are left out."""
     kept: list[Column] = []
     custom = 0
     for column in columns:
-        if column.secured or "alternate key" in column.note.lower() or "idempotency" in column.note.lower():
+        note = column.note.lower()
+        if column.secured or column.name in hidden or "alternate key" in note or "idempotency" in note:
             continue
         if column.primary or column.name in KEY_COLUMNS:
             kept.append(column)
@@ -215,9 +223,9 @@ def _short(note: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + "…"
 
 
-def table_line(table: str, describe_text: str) -> str:
+def table_line(table: str, describe_text: str, hidden: frozenset[str] = frozenset()) -> str:
     """One table's line of the schema note: ``- opportunity: opportunityid key, name, …``."""
-    columns = key_columns(parse_describe(describe_text))
+    columns = key_columns(parse_describe(describe_text), hidden)
     return f"- {table}: " + ", ".join(_column_text(c) for c in columns)
 
 
@@ -276,9 +284,12 @@ class SchemaCache:
         """The note already built for ``key``, if any."""
         return self._notes.get(key)
 
-    async def get(self, key: str, tools: Sequence[ToolShape], call: DescribeCall) -> str:
+    async def get(
+        self, key: str, tools: Sequence[ToolShape], call: DescribeCall, hidden: frozenset[str] = frozenset()
+    ) -> str:
         """The note for ``key``: cached, or built by describing :data:`SCHEMA_TABLES` with the
-        CRM's describe tool ("" when the tools offer no SQL query or no describe)."""
+        CRM's describe tool ("" when the tools offer no SQL query or no describe); ``hidden``
+        columns are left out."""
         note = self._notes.get(key)
         if note is not None:
             return note
@@ -297,7 +308,7 @@ class SchemaCache:
                 text = await call(tool.name, {argument: table})
                 schema = describe_text(text) if text else ""
                 if schema:
-                    lines.append(table_line(table, schema))
+                    lines.append(table_line(table, schema, hidden))
             if not lines:
                 return ""
             note = schema_note(query.name, lines)

@@ -72,7 +72,8 @@ async def crm_schema_note(ctx: AgentContext, tools: Sequence[object]) -> str:
             return None
         return "".join(b.text for b in result.content if isinstance(b, TextContent)) or None
 
-    return await SCHEMAS.get(key, shapes, call)
+    # The copilot's own write-key column is bookkeeping, not something a rep asks about.
+    return await SCHEMAS.get(key, shapes, call, frozenset({ctx.settings.crm_dataverse_key_column}))
 
 
 class RepContextMiddleware(AgentMiddleware[Any, AgentContext, Any]):
