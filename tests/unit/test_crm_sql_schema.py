@@ -153,3 +153,61 @@ def test_without_a_query_tool_there_is_no_note() -> None:
 @pytest.mark.parametrize("text", ["", "You are a CRM sales copilot.", "- account: accountid key"])
 def test_text_without_a_note_parses_to_nothing(text: str) -> None:
     assert parse_schema_note(text) == {}
+
+
+class _Gateway:
+    """The run's CRM session as the middleware uses it: describe answered like the emulator."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        from mcp.types import CallToolResult, TextContent
+
+        self.calls.append((name, arguments))
+        return CallToolResult(
+            content=[TextContent(type="text", text=emulator_describe(str(arguments["name"])))]
+        )
+
+
+def _bound(tools: list[ToolShape]) -> list[Any]:
+    from langchain_core.tools import StructuredTool
+
+    def make(shape: ToolShape) -> Any:
+        return StructuredTool(
+            name=shape.name,
+            description=shape.description,
+            args_schema=dict(shape.parameters),
+            func=lambda **_: "",
+            metadata={"readOnlyHint": True} if shape.read_only else {},
+        )
+
+    return [make(t) for t in tools]
+
+
+@pytest.mark.parametrize("with_sql", [True, False])
+def test_the_middleware_adds_the_note_only_when_a_sql_query_tool_is_bound(with_sql: bool) -> None:
+    from copilot.crm.sql_schema import SCHEMAS
+    from copilot.middleware.context import crm_schema_note
+
+    SCHEMAS.clear()
+    shapes = [t for t in emulator_tools() if with_sql or not sql_query_argument(t)]
+    gateway = _Gateway()
+    ctx: Any = SimpleNamespace(
+        crm=gateway,
+        settings=SimpleNamespace(
+            crm_url="https://org.example", crm_mcp_url="", crm_dataverse_key_column="new_copilotkey"
+        ),
+    )
+    tools = _bound(shapes)
+    first = asyncio.run(crm_schema_note(ctx, tools))
+    second = asyncio.run(crm_schema_note(ctx, tools))
+    SCHEMAS.clear()
+    assert first == second
+    if with_sql:
+        assert "- opportunity: opportunityid key" in first
+        assert "new_copilotkey" not in first
+        assert len(gateway.calls) == len(SCHEMA_TABLES)  # described once, not per model call
+    else:
+        assert first == ""
+        assert gateway.calls == []

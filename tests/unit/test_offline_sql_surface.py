@@ -155,13 +155,14 @@ def _tables() -> dict[str, Entity]:
     return entities(SandboxSettings().dataverse_activity_key)
 
 
-def emulator_read_tools() -> list[dict[str, Any]]:
-    """The emulator's ``tools/list`` read-only tools, as JSON tool definitions with their annotations."""
+def emulator_read_tools(renames: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The emulator's ``tools/list`` read-only tools, as JSON tool definitions with their
+    annotations (renamed as the emulator's ``dataverse_mcp_tool_names`` knob would)."""
     server = build_dataverse_mcp(SandboxSettings(), KnobState(), SimpleNamespace(tables=_tables()))  # type: ignore[arg-type]
     listed = asyncio.run(server.list_tools())
     return [
         {
-            "name": t.name,
+            "name": (renames or {}).get(t.name, t.name),
             "description": t.description,
             "parameters": t.inputSchema,
             "annotations": t.annotations.model_dump(exclude_none=True) if t.annotations else {},
@@ -190,14 +191,25 @@ class Outcome:
     messages: list[BaseMessage] = field(default_factory=list)
 
 
-def bound_model() -> Runnable[Any, AIMessage]:
-    tools: list[Any] = [*emulator_read_tools(), *[t.langchain_tool() for t in registered_write_tools()]]
+def bound_model(renames: dict[str, str] | None = None) -> Runnable[Any, AIMessage]:
+    tools: list[Any] = [
+        *emulator_read_tools(renames),
+        *[t.langchain_tool() for t in registered_write_tools()],
+    ]
     return OfflineChatModel(today=TODAY).bind_tools(tools)
 
 
-def ask(question: str, history: list[BaseMessage] | None = None, *, with_schema: bool = True) -> Outcome:
+def ask(
+    question: str,
+    history: list[BaseMessage] | None = None,
+    *,
+    with_schema: bool = True,
+    renames: dict[str, str] | None = None,
+) -> Outcome:
     """Run one question to its answer or its write proposals, answering each query like the emulator."""
-    model = bound_model()
+    model = bound_model(renames)
+    reads = {(renames or {}).get(name, name) for name in READ_TOOLS}
+    query_tool = (renames or {}).get("read_query", "read_query")
     messages: list[BaseMessage] = history or [SystemMessage(content=prompt(with_schema))]
     messages.append(HumanMessage(content=question))
     out = Outcome(messages=messages)
@@ -207,12 +219,12 @@ def ask(question: str, history: list[BaseMessage] | None = None, *, with_schema:
         if not reply.tool_calls:
             out.answer = reply.text
             return out
-        writes = [tc for tc in reply.tool_calls if tc["name"] not in READ_TOOLS]
+        writes = [tc for tc in reply.tool_calls if tc["name"] not in reads]
         if writes:
             out.proposals = [{"tool": tc["name"], "args": tc["args"]} for tc in writes]
             return out
         for tc in reply.tool_calls:
-            assert tc["name"] == "read_query", tc
+            assert tc["name"] == query_tool, tc
             assert set(tc["args"]) == {"querytext"}
             query = tc["args"]["querytext"]
             sql.validate(query)  # the sandbox's own subset check: raises on anything outside it
@@ -319,3 +331,16 @@ def test_the_model_notes_which_read_each_query_was() -> None:
 def test_a_rep_typed_quote_cannot_end_the_sql_literal() -> None:
     out = ask("summarise O'Brien'); DROP TABLE account; --")
     assert all(q.count("'") % 2 == 0 for q in out.queries)
+
+
+def test_a_renamed_query_tool_is_still_found_by_its_shape() -> None:
+    out = ask("who is the CFO at Acme?", renames={"read_query": "dv_sql", "describe": "dv_table"})
+    assert out.queries
+    assert MARIA in cited(out.answer)
+
+
+def test_slipping_a_deal_makes_the_close_date_concrete_from_the_deals_own_date() -> None:
+    out = ask("slip the Acme renewal two weeks")
+    assert [p["tool"] for p in out.proposals] == ["update_opportunity"]
+    assert out.proposals[0]["args"]["opportunity_id"] == RENEWAL
+    assert out.proposals[0]["args"]["close_date"] == "2026-06-29"
