@@ -12,6 +12,7 @@ Dataverse face gives them.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -131,3 +132,46 @@ async def test_the_readme_writes_are_proposed_with_the_guids_read(
     assert update.proposals[0].args["stage"] == "Negotiation"
     assert len(draft.proposals) == 1
     assert draft.proposals[0].args["contact_id"] == guid_for("contact", maria["id"])
+
+
+async def test_an_approved_update_is_written_and_confirmed_citing_the_deal(
+    dv_settings: Settings, sandbox: SandboxProcess
+) -> None:
+    """The approval resumes the run from the checkpoint in a fresh service: the model reads its
+    own earlier queries back from the restored messages and confirms the change it proposed."""
+    renewal = guid_for("opportunity", "opp-acme-renewal")
+    before = _read(sandbox, "get_opportunity", opportunity_id="opp-acme-renewal")
+    target = "2027-03-31" if before["close_date"] != "2027-03-31" else "2027-04-30"
+    month_day = dt.date.fromisoformat(target).strftime("%b %d").replace(" 0", " ")
+    rep = await sign_in(dv_settings, "alex")
+    async with service(dv_settings, OfflineChatModel(today=SEED_DAY)) as svc:
+        asked = await svc.run_turn(
+            rep.identity, rep.broker, None, f"push the Acme renewal to {month_day} {target[:4]}"
+        )
+    assert [p.tool for p in asked.proposals] == ["update_opportunity"]
+    proposal = asked.proposals[0]
+    assert proposal.args["opportunity_id"] == renewal
+    assert proposal.args["close_date"] == target
+    try:
+        async with service(dv_settings, OfflineChatModel(today=SEED_DAY)) as svc:
+            done = await svc.decide(
+                rep.identity,
+                rep.broker,
+                asked.thread_id,
+                [{"tool_call_id": proposal.tool_call_id, "type": "approve"}],
+            )
+        assert done.outcomes[0]["result"]["status"] == "done", done.outcomes
+        assert _read(sandbox, "get_opportunity", opportunity_id="opp-acme-renewal")["close_date"] == target
+        assert done.answer is not None
+        assert renewal in done.citations
+        assert done.unverified_citations == []
+    finally:
+        # The session sandbox is shared: put the close date back.
+        now = _read(sandbox, "get_opportunity", opportunity_id="opp-acme-renewal")
+        sandbox.call(
+            "alex",
+            "update_opportunity",
+            opportunity_id="opp-acme-renewal",
+            expected_version=now["version"],
+            changes={"close_date": before["close_date"]},
+        )
