@@ -307,7 +307,8 @@ class SchemaCache:
             for table in SCHEMA_TABLES:
                 text = await call(tool.name, {argument: table})
                 schema = describe_text(text) if text else ""
-                if schema:
+                # A table whose answer has no columns we can read is left out, not sent empty.
+                if schema and key_columns(parse_describe(schema), hidden):
                     lines.append(table_line(table, schema, hidden))
             if not lines:
                 return ""

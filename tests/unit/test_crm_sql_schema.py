@@ -211,3 +211,15 @@ def test_the_middleware_adds_the_note_only_when_a_sql_query_tool_is_bound(with_s
     else:
         assert first == ""
         assert gateway.calls == []
+
+
+def test_a_describe_answer_without_columns_leaves_its_table_out() -> None:
+    tools = emulator_tools()
+
+    async def call(name: str, args: dict[str, Any]) -> str | None:
+        table = str(args["name"])
+        return "no schema here" if table == "systemuser" else emulator_describe(table)
+
+    note = asyncio.run(SchemaCache().get("https://org.example", tools, call))
+    assert "- account: accountid key" in note
+    assert "systemuser:" not in note
