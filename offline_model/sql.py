@@ -61,6 +61,8 @@ _ASSISTING_RE = re.compile(r"\bYou are assisting (.+?)\. Today is\b")
 _STAGE_PREFIX_RE = re.compile(r"^\d+-")
 _ACTIVITY_TYPES = {"phonecall": "call", "appointment": "meeting"}
 """Dataverse activity tables → the activity types the copilot's vocabulary speaks of."""
+_ACTIVITY_MOMENTS = ("actualend", "scheduledstart", "createdon")
+"""An activity's moments, in the order that says when it happened (completed, else planned, else logged)."""
 _STATE_OF_CLOSED = {"closed won": 1, "won": 1, "closed lost": 2, "lost": 2}
 
 
@@ -230,7 +232,7 @@ class SqlComposer:
         q.pick(n.column(table, "description"), "notes")
         # When it happened: the actual end of a completed one, else its start, else its creation
         # (no COALESCE in the subset: all three come back and the first set one is used).
-        for column in ("actualend", "scheduledstart", "createdon"):
+        for column in _ACTIVITY_MOMENTS:
             q.pick(n.column(table, column), column)
         regarding = n.column(table, "regardingobjectid")
         if args.get("account_id") and regarding is not None:
@@ -303,9 +305,9 @@ def _record(row: Mapping[str, Any]) -> dict[str, Any]:
         item["close_date"] = item["close_date"][:10]
     if "type" in item:
         item["type"] = _ACTIVITY_TYPES.get(str(item["type"]), str(item["type"]))
-        when = next((item.pop(k) for k in ("actualend", "scheduledstart", "createdon") if item.get(k)), None)
-        for k in ("actualend", "scheduledstart", "createdon"):
-            item.pop(k, None)
+        # When it happened: the first of these the row has (see SqlComposer._activities).
+        moments = [item.pop(k, None) for k in _ACTIVITY_MOMENTS]
+        when = next((m for m in moments if m), None)
         if when is not None:
             item["occurred_at"] = when
     return item
