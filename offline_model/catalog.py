@@ -261,6 +261,14 @@ class ToolCatalog:
                 return str(prop["title"])
         return name.replace("_", " ")
 
+    def with_roles(self, served: Mapping[Role, BoundTool]) -> ToolCatalog:
+        """A copy with ``served`` tools added, each serving its role (a role a bound tool
+        already serves keeps it): the stand-ins of a SQL read surface (:mod:`offline_model.sql`)."""
+        extended = ToolCatalog([])
+        extended.tools = {**self.tools, **{t.name: t for t in served.values()}}
+        extended._by_role = {**served, **self._by_role}
+        return extended
+
     def without_role(self) -> list[str]:
         """Bound tools that serve no role: structured-output schemas, or tools the model cannot use."""
         served = {t.name for t in self._by_role.values()}

@@ -39,6 +39,7 @@ from offline_model.lookup import unmatched_words
 from offline_model.plan import plan
 from offline_model.records import RecordIndex, drop_unseen_citations
 from offline_model.roles import DETAIL_ARGUMENT, DETAIL_ROLES, ROLES, Kind
+from offline_model.sql import SqlSurface
 from offline_model.state import Turn, current_turn, every_result
 from offline_model.steps import PlannedCall, Step
 from offline_model.structured import best_effort_args, forced_tool
@@ -165,6 +166,12 @@ class OfflineChatModel(BaseChatModel):
     ) -> AIMessage:
         """The model's next message for this conversation and these bound tools."""
         today = self.today or prompt_date(messages) or datetime.date.today()
+        spoken = messages
+        # A CRM whose reads are one SQL tool: its queries are read back as the reads they were.
+        surface = SqlSurface.of(catalog, messages)
+        if surface is not None:
+            catalog = surface.catalog(catalog)
+            messages = surface.virtualize(messages)
         prompt = is_summary_request(messages)
         if prompt is not None and not catalog:
             return self._message(extractive_summary(prompt), [], messages)
@@ -207,10 +214,17 @@ class OfflineChatModel(BaseChatModel):
                 )
                 calls = [PlannedCall(target, args)]
         content = answer if not calls else step.answer
-        return self._message(content, calls, messages)
+        noted: dict[str, Any] = {}
+        if surface is not None:
+            calls, noted = surface.realize(calls)
+        return self._message(content, calls, spoken, noted)
 
     def _message(
-        self, content: str, calls: Sequence[PlannedCall], messages: Sequence[BaseMessage]
+        self,
+        content: str,
+        calls: Sequence[PlannedCall],
+        messages: Sequence[BaseMessage],
+        noted: dict[str, Any] | None = None,
     ) -> AIMessage:
         tool_calls = [ToolCall(name=c.name, args=c.args, id=_new_call_id(), type="tool_call") for c in calls]
         input_tokens = count_tokens_approximately(list(messages))
@@ -221,6 +235,7 @@ class OfflineChatModel(BaseChatModel):
             response_metadata={
                 "model_name": self.model_name,
                 "finish_reason": "tool_calls" if tool_calls else "stop",
+                **(noted or {}),
             },
             usage_metadata={
                 "input_tokens": input_tokens,

@@ -3,6 +3,7 @@
 # provider in the background (or the one already running), the embedded PostgreSQL
 # migrated, then an interactive chat as the Agents Playground user (Alex Wilber) with the
 # offline model. Ctrl-D or `quit` ends the chat and stops what this script started.
+# CRM_KIND=dataverse talks to the sandbox's Dataverse face instead (scripts/crm_profile.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -20,6 +21,8 @@ else
   for _ in $(seq 1 200); do healthy && break; sleep 0.1; done
   healthy || { echo "The sandbox did not start; see .data/sandbox.log" >&2; exit 1; }
 fi
+. ./scripts/crm_profile.sh
+crm_profile
 "$PY" -m copilot db migrate
 PY="$PY" ./scripts/knowledge.sh # the sandbox playbooks into knowledge search
 echo

@@ -10,7 +10,7 @@
 # Teams, with the offline model. Ctrl-C (or SIGTERM) stops everything this script started.
 # Ports: BOT_PORT (3978), PLAYGROUND_PORT (56150; the Playground picks another if taken),
 # SANDBOX_HTTP_PORT (8765). Logs go to .data/*.log. No browser? `make chat` is the same
-# copilot in the terminal.
+# copilot in the terminal. CRM_KIND=dataverse: the sandbox's Dataverse face (scripts/crm_profile.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -83,6 +83,8 @@ else
   wait_for $((${#PIDS[@]} - 1)) 30 http_ok "http://127.0.0.1:$SANDBOX_PORT/healthz"
 fi
 
+. ./scripts/crm_profile.sh
+crm_profile
 # --- the database -----------------------------------------------------------------------------
 "$PY" -m copilot db migrate
 PY="$PY" ./scripts/knowledge.sh # the sandbox playbooks into knowledge search
