@@ -59,6 +59,17 @@ def _calls_by_key(sandbox: SandboxProcess, key: str) -> list[dict[str, Any]]:
     return [a for a in state["activities"] if a.get("external_id") == key]
 
 
+def _stage_labels(sandbox: SandboxProcess) -> dict[int, str]:
+    """The salesstage option set as the CRM's metadata gives it: value → label."""
+    stages = webapi(
+        sandbox,
+        "GET",
+        "EntityDefinitions(LogicalName='opportunity')/Attributes(LogicalName='salesstage')"
+        "/Microsoft.Dynamics.CRM.PicklistAttributeMetadata?$expand=OptionSet",
+    ).json()["OptionSet"]["Options"]
+    return {o["Value"]: o["Label"]["UserLocalizedLabel"]["Label"] for o in stages}
+
+
 async def _audit_rows(settings: Settings) -> list[Any]:
     async with connect(settings) as conn:
         return await audit.list_entries(conn)
@@ -116,15 +127,21 @@ async def test_a_logged_call_waits_for_approval_then_is_created_once_by_its_key_
 async def test_a_stale_proposal_gets_412_then_a_conflict_with_the_values_now_then_a_fresh_approval(
     dv_settings: Settings, sandbox: SandboxProcess
 ) -> None:
+    # The session's sandbox is shared: propose a stage the deal is not in now, and put back
+    # the stage it had afterwards.
+    label = _stage_labels(sandbox)
+    before = webapi(sandbox, "GET", f"opportunities({ANALYTICS})?$select=salesstage").json()["salesstage"]
+    target = "Qualification" if label[before] != "Qualification" else "Proposal"
+
     def repropose_with_current(messages: list[BaseMessage]) -> AIMessage:
         conflict = json.loads(message_text(next(m for m in reversed(messages) if isinstance(m, ToolMessage))))
         assert conflict["status"] == "conflict", conflict
         assert conflict["current"]["next_step"] == "Manager: confirm budget"
-        return calls(call("update_opportunity", opportunity_id=ANALYTICS, stage="Proposal"))
+        return calls(call("update_opportunity", opportunity_id=ANALYTICS, stage=target))
 
     model = ScriptedChatModel(
         steps=[
-            calls(call("update_opportunity", opportunity_id=ANALYTICS, stage="Proposal")),
+            calls(call("update_opportunity", opportunity_id=ANALYTICS, stage=target)),
             repropose_with_current,
         ],
         final="Moved to Proposal.",
@@ -160,19 +177,5 @@ async def test_a_stale_proposal_gets_412_then_a_conflict_with_the_values_now_the
     row = webapi(sandbox, "GET", f"opportunities({ANALYTICS})?$select=salesstage,description").json()
     assert row["description"] == "Manager: confirm budget"  # nothing was overwritten
     assert row["@odata.etag"] == f'W/"{read_version + 2}"'
-    stages = webapi(
-        sandbox,
-        "GET",
-        "EntityDefinitions(LogicalName='opportunity')/Attributes(LogicalName='salesstage')"
-        "/Microsoft.Dynamics.CRM.PicklistAttributeMetadata?$expand=OptionSet",
-    ).json()["OptionSet"]["Options"]
-    label = {o["Value"]: o["Label"]["UserLocalizedLabel"]["Label"] for o in stages}
-    assert label[row["salesstage"]] == "Proposal"
-    # Put the seed back for the other tests of this session's sandbox.
-    webapi(
-        sandbox,
-        "PATCH",
-        f"opportunities({ANALYTICS})",
-        "nestor",
-        json={"salesstage": next(value for value, name in label.items() if name == "Negotiation")},
-    )
+    assert label[row["salesstage"]] == target
+    webapi(sandbox, "PATCH", f"opportunities({ANALYTICS})", "nestor", json={"salesstage": before})
