@@ -11,6 +11,7 @@ from bench.stats import Comparison, NotMeasured, Side
 COUNT_KEYS = (
     ("mcp_sessions", "MCP sessions"),
     ("mcp_requests", "MCP requests"),
+    ("webapi_requests", "Web API requests"),
     ("obo_exchanges", "OBO exchanges"),
     ("pool_checkouts", "pool checkouts"),
     ("checkpoint_writes", "checkpoint writes"),
@@ -212,9 +213,13 @@ def to_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+SHOWN_WHEN_COUNTED = frozenset({"webapi_requests"})
+"""Counts whose row is left out when nothing counted any (Web API requests: ``reference`` makes none)."""
+
 BREAKDOWNS = (
     ("mcp_sessions_by_scope", "MCP sessions"),
     ("mcp_requests_by_method", "MCP requests"),
+    ("webapi_requests_by_method", "Web API requests"),
     ("obo_exchanges_by_scope", "OBO exchanges"),
     ("pool_checkouts_by_pool", "pool checkouts"),
 )
@@ -238,6 +243,10 @@ def _count_rows(counted: list[dict[str, Any]]) -> list[list[str]]:
     rows = [header]
     breakdowns = dict(BREAKDOWNS)
     for key, label in COUNT_KEYS:
+        if key in SHOWN_WHEN_COUNTED and not any(
+            r[side]["counts"].get(key) for r in counted for side in ("ours", "bare")
+        ):
+            continue
         rows.append(
             [label, *(_count(r[side]["counts"].get(key)) for r in counted for side in ("ours", "bare"))]
         )
