@@ -104,6 +104,8 @@ soak: setup
 # What a turn and an Approve click cost, as ratios against bare LangChain measured in the
 # same run (see README, "Benchmarks"). BENCH_ARGS="--quick" for a smoke run, "--json" for JSON;
 # BENCH_REP is the sandbox rep it signs in as (its records are found in the CRM at run time).
+# CRM_KIND=dataverse measures the dataverse profile (the sandbox's Dataverse face); make passes a
+# command-line CRM_KIND to the command's environment, where the CLI reads its settings.
 BENCH_REP ?= alex
 bench: setup
 	$(PY) -m copilot bench --rep $(BENCH_REP) $(BENCH_ARGS)

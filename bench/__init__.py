@@ -2,7 +2,8 @@
 
 Every result is a ratio against a baseline measured in the same run, interleaved (ours,
 bare, ours, bare, ...), so the machine's noise hits both alike; nothing is compared with
-an absolute threshold. Modules, one job each:
+an absolute threshold. ``CRM_KIND`` picks the CRM profile measured (``reference``, or
+``dataverse``: the sandbox's Dataverse face; see :mod:`~bench.environment`). Modules, one job each:
 
 * :mod:`~bench.scenarios`   the bench's scenarios, on the records the rep's CRM shows
 * :mod:`~bench.model`       the scripted chat model both sides use

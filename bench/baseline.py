@@ -4,20 +4,24 @@ Per turn it opens one MCP session to the same CRM with the same rep's token (the
 on-behalf-of broker type, its own instance), loads the CRM's tools from it with
 ``langchain_mcp_adapters.load_mcp_tools``, builds ``create_agent`` with the same scripted
 model and the same PostgreSQL checkpointer (``AsyncPostgresSaver``), and invokes it. For a
-write, ``HumanInTheLoopMiddleware`` interrupts the CRM's own ``upsert_activity`` and the
-click resumes it with ``Command(resume=...)``, writing through MCP. No middleware chain,
+write, ``HumanInTheLoopMiddleware`` interrupts the CRM's own MCP write tool (the reference
+CRM's ``upsert_activity``; Dataverse's ``create_record``, the bare way to write there, where the
+copilot writes through the Web API with ``If-Match`` and an alternate key) and the click resumes
+it with ``Command(resume=...)``, writing through MCP. No middleware chain,
 no thread ownership, no approval snapshot, no write guard, no audit; LangGraph's default
 durability (``"async"``; the copilot checkpoints with ``"exit"``).
 """
 
 from __future__ import annotations
 
+import ssl
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -29,10 +33,10 @@ from langgraph.types import Command
 
 from bench.model import BenchChatModel
 from copilot.auth.tokens import OboTokenBroker
-from copilot.settings import Settings
+from copilot.settings import CrmKind, Settings
 
-WRITE_TOOL = "upsert_activity"
-"""The CRM's own MCP write tool the bare agent is given (interrupted for approval)."""
+WRITE_TOOLS: dict[CrmKind, str] = {"reference": "upsert_activity", "dataverse": "create_record"}
+"""The CRM's own MCP write tool the bare agent is given (interrupted for approval), per profile."""
 
 
 class BaselineFailed(RuntimeError):
@@ -45,6 +49,27 @@ class PendingWrite:
     interrupt_id: str
 
 
+def _trusting(ca_file: str) -> Any:
+    """An httpx client factory as MCP's default (``create_mcp_http_client``: per-session client,
+    30 s timeout, 300 s read), trusting ``ca_file``: what a bare client of an HTTPS server with
+    a private CA adds, and nothing of the copilot's shared connection pool."""
+    context = ssl.create_default_context(cafile=ca_file)
+
+    def factory(
+        headers: dict[str, str] | None = None,
+        timeout: httpx.Timeout | None = None,
+        auth: httpx.Auth | None = None,
+    ) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            headers=headers,
+            timeout=timeout if timeout is not None else httpx.Timeout(30.0, read=300.0),
+            auth=auth,
+            verify=context,
+        )
+
+    return factory
+
+
 class BareAgent:
     """A bare ``create_agent`` on the CRM's MCP tools, rebuilt on each turn's session."""
 
@@ -55,30 +80,33 @@ class BareAgent:
         self.saver = saver
         self.model = model
         self.broker = broker
+        self.write_tool = WRITE_TOOLS[settings.crm_kind]
+        ca_file = settings.crm_ca_file if settings.crm_kind == "dataverse" else None
+        # Dataverse is HTTPS (the sandbox's org has a private CA; a real org needs no bundle).
+        self._client_factory = _trusting(ca_file) if ca_file is not None else None
 
     @asynccontextmanager
     async def _tools(self, *, write: bool) -> AsyncIterator[list[BaseTool]]:
         token = await self.broker.crm_token(write=write)
-        client = MultiServerMCPClient(
-            {
-                "crm": {
-                    "transport": "streamable_http",
-                    "url": self.settings.crm_mcp_url,
-                    "headers": {"Authorization": f"Bearer {token}"},
-                }
-            }
-        )
+        connection: dict[str, Any] = {
+            "transport": "streamable_http",
+            "url": self.settings.crm_mcp_url,
+            "headers": {"Authorization": f"Bearer {token}"},
+        }
+        if self._client_factory is not None:
+            connection["httpx_client_factory"] = self._client_factory
+        client = MultiServerMCPClient({"crm": connection})  # type: ignore[dict-item]
         async with client.session("crm") as session:
             tools = await load_mcp_tools(session)
             yield [
                 t
                 for t in tools
-                if (t.metadata or {}).get("readOnlyHint") is True or (write and t.name == WRITE_TOOL)
+                if (t.metadata or {}).get("readOnlyHint") is True or (write and t.name == self.write_tool)
             ]
 
     def _agent(self, tools: list[BaseTool], *, write: bool) -> Any:
         middleware = (
-            [HumanInTheLoopMiddleware(interrupt_on={WRITE_TOOL: True}, interrupt_mode="per_call")]
+            [HumanInTheLoopMiddleware(interrupt_on={self.write_tool: True}, interrupt_mode="per_call")]
             if write
             else []
         )
@@ -119,6 +147,6 @@ class BareAgent:
             state = await agent.ainvoke(
                 Command(resume={pending.interrupt_id: {"type": "approve"}}), self._config(pending.thread_id)
             )
-        results = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.name == WRITE_TOOL]
+        results = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.name == self.write_tool]
         if not results or results[-1].status == "error":
             raise BaselineFailed(f"the bare write failed: {results[-1:]!r}")

@@ -4,6 +4,9 @@ Both sides of the bench go through the same libraries, so the same wrappers coun
 
 * ``mcp_sessions``     MCP sessions opened (``MultiServerMCPClient.session``), by token scope
 * ``mcp_requests``     MCP requests on them (``tools/list``, and each ``tools/call`` by tool)
+* ``webapi_requests``  Dataverse Web API requests (``httpx.AsyncClient.send`` to ``/api/data/``),
+  by method and entity set: where the copilot's Dataverse writes and version reads go, so the
+  ``dataverse`` profile's click shows its CRM calls too (always 0 on ``reference``)
 * ``obo_exchanges``    on-behalf-of token exchanges (``OnBehalfOfCredential.get_token``), by scope
 * ``pool_checkouts``   connections taken from a pool (``AsyncConnectionPool.getconn``), by pool
 * ``checkpoint_writes`` ``AsyncPostgresSaver.aput`` / ``aput_writes``
@@ -20,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+import httpx
 import jwt
 from azure.identity import OnBehalfOfCredential
 from langchain_mcp_adapters.client import MultiServerMCPClient
@@ -65,6 +69,8 @@ class Costs:
             "mcp_sessions_by_scope": self._by("mcp_sessions"),
             "mcp_requests": totals["mcp_requests"],
             "mcp_requests_by_method": self._by("mcp_requests"),
+            "webapi_requests": totals["webapi_requests"],
+            "webapi_requests_by_method": self._by("webapi_requests"),
             "obo_exchanges": totals["obo_exchanges"],
             "obo_exchanges_by_scope": self._by("obo_exchanges"),
             "pool_checkouts": totals["pool_checkouts"],
@@ -98,6 +104,21 @@ class _Patches:
                 delattr(owner, name)
             else:
                 setattr(owner, name, value)
+
+
+WEBAPI_PATH = "/api/data/"
+"""Where a Dataverse Web API URL's path starts (``<org>/api/data/v9.2/<entity set>...``)."""
+
+
+def webapi_target(url: httpx.URL) -> str | None:
+    """The Web API resource a request names (its entity set, function or ``EntityDefinitions``,
+    without keys or the rest of the path), or None when ``url`` is not the Web API."""
+    path = url.path
+    if WEBAPI_PATH not in path:
+        return None
+    segments = path.split(WEBAPI_PATH, 1)[1].split("/")
+    resource = segments[1] if len(segments) > 1 else ""
+    return resource.split("(", 1)[0] or "?"
 
 
 def _counted(costs: Costs, kind: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -157,6 +178,15 @@ def counting(costs: Costs) -> Iterator[Costs]:
         costs.add(f"mcp_requests {name}")
         return await original_call_tool(self, name, *args, **kwargs)
 
+    original_send = httpx.AsyncClient.send
+
+    async def send(self: httpx.AsyncClient, request: httpx.Request, *args: Any, **kwargs: Any) -> Any:
+        target = webapi_target(request.url)
+        if target is not None:
+            costs.add(f"webapi_requests {request.method} {target}")
+        return await original_send(self, request, *args, **kwargs)
+
+    patches.set(httpx.AsyncClient, "send", send)
     patches.set(ClientSession, "list_tools", list_tools)
     patches.set(ClientSession, "call_tool", call_tool)
     for name in ("aput", "aput_writes"):

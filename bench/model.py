@@ -4,7 +4,8 @@ Its answer is a pure function of the messages it is sent, so one instance serves
 number of turns on any number of threads, and the copilot and the bare agent get exactly
 the same responses: for a read question, two parallel CRM read tool calls and then an
 answer citing the records; for a write question, one proposed write and then a short
-confirmation.
+confirmation. Which read tools it calls is the scenario's (:meth:`ReadScenario.reads`: the
+reference CRM's tools by name, or Dataverse's query tool as discovered, asked in SQL).
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ class BenchChatModel(BaseChatModel):
     (``write``).
 
     ``write_tool`` names the tool the write is proposed with: the copilot's ``log_activity``,
-    or for the bare agent the CRM's own MCP ``upsert_activity`` (which needs its own key).
+    or for the bare agent the CRM's own MCP write tool: the reference CRM's ``upsert_activity``
+    (which needs its own key) or Dataverse's ``create_record`` (a ``phonecall`` row, the account
+    bound as its regarding record; no key, no version: Dataverse's MCP write tools take neither).
     """
 
     write_tool: str = "log_activity"
@@ -78,15 +81,18 @@ class BenchChatModel(BaseChatModel):
             return AIMessage(content="", tool_calls=[_call(self.write_tool, self._write_args())])
         if answered:
             return AIMessage(content=self.read.answer)
-        return AIMessage(
-            content="",
-            tool_calls=[
-                _call("get_account", {"account_id": self.read.account_id}),
-                _call("list_opportunities", {"account_id": self.read.account_id}),
-            ],
-        )
+        return AIMessage(content="", tool_calls=[_call(name, args) for name, args in self.read.reads()])
 
     def _write_args(self) -> dict[str, Any]:
+        if self.write_tool == "create_record":
+            return {
+                "tablename": "phonecall",
+                "item": {
+                    "subject": self.write.subject,
+                    "description": self.write.notes,
+                    "regardingobjectid_account_phonecall@odata.bind": f"/accounts({self.write.account_id})",
+                },
+            }
         args: dict[str, Any] = {
             "type": "call",
             "subject": self.write.subject,

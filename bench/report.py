@@ -11,6 +11,7 @@ from bench.stats import Comparison, NotMeasured, Side
 COUNT_KEYS = (
     ("mcp_sessions", "MCP sessions"),
     ("mcp_requests", "MCP requests"),
+    ("webapi_requests", "Web API requests"),
     ("obo_exchanges", "OBO exchanges"),
     ("pool_checkouts", "pool checkouts"),
     ("checkpoint_writes", "checkpoint writes"),
@@ -62,13 +63,28 @@ def _side(side: Side, kind: str) -> dict[str, Any]:
     }
 
 
+CRM_PROFILES = {
+    "reference": "the sandbox CRM's own MCP server: reads and writes through its MCP tools",
+    "dataverse": "the sandbox's Dataverse face (HTTPS): reads through its MCP server's read-only "
+    "tools; the copilot writes through the Web API v9.2, the bare agent through MCP create_record",
+}
+"""What each CRM profile is, as the report says it."""
+
+
 def document(
-    mode: str, iterations: int, comparisons: list[Comparison], not_measured: list[NotMeasured]
+    mode: str,
+    iterations: int,
+    comparisons: list[Comparison],
+    not_measured: list[NotMeasured],
+    crm_kind: str = "reference",
 ) -> dict[str, Any]:
-    """The ``--json`` document: every measured result with its baseline and ratio."""
+    """The ``--json`` document: the CRM profile measured, every measured result with its
+    baseline and ratio."""
     return {
         "mode": mode,
         "iterations": iterations,
+        "crm_kind": crm_kind,
+        "crm": CRM_PROFILES[crm_kind],
         "ratio": "median(ours) / median(baseline), both measured in this run, interleaved",
         "percentiles": "p50 = median; p95 / p99 interpolated between the closest samples "
         "(with fewer than 100 samples p99 is close to the slowest)",
@@ -170,7 +186,12 @@ def to_table(doc: dict[str, Any]) -> str:
         rows.append(
             [n["scenario"], "not measured", "", "", "not measured", "", "", "-", "-", "", n["baseline"]]
         )
-    lines = [f"copilot bench ({doc['mode']}, {doc['iterations']} interleaved iterations)", ""]
+    crm_kind = doc.get("crm_kind", "reference")  # documents from before the profiles were reference
+    lines = [
+        f"copilot bench ({doc['mode']}, {doc['iterations']} interleaved iterations, CRM profile: {crm_kind})",
+        f"CRM: {CRM_PROFILES.get(crm_kind, crm_kind)}",
+        "",
+    ]
     lines += _rows(rows)
     counted = [r for r in doc["results"] if r["ours"]["counts"]]
     if counted:
@@ -192,9 +213,13 @@ def to_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+SHOWN_WHEN_COUNTED = frozenset({"webapi_requests"})
+"""Counts whose row is left out when nothing counted any (Web API requests: ``reference`` makes none)."""
+
 BREAKDOWNS = (
     ("mcp_sessions_by_scope", "MCP sessions"),
     ("mcp_requests_by_method", "MCP requests"),
+    ("webapi_requests_by_method", "Web API requests"),
     ("obo_exchanges_by_scope", "OBO exchanges"),
     ("pool_checkouts_by_pool", "pool checkouts"),
 )
@@ -218,6 +243,10 @@ def _count_rows(counted: list[dict[str, Any]]) -> list[list[str]]:
     rows = [header]
     breakdowns = dict(BREAKDOWNS)
     for key, label in COUNT_KEYS:
+        if key in SHOWN_WHEN_COUNTED and not any(
+            r[side]["counts"].get(key) for r in counted for side in ("ours", "bare")
+        ):
+            continue
         rows.append(
             [label, *(_count(r[side]["counts"].get(key)) for r in counted for side in ("ours", "bare"))]
         )

@@ -5,6 +5,13 @@ document) goes to stdout. ``--quick`` runs a few iterations (a CI smoke test); t
 run enough for stable medians. ``--rep`` is the sandbox user the bench signs in; the
 records its scenarios read and write are found in that rep's CRM at the start of the run
 (:func:`~bench.scenarios.discover`). The exit code is 1 when a scenario failed.
+
+``CRM_KIND`` in the environment picks the CRM profile measured (``reference`` by default,
+or ``dataverse``: :mod:`bench.environment`). On ``dataverse`` the turn and the approve click
+are measured (the comparisons whose CRM calls differ by profile) and the cold imports (no
+CRM at all); the HTTP-trigger ack (never calls the CRM), the bot dev server and the queue
+path (their turns run on the offline model, which reads the reference CRM's tools only) are
+listed as not measured, with the reason: their numbers are the reference profile's.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from bench.acks import http_acks
 from bench.azurite import AZURITE_QUEUE
 from bench.bots import bot_replies
 from bench.counting import Costs, counting
-from bench.environment import bench_environment
+from bench.environment import bench_environment, crm_profile
 from bench.imports import cold_imports
 from bench.model import BenchChatModel
 from bench.queue_replies import queue_replies
@@ -27,6 +34,7 @@ from bench.report import document, to_json, to_table
 from bench.stats import Comparison, NotMeasured, Progress
 from bench.turns import approve_click_cost, turn_cost
 from copilot.runner import open_service
+from copilot.settings import CrmKind
 
 
 @dataclass(frozen=True)
@@ -63,9 +71,56 @@ FULL = Mode(
 )
 CONCURRENCY = (1, 10, 50)
 
+REFERENCE_ONLY: dict[str, str] = {
+    "http ack": "reference profile only: the HTTP trigger never calls the CRM (validates, "
+    "de-duplicates, enqueues), so it is the same on every profile",
+    "bot reply": "reference profile only: the bot dev server's offline model reads the reference "
+    "CRM's tools, not Dataverse's",
+    "queue reply": "reference profile only: the turns worker's offline model reads the reference "
+    "CRM's tools, not Dataverse's",
+}
+"""Why a comparison is left to the reference profile (when measuring another), per scenario."""
 
-def not_measured(mode: Mode) -> list[NotMeasured]:
+
+def _reference_only(mode: Mode) -> list[NotMeasured]:
+    """On a profile other than ``reference``: the comparisons left to it, each with its reason."""
+    rows = (
+        (
+            "http ack",
+            "Functions HTTP trigger ack latency, {n} concurrent posts, Azurite queue",
+            "bare HTTP trigger enqueueing the body on Azurite",
+            mode.ack_rounds,
+        ),
+        (
+            "bot reply",
+            "reply latency and turns/s, {n} concurrent conversations, bot dev server",
+            "minimal botbuilder echo bot",
+            mode.bot_rounds,
+        ),
+        (
+            "queue reply",
+            "reply latency and turns/s, {n} concurrent conversations, HTTP trigger → "
+            "Azurite queue → turns worker",
+            "minimal botbuilder echo bot",
+            mode.queue_rounds,
+        ),
+    )
+    return [
+        NotMeasured(
+            scenario=f"{scenario} x{n}",
+            description=description.format(n=n),
+            baseline=baseline,
+            reason=REFERENCE_ONLY[scenario],
+        )
+        for scenario, description, baseline, _ in rows
+        for n in CONCURRENCY
+    ]
+
+
+def not_measured(mode: Mode, crm_kind: CrmKind = "reference") -> list[NotMeasured]:
     """What this run does not measure: said so in the output, never a made-up number."""
+    if crm_kind != "reference":
+        return _reference_only(mode)
     azurite = AZURITE_QUEUE.exists()
     skipped = [
         NotMeasured(
@@ -124,12 +179,16 @@ async def _one(run: Awaitable[Comparison]) -> list[Comparison]:
     return [await run]
 
 
-async def run_bench(mode: Mode, rep: str, progress: Progress = _stderr) -> dict[str, Any]:
-    """Every comparison in ``mode``, signed in as ``rep``; the JSON document."""
+async def run_bench(
+    mode: Mode, rep: str, progress: Progress = _stderr, crm_kind: CrmKind = "reference"
+) -> dict[str, Any]:
+    """Every comparison in ``mode`` on ``crm_kind``'s CRM profile, signed in as ``rep``; the JSON
+    document."""
     comparisons: list[Comparison] = []
     costs = Costs()
+    reference = crm_kind == "reference"
     async with (
-        bench_environment(progress, rep) as env,
+        bench_environment(progress, rep, crm_kind) as env,
         open_service(env.settings, model=BenchChatModel.scripted(env.scenarios)) as service,
     ):
         with counting(costs):
@@ -147,27 +206,32 @@ async def run_bench(mode: Mode, rep: str, progress: Progress = _stderr) -> dict[
                     progress=progress,
                 )
                 comparisons += await _guarded(scenario, description, _one(timed), progress)
-        if AZURITE_QUEUE.exists():
+        if reference and AZURITE_QUEUE.exists():
             progress(f"bench: http acks (concurrency: batches {mode.ack_rounds})")
             acks = http_acks(env, rounds=mode.ack_rounds, progress=progress)
             comparisons += await _guarded(
                 "http ack", "Functions HTTP trigger vs bare trigger", acks, progress
             )
-        progress(f"bench: bot replies (concurrency: batches {mode.bot_rounds})")
-        bots = bot_replies(env, rounds=mode.bot_rounds, progress=progress)
-        comparisons += await _guarded("bot reply", "bot dev server vs echo bot", bots, progress)
-        if AZURITE_QUEUE.exists():
+        if reference:
+            progress(f"bench: bot replies (concurrency: batches {mode.bot_rounds})")
+            bots = bot_replies(env, rounds=mode.bot_rounds, progress=progress)
+            comparisons += await _guarded("bot reply", "bot dev server vs echo bot", bots, progress)
+        else:
+            progress(f"bench: http acks, bot and queue replies: reference profile only ({crm_kind})")
+        if reference and AZURITE_QUEUE.exists():
             progress(f"bench: queue replies (concurrency: batches {mode.queue_rounds})")
             replies = queue_replies(env, rounds=mode.queue_rounds, progress=progress)
             comparisons += await _guarded("queue reply", "queue worker vs echo bot", replies, progress)
     progress(f"bench: cold imports ({mode.import_iterations} iterations)")
     imports = cold_imports(iterations=mode.import_iterations, progress=progress)
     comparisons += await _guarded("cold import", "Functions import paths", imports, progress)
-    return document(mode.name, mode.iterations, comparisons, not_measured(mode))
+    return document(mode.name, mode.iterations, comparisons, not_measured(mode, crm_kind), crm_kind)
 
 
-def main(*, rep: str, quick: bool, as_json: bool) -> int:
-    """The ``bench`` command, signed in as ``rep``; returns the exit code."""
-    doc = asyncio.run(run_bench(QUICK if quick else FULL, rep))
+def main(*, rep: str, quick: bool, as_json: bool, crm_kind: CrmKind | None = None) -> int:
+    """The ``bench`` command, signed in as ``rep``, on ``crm_kind``'s profile (default: the
+    environment's ``CRM_KIND``); returns the exit code."""
+    kind = crm_kind if crm_kind is not None else crm_profile()
+    doc = asyncio.run(run_bench(QUICK if quick else FULL, rep, crm_kind=kind))
     print(to_json(doc) if as_json else to_table(doc), flush=True)
     return 1 if any(r["error"] for r in doc["results"]) else 0

@@ -55,6 +55,12 @@ class SandboxServer:
         return f"https://localhost:{self.https_port}"
 
     @property
+    def org_url(self) -> str:
+        """The Dataverse organisation the sandbox plays (its HTTPS listener): the ``dataverse``
+        profile's ``CRM_URL``, from which its MCP endpoint and Web API derive."""
+        return f"https://127.0.0.1:{self.https_port}"
+
+    @property
     def ca_cert_path(self) -> Path:
         return self.data_dir / "ca.pem"
 
@@ -69,6 +75,8 @@ def _start(data_dir: Path) -> SandboxServer:
         "SANDBOX_HTTPS_PORT": str(https_port),
     }
     env.pop("SANDBOX_KNOBS", None)
+    # The org URL is its own HTTPS listener (``org_url``), whatever the caller's shell says.
+    env.pop("SANDBOX_DATAVERSE_ORG_URL", None)
     log_path = data_dir / "sandbox.log"
     # Its log goes to a file: a pipe nobody reads would fill up and block the sandbox.
     with log_path.open("wb") as log:

@@ -5,6 +5,11 @@ No record is known in advance: :func:`discover` asks the CRM, as the signed-in r
 MCP like the copilot does, for the accounts the rep can see (in the order the CRM returns
 them) and takes the first one with at least one opportunity, and that account's first
 opportunity. Both sides of a comparison then make the same tool calls on those records.
+
+On the ``reference`` profile it calls the reference CRM's tools by name (``search_accounts``,
+``list_opportunities``). On ``dataverse`` no tool is called by name (Microsoft may rename them):
+the read-only query tool is found by its schema (:func:`copilot.crm.discovery.find_query_tool`)
+and asked in SQL, and the scripted model reads with that same tool.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ from typing import Any
 from mcp import ClientSession
 
 from copilot.auth.tokens import TokenBroker
+from copilot.crm.discovery import QueryTool, find_query_tool
 from copilot.errors import CopilotError
-from copilot.settings import Settings
+from copilot.settings import CrmKind, Settings
 from copilot.tools.crm_client import CrmGateway, open_crm_session
 from copilot.tools.session_host import SessionHost
 
@@ -45,6 +51,9 @@ class ReadScenario:
     question: str
     account: Record
     opportunity: Record
+    query: QueryTool | None = None
+    """``dataverse``: the read-only query tool (as discovered) both reads go through; None on
+    ``reference``, whose reads are ``get_account`` and ``list_opportunities``."""
 
     @property
     def account_id(self) -> str:
@@ -53,6 +62,31 @@ class ReadScenario:
     @property
     def opportunity_id(self) -> str:
         return self.opportunity.id
+
+    def reads(self) -> list[tuple[str, dict[str, Any]]]:
+        """The two reads the model asks for in parallel: (tool, arguments) each."""
+        if self.query is None:
+            return [
+                ("get_account", {"account_id": self.account_id}),
+                ("list_opportunities", {"account_id": self.account_id}),
+            ]
+        # The same two questions in Dataverse SQL, through the one tool that answers them.
+        return [
+            (
+                self.query.name,
+                {
+                    self.query.parameter: "SELECT accountid, name, address1_city, websiteurl FROM account "
+                    f"WHERE accountid = '{self.account_id}'"
+                },
+            ),
+            (
+                self.query.name,
+                {
+                    self.query.parameter: "SELECT opportunityid, name, salesstage, estimatedvalue, "
+                    f"estimatedclosedate FROM opportunity WHERE parentaccountid = '{self.account_id}'"
+                },
+            ),
+        ]
 
     @property
     def answer(self) -> str:
@@ -80,20 +114,25 @@ class Scenarios:
 
     turn: ReadScenario
     approve_click: WriteScenario
+    crm_kind: CrmKind
+    """The CRM profile the records were found on (``reference`` or ``dataverse``)."""
     bot_question: str
     """What each rep asks the bot dev server (its offline model answers with CRM reads and
     citations) and what the HTTP-trigger ack posts carry."""
 
 
-def scenarios_for(account: Record, opportunity: Record) -> Scenarios:
+def scenarios_for(
+    account: Record, opportunity: Record, *, crm_kind: CrmKind = "reference", query: QueryTool | None = None
+) -> Scenarios:
     """The scenarios reading ``account`` and ``opportunity`` (one of the account's) and
-    logging a call on ``account``."""
+    logging a call on ``account``; on ``dataverse`` the reads go through ``query``."""
     return Scenarios(
         turn=ReadScenario(
             name="turn",
             question=f"bench: summarise {account.name}",
             account=account,
             opportunity=opportunity,
+            query=query,
         ),
         approve_click=WriteScenario(
             name="approve_click",
@@ -103,13 +142,14 @@ def scenarios_for(account: Record, opportunity: Record) -> Scenarios:
             notes=f"Discussed {opportunity.name} (bench run).",
         ),
         bot_question=f"summarise {account.name}",
+        crm_kind=crm_kind,
     )
 
 
 async def discover(settings: Settings, broker: TokenBroker) -> Scenarios:
-    """The scenarios for the rep whose tokens ``broker`` exchanges: the first account the CRM
-    returns them (``search_accounts``, every page) that has an opportunity, and its first
-    (``list_opportunities``). Raises :class:`NoBenchRecords` when there is none."""
+    """The scenarios for the rep whose tokens ``broker`` exchanges, on ``settings.crm_kind``'s
+    CRM: the first account the CRM returns them that has an opportunity, and its first. Raises
+    :class:`NoBenchRecords` when there is none."""
     token = await broker.crm_token(write=False)
 
     def opener() -> AbstractAsyncContextManager[ClientSession]:
@@ -118,15 +158,54 @@ async def discover(settings: Settings, broker: TokenBroker) -> Scenarios:
     host = SessionHost(opener, name="bench discovery")
     try:
         crm = CrmGateway(host)
-        async with aclosing(_accounts(crm)) as accounts:
-            async for account in accounts:
-                found = await crm.call("list_opportunities", {"account_id": account.id})
-                opportunities = _records(found)
-                if opportunities:
-                    return scenarios_for(account, opportunities[0])
+        if settings.crm_kind == "dataverse":
+            return await _discover_dataverse(crm)
+        return await _discover_reference(crm)
     finally:
         await host.aclose()
+
+
+async def _discover_reference(crm: CrmGateway) -> Scenarios:
+    """``search_accounts`` (every page) until an account has an opportunity (``list_opportunities``)."""
+    async with aclosing(_accounts(crm)) as accounts:
+        async for account in accounts:
+            found = await crm.call("list_opportunities", {"account_id": account.id})
+            opportunities = _records(found)
+            if opportunities:
+                return scenarios_for(account, opportunities[0])
     raise NoBenchRecords("the rep can see no account with an opportunity: the bench has nothing to read")
+
+
+DATAVERSE_DISCOVERY_SQL = (
+    "SELECT TOP 1 a.accountid AS accountid, a.name AS accountname, "
+    "o.opportunityid AS opportunityid, o.name AS opportunityname "
+    "FROM account a JOIN opportunity o ON o.parentaccountid = a.accountid "
+    "ORDER BY a.name, o.name"
+)
+"""One query for the account and its opportunity: the CRM's MCP query tool is capped and has no
+paging, so a per-account loop could miss accounts past the cap; a join cannot. Ordered by name,
+so every run of a seed picks the same records."""
+
+
+async def _discover_dataverse(crm: CrmGateway) -> Scenarios:
+    """The query tool, found by its schema among the tools the CRM lists, asked in SQL for the
+    first account (by name) that has an opportunity, and that account's first opportunity."""
+    listed = await (await crm.session()).list_tools()
+    query = find_query_tool(listed.tools)
+    if query is None:
+        raise NoBenchRecords(
+            "the CRM's MCP server lists no read-only query tool (one SQL string): the bench cannot read"
+        )
+    found = await crm.call(query.name, {query.parameter: DATAVERSE_DISCOVERY_SQL})
+    rows = found.get("rows")
+    row = rows[0] if isinstance(rows, list) and rows and isinstance(rows[0], dict) else None
+    if row is None or not row.get("accountid") or not row.get("opportunityid"):
+        raise NoBenchRecords("the rep can see no account with an opportunity: the bench has nothing to read")
+    account = Record(id=str(row["accountid"]), name=str(row.get("accountname") or row["accountid"]))
+    opportunity = Record(
+        id=str(row["opportunityid"]), name=str(row.get("opportunityname") or row["opportunityid"])
+    )
+    return scenarios_for(account, opportunity, crm_kind="dataverse", query=query)
 
 
 async def _accounts(crm: CrmGateway) -> AsyncGenerator[Record]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.baseline import BareAgent, PendingWrite
+from bench.baseline import WRITE_TOOLS, BareAgent, PendingWrite
 from bench.counting import Costs
 from bench.environment import BenchEnvironment
 from bench.model import BenchChatModel
@@ -40,7 +40,10 @@ async def turn_cost(
 
     comparison = Comparison(
         scenario="turn cost",
-        description="one turn: two parallel CRM reads, then a cited answer (2 model calls)",
+        description="one turn: two parallel CRM reads, then a cited answer (2 model calls)"
+        if env.crm_kind == "reference"
+        else "one turn: two parallel read_query calls (the query tool found by its schema), then a "
+        "cited answer (2 model calls)",
         baseline="bare create_agent + load_mcp_tools on one session, same model, saver and token",
     )
     return await interleave(
@@ -70,7 +73,8 @@ async def approve_click_cost(
     """
     question = env.scenarios.approve_click.question
     ours_broker = env.broker()
-    model = BenchChatModel.scripted(env.scenarios, write_tool="upsert_activity")
+    bare_tool = WRITE_TOOLS[env.crm_kind]
+    model = BenchChatModel.scripted(env.scenarios, write_tool=bare_tool)
     bare = BareAgent(env.settings, service.saver, model, env.broker())
 
     async def ours_propose() -> tuple[str, Proposal]:
@@ -94,10 +98,19 @@ async def approve_click_cost(
     async def bare_click(prepared: PendingWrite) -> None:
         await bare.approve(prepared)
 
+    if env.crm_kind == "reference":
+        description = "one Approve click: a proposed log_activity is written through MCP (1 model call)"
+    else:
+        # The copilot's way on Dataverse: the Web API (ETag If-Match re-read, create-only upsert
+        # by the alternate key); the bare way: the CRM's MCP create_record, no version, no key.
+        description = (
+            "one Approve click: a proposed log_activity is written through the Web API "
+            "(If-Match re-read, alternate-key upsert) (1 model call)"
+        )
     comparison = Comparison(
         scenario="approve click",
-        description="one Approve click: a proposed log_activity is written through MCP (1 model call)",
-        baseline="bare create_agent + HumanInTheLoopMiddleware on upsert_activity, Command(resume=...)",
+        description=description,
+        baseline=f"bare create_agent + HumanInTheLoopMiddleware on {bare_tool}, Command(resume=...)",
     )
     return await interleave(
         comparison,

@@ -25,7 +25,7 @@ from copilot.persistence.checkpoint import setup_langgraph
 from copilot.persistence.database import connect
 from copilot.persistence.embedded import resolve_database_url
 from copilot.persistence.migrations import load_migrations, migrate
-from copilot.settings import Settings
+from copilot.settings import CrmKind, Settings
 
 # Errors that mean the command's input is wrong (exit 2, like argparse's own), not that
 # something it talks to failed (exit 1). A thread that does not exist or is not the
@@ -87,7 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--thread", help="continue this conversation thread")
     chat.add_argument("--json", action="store_true")
     bench = commands.add_parser(
-        "bench", help="measure turn and approval costs as ratios against bare LangChain (see README)"
+        "bench",
+        help="measure turn and approval costs as ratios against bare LangChain, on the CRM profile "
+        "CRM_KIND names (reference or dataverse; the CRM is a sandbox it starts; see README)",
     )
     bench.add_argument("--rep", required=True, help="the sandbox rep's handle the bench signs in as")
     bench.add_argument("--json", action="store_true", help="a JSON document instead of the table")
@@ -396,8 +398,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "doctor":  # before Settings(): invalid settings are what it reports
         return _doctor(args)
+    bench_crm: CrmKind = "reference"
     try:
-        settings = Settings()
+        if args.command == "bench":
+            # The bench's CRM is a sandbox it starts: CRM_KIND picks the profile it measures and
+            # the sandbox gives the rest, so CRM_URL is neither asked for nor used.
+            from bench.environment import crm_profile
+
+            bench_crm = crm_profile()
+            settings = Settings(CRM_KIND="reference")
+        else:
+            settings = Settings()
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -430,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Imported here: the bench's own modules are needed by this command only.
             from bench.run import main as bench
 
-            return bench(rep=args.rep, quick=args.quick, as_json=args.json)
+            return bench(rep=args.rep, quick=args.quick, as_json=args.json, crm_kind=bench_crm)
         if args.command == "capacity":
             from copilot.capacity.command import main as capacity_main
             from copilot.capacity.model import CapacityInputs

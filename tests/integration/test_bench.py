@@ -1,4 +1,5 @@
-"""``python -m copilot bench --rep alex --quick --json``: the counts it reports, never its timings.
+"""``python -m copilot bench --rep alex --quick [--json]``: the counts it reports, never its timings,
+on the reference profile (JSON) and on the dataverse profile (``CRM_KIND=dataverse``, the table).
 
 The bench runs in-process through the CLI's ``main`` (real PostgreSQL from the session's
 server, the sandbox as its own subprocess over HTTP). Timings are noise on a shared
@@ -9,6 +10,7 @@ model calls, and that every measured result has a baseline and a ratio.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -93,6 +95,7 @@ def test_a_turn_opens_at_most_one_read_session_and_calls_the_model_twice(bench: 
     assert min(counts["prompt_tokens_per_call"]) > 0, counts
     assert counts["mcp_requests_by_method"].get("get_account") == 1, counts
     assert counts["mcp_requests_by_method"].get("list_opportunities") == 1, counts
+    assert counts["webapi_requests"] == 0, counts  # the reference CRM has no Web API
     assert counts["checkpoint_writes"] >= 1, counts
 
 
@@ -178,3 +181,93 @@ def test_capacity_calibrate_on_this_bench_run_flags_a_deliberately_wrong_assumpt
     text = capsys.readouterr().out
     assert "model_calls_per_question" in text
     assert "not measured" in text
+
+
+# --- The dataverse profile ----------------------------------------------------------------------
+
+RATIO = re.compile(r"^\d+\.\d\dx$")
+
+
+@pytest.fixture(scope="module")
+def dataverse_table(postgres_server_url: str) -> str:
+    """One quick bench run on the dataverse profile (``CRM_KIND=dataverse``, no ``CRM_URL``: the
+    bench's CRM is its own sandbox's Dataverse face), as the table it prints."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("DATABASE_URL", postgres_server_url)
+        monkeypatch.setenv("CRM_KIND", "dataverse")
+        for name in ("CRM_URL", "CRM_MCP_URL", "CRM_RESOURCE", "CRM_CA_BUNDLE"):
+            monkeypatch.delenv(name, raising=False)
+        capture = _Capture()
+        monkeypatch.setattr("sys.stdout", capture)
+        code = main(["bench", "--rep", "alex", "--quick"])
+    assert code == 0, capture.text
+    return capture.text
+
+
+def _table_rows(text: str) -> dict[str, list[str]]:
+    """The results table's rows by scenario: the cells split on runs of two or more spaces."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("scenario "))
+    rows: dict[str, list[str]] = {}
+    for line in lines[start + 2 :]:
+        if not line.strip():
+            break
+        cells = re.split(r"\s{2,}", line.strip())
+        rows[cells[0]] = cells
+    return rows
+
+
+def _count_row(text: str, label: str) -> list[str]:
+    """A row of the counts table (``label`` as printed, indented for a breakdown): its numbers."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("count "))
+    for line in lines[start + 2 :]:
+        if not line.strip():
+            break
+        indent = line[: len(line) - len(line.lstrip())]
+        cells = re.split(r"\s{2,}", line.strip())
+        if indent + cells[0] == label:
+            return cells[1:]
+    raise AssertionError(f"no {label!r} row in the counts table:\n{text}")
+
+
+def test_the_dataverse_profile_prints_a_table_naming_its_profile_with_ratios(dataverse_table: str):
+    header = dataverse_table.splitlines()[0]
+    assert header == "copilot bench (quick, 3 interleaved iterations, CRM profile: dataverse)", header
+    assert dataverse_table.splitlines()[1].startswith("CRM: the sandbox's Dataverse face"), dataverse_table
+    rows = _table_rows(dataverse_table)
+    assert {"turn cost", "approve click"} <= rows.keys(), rows
+    for scenario in ("turn cost", "approve click", "cold import http"):
+        cells = rows[scenario]
+        assert any(RATIO.match(cell) for cell in cells), cells
+        assert cells[-1].startswith(("bare ", "import ")), cells
+    assert "HumanInTheLoopMiddleware on create_record" in rows["approve click"][-1]
+    # What stays with the reference profile is listed, with no number, and says why.
+    for scenario in ("http ack x1", "bot reply x1", "queue reply x1", "bot reply x50"):
+        assert rows[scenario][1:3] == ["not measured", "not measured"], rows[scenario]
+    assert "not measured: bot reply x1: reference profile only" in dataverse_table
+    assert "not measured: http ack x1: reference profile only" in dataverse_table
+    assert "error in" not in dataverse_table
+
+
+def test_on_dataverse_both_sides_read_with_the_query_tool_and_only_ours_writes_through_the_web_api(
+    dataverse_table: str,
+):
+    # Columns: turn cost ours, bare, approve click ours, bare.
+    assert _count_row(dataverse_table, "  read_query") == ["2", "2", "0", "0"]
+    assert _count_row(dataverse_table, "  create_record") == ["0", "0", "0", "1"]
+    assert _count_row(dataverse_table, "  mcp.tools user_impersonation")[1] == "1"  # bare: a session a turn
+    assert _count_row(dataverse_table, "model calls") == ["2", "2", "1", "1"]
+    # Ours writes the call once through the Web API, by its alternate key (a PATCH on phonecalls).
+    web = _count_row(dataverse_table, "  PATCH phonecalls")
+    assert web[2] == "1", web
+    assert web[3] == "0", web
+    assert "upsert_activity" not in dataverse_table
+
+
+def test_a_crm_kind_that_is_no_profile_is_one_line_and_exit_1(monkeypatch, capsys):
+    monkeypatch.setenv("CRM_KIND", "salesforce")
+    assert main(["bench", "--rep", "alex", "--quick"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("error: invalid configuration (CRM_KIND)"), err
