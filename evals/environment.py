@@ -65,7 +65,7 @@ class EvalEnvironment:
         if (profile or self.profile) == "dataverse":
             values.update(dataverse_variables(self.sandbox))
         else:
-            values["CRM_KIND"] = "reference"
+            values.update(CRM_KIND="reference", CRM_URL=None, CRM_CA_BUNDLE=None)
         return Settings(**values)
 
     async def sign_in(self, handle: str, *, profile: CrmKind | None = None) -> SignedInRep:
