@@ -113,13 +113,16 @@ bench: setup
 # How well the copilot answers: the held-out split through the real CopilotService, one table
 # per model (COPILOT_MODEL and each COPILOT_FALLBACK_MODELS entry); exit 1 below a threshold
 # stored with the dataset (see README, "Evals"). EVAL_ARGS="--model M", "--dataset dev", "--json".
+# CRM_KIND=dataverse: the copilot on the sandbox's Dataverse face, with the *.dataverse.jsonl datasets
+# (scripts/crm_profile.sh sets CRM_URL as for demo and chat; the eval's own sandbox replaces it).
 eval: setup
-	$(PY) -m copilot eval --generate --check
+	. ./scripts/crm_profile.sh && PY=$(PY) && crm_profile && \
+	$(PY) -m copilot eval --generate --check && \
 	$(PY) -m copilot eval --dataset heldout $(EVAL_ARGS)
 
-# Rebuild evals/datasets/*.jsonl from a freshly seeded sandbox (read over MCP).
+# Rebuild evals/datasets/*.jsonl (CRM_KIND=dataverse: *.dataverse.jsonl) from a freshly seeded sandbox.
 eval-generate: setup
-	$(PY) -m copilot eval --generate
+	. ./scripts/crm_profile.sh && PY=$(PY) && crm_profile && $(PY) -m copilot eval --generate
 
 # --- Azure deployment (docs/ADMIN.md) -------------------------------------------------------
 # The template checks: pycep parse, checkov, policy and template-to-code consistency.

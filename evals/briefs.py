@@ -20,6 +20,7 @@ from copilot.briefs.service import DEFAULT_LEAD_MINUTES, briefs_at
 from copilot.briefs.types import BriefRun, Digest
 from copilot.errors import CopilotError
 from copilot.runner import CopilotService, open_service
+from copilot.settings import CrmKind
 from evals.dataset import Bounds, BriefCase, resolve_moment
 from evals.environment import EvalEnvironment, SignedInRep, eval_environment
 from evals.metrics import (
@@ -103,13 +104,15 @@ async def run_case(
     return BriefRecord(case, at, observation, score_brief(case.kind, case.expect, observation))
 
 
-async def evaluate_briefs(cases: Sequence[BriefCase], bounds: Bounds, progress: Progress) -> BriefReport:
-    """Every brief item, in dataset order, in an environment of their own (skipped when there
-    are none: the bounds then report that nothing was measured)."""
+async def evaluate_briefs(
+    cases: Sequence[BriefCase], bounds: Bounds, progress: Progress, profile: CrmKind = "reference"
+) -> BriefReport:
+    """Every brief item, in dataset order, in an environment of their own on the CRM ``profile``
+    (skipped when there are none: the bounds then report that nothing was measured)."""
     started = time.monotonic()
     records: list[BriefRecord] = []
     if cases:
-        async with eval_environment(progress) as env:
+        async with eval_environment(progress, profile) as env:
             # The sandbox was seeded just now: its meetings are offsets from today (UTC).
             seeded = dt.datetime.now(dt.UTC).date()
             reps: dict[str, SignedInRep] = {}

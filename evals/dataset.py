@@ -249,11 +249,15 @@ class Dataset(BaseModel):
     briefs: list[BriefCase]
 
 
-def dataset_path(name: str) -> Path:
-    """``name`` (e.g. ``heldout``) or a path to a ``.jsonl`` file."""
+def dataset_path(name: str, profile: str = "reference") -> Path:
+    """``name`` (e.g. ``heldout``) or a path to a ``.jsonl`` file. A name on another CRM profile
+    than ``reference`` is that profile's own file (``heldout.dataverse.jsonl``: the same items,
+    its record ids as that CRM names them), generated and checked like the reference ones."""
     path = Path(name)
     if path.suffix == ".jsonl":
         return path
+    if profile != "reference":
+        return DATASETS_DIR / f"{name}.{profile}.jsonl"
     return DATASETS_DIR / f"{name}.jsonl"
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from copilot.briefs.calendar import read_meetings
 from copilot.briefs.types import Meeting
+from copilot.settings import CrmKind
 from copilot.tools.schemas import STAGES
 from evals.brief_items import build_brief_items
 from evals.crm import every_page, rep_crm
@@ -33,6 +34,7 @@ from evals.dataset import (
     DATASETS_DIR,
     SPLITS,
     AmountFact,
+    BriefCase,
     Contains,
     CountFact,
     DateFact,
@@ -46,6 +48,7 @@ from evals.dataset import (
     Split,
     TextFact,
     Turn,
+    dataset_path,
     load_config,
     write_items,
 )
@@ -612,19 +615,37 @@ def build_datasets(world: World, config: GenerationConfig) -> dict[Split, list[E
     return result
 
 
-async def generate(progress: Progress, out_dir: Path = DATASETS_DIR) -> dict[Split, Path]:
-    """Start a fresh sandbox, read it as the configured users, write ``<split>.jsonl``."""
+async def generate(
+    progress: Progress, out_dir: Path = DATASETS_DIR, profile: CrmKind = "reference"
+) -> dict[Split, Path]:
+    """Start a fresh sandbox, read it as the configured users, write ``<split>.jsonl`` (on the
+    ``dataverse`` profile ``<split>.dataverse.jsonl``: the same items, their record ids the GUIDs
+    the sandbox's Dataverse face returns to those users, :mod:`evals.dataverse`)."""
     from evals.environment import sandbox_environment
 
     config = load_config()
-    async with sandbox_environment(progress) as env:
+    ids: dict[str, str] = {}
+    async with sandbox_environment(progress, profile) as env:
         today = dt.datetime.now(dt.UTC).date()
-        world = await read_world(env.settings(), env.sign_in, config, today, progress)
+        sign_in = partial(env.sign_in, profile="reference")
+        world = await read_world(env.settings(profile="reference"), sign_in, config, today, progress)
+        if profile == "dataverse":
+            from evals.dataverse import read_dataverse_ids
+
+            ids = await read_dataverse_ids(env, world, config, progress)
     briefs = build_brief_items(world)
     written: dict[Split, Path] = {}
     for split, items in build_datasets(world, config).items():
-        path = out_dir / f"{split}.jsonl"
-        write_items(path, [*items, *briefs[split]])
+        path = out_dir / dataset_path(split, profile).name
+        lines: list[EvalItem | BriefCase] = [*items, *briefs[split]]
+        if profile == "dataverse":
+            from evals.dataverse import on_dataverse, unmapped
+
+            lines = on_dataverse(lines, ids)
+            left = unmapped(lines)
+            if left:
+                raise RuntimeError(f"{path.name}: ids not read on the Dataverse face: {', '.join(left[:8])}")
+        write_items(path, lines)
         progress(f"eval generate: {len(items)} items and {len(briefs[split])} brief items → {path.name}")
         written[split] = path
     return written

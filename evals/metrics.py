@@ -61,6 +61,7 @@ class TurnObservation:
     proposals: list[ProposalSeen] = field(default_factory=list)
     model_calls: int = 0
     tokens: int = 0
+    prompt_tokens: int = 0
     notice: str | None = None
     """The turn's notice (``TurnResult.notice``): ``None`` for an answer."""
     error: str | None = None
@@ -440,6 +441,8 @@ class MetricValue:
 class ItemCost:
     model_calls: int
     tokens: int
+    prompt_tokens: int = 0
+    """Input tokens over the item's model calls."""
 
 
 def mean(values: Iterable[float | None]) -> MetricValue:
@@ -459,12 +462,16 @@ def total(values: Iterable[int | None]) -> MetricValue:
 def aggregate(scores: Sequence[TurnScore], costs: Sequence[ItemCost]) -> dict[str, MetricValue]:
     """One value per metric over a run: rates are means over the turns they apply to; leaks,
     ungrounded answers and raw tool-call text shown totals; model calls and tokens a mean per
-    item; ``proposal_field.<tool>.<field>`` per field."""
+    item, prompt (input) tokens a mean per model call (n: the calls); ``proposal_field.<tool>.<field>`` per field."""
     result = {name: mean(getattr(s, name) for s in scores) for name in RATE_METRICS}
     result.update({name: total(getattr(s, name) for s in scores) for name in COUNT_METRICS})
     result["errors"] = MetricValue(float(sum(1 for s in scores if s.error)), len(scores))
     result["model_calls_per_item"] = mean(float(c.model_calls) for c in costs)
     result["tokens_per_item"] = mean(float(c.tokens) for c in costs)
+    calls = sum(c.model_calls for c in costs)
+    result["prompt_tokens_per_call"] = MetricValue(
+        sum(c.prompt_tokens for c in costs) / calls if calls else None, calls
+    )
     fields: dict[str, list[float | None]] = {}
     for s in scores:
         for name, ok in s.proposal_fields.items():

@@ -31,6 +31,8 @@ class RunObserver(BaseCallbackHandler):
     def __init__(self) -> None:
         self.model_calls = 0
         self.tokens = 0
+        self.prompt_tokens = 0
+        """The input tokens of the turn's model calls (the prompt each call sent)."""
         self.tool_calls: list[str] = []
         self.bound_tools: set[str] = set()
         """Names of the tools bound to any model call of the turn (what the model was given)."""
@@ -70,6 +72,7 @@ class RunObserver(BaseCallbackHandler):
                     usage = message.usage_metadata
                     if usage:
                         self.tokens += int(usage.get("total_tokens", 0))
+                        self.prompt_tokens += int(usage.get("input_tokens", 0))
                     self.tool_calls.extend(call["name"] for call in message.tool_calls)
 
     def on_tool_start(self, serialized: dict[str, Any], input_str: str, **_: Any) -> None:

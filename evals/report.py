@@ -26,6 +26,7 @@ LABELS: dict[str, str] = {
     "errors": "turns that ended in an error or a notice",
     "model_calls_per_item": "model calls per item",
     "tokens_per_item": "tokens per item",
+    "prompt_tokens_per_call": "prompt tokens per model call (n: model calls)",
 }
 
 
@@ -45,6 +46,8 @@ def _fmt(value: float | None, name: str) -> str:
         return f"{value:.0f}"
     if name.endswith("_per_item"):
         return f"{value:.1f}"
+    if name.endswith("_per_call"):
+        return f"{value:.0f}"
     return f"{value:.3f}"
 
 
@@ -56,11 +59,13 @@ def _bound(name: str, thresholds: Bounds) -> str:
     return ""
 
 
-def to_table(report: ModelReport, thresholds: Thresholds, dataset: str) -> str:
-    """The model's metrics, per-field proposal match and per-kind correctness, as text."""
+def to_table(report: ModelReport, thresholds: Thresholds, dataset: str, profile: str = "reference") -> str:
+    """The model's metrics, per-field proposal match and per-kind correctness, as text; the
+    header names the CRM profile the items ran on (``CRM_KIND``)."""
     failed = {b.metric for b in report.breaches}
     lines = [
-        f"model {report.model} on {dataset}: {len(report.items)} items in {report.seconds:.0f} s"
+        f"model {report.model} on {dataset} (CRM profile {profile}):"
+        f" {len(report.items)} items in {report.seconds:.0f} s"
         f" — {'PASS' if report.passed else 'FAIL'}",
         f"  {'metric':<72} {'value':>8} {'n':>4}  threshold",
     ]
@@ -114,11 +119,11 @@ def _brief_outcome(record: BriefRecord) -> str:
     return "; ".join(parts)
 
 
-def brief_table(report: BriefReport, bounds: Bounds, dataset: str) -> str:
+def brief_table(report: BriefReport, bounds: Bounds, dataset: str, profile: str = "reference") -> str:
     """The brief items' metrics and every item's result, as text."""
     failed = {b.metric for b in report.breaches}
     lines = [
-        f"briefs and digests on {dataset} (the product's briefs_at / digest_at, no model): "
+        f"briefs and digests on {dataset} (CRM profile {profile}; the product's briefs_at / digest_at, no model): "
         f"{len(report.items)} items in {report.seconds:.0f} s — {'PASS' if report.passed else 'FAIL'}",
         f"  {'metric':<72} {'value':>8} {'n':>4}  threshold",
     ]
@@ -171,12 +176,17 @@ def _value(value: MetricValue) -> dict[str, Any]:
 
 
 def document(
-    reports: Sequence[ModelReport], thresholds: Thresholds, dataset: str, briefs: BriefReport | None = None
+    reports: Sequence[ModelReport],
+    thresholds: Thresholds,
+    dataset: str,
+    briefs: BriefReport | None = None,
+    profile: str = "reference",
 ) -> dict[str, Any]:
     """The JSON report: per model its metrics, breaches and every turn with its scores; the
-    brief items' results under ``briefs`` (null when the dataset has none)."""
+    brief items' results under ``briefs`` (null when the dataset has none); the CRM profile."""
     return {
         "dataset": dataset,
+        "profile": profile,
         "thresholds": thresholds.model_dump(),
         "passed": all(r.passed for r in reports) and (briefs is None or briefs.passed),
         "briefs": brief_document(briefs) if briefs is not None else None,
@@ -198,6 +208,7 @@ def document(
                         "template": rec.item.template,
                         "model_calls": rec.cost.model_calls,
                         "tokens": rec.cost.tokens,
+                        "prompt_tokens": rec.cost.prompt_tokens,
                         "turns": [
                             {
                                 "question": t.text,

@@ -19,6 +19,7 @@ from typing import Any
 from copilot import writes
 from copilot.errors import CopilotError
 from copilot.runner import CopilotService, TurnResult, open_service
+from copilot.settings import CrmKind
 from evals.crm import rep_crm
 from evals.dataset import EvalItem, Thresholds, render_text
 from evals.environment import EvalEnvironment, SignedInRep, eval_environment
@@ -104,14 +105,16 @@ def _observation(result: TurnResult | None, observer: Any, error: str | None) ->
         proposals=[ProposalSeen(p.tool, dict(p.args)) for p in (result.proposals if result else [])],
         model_calls=observer.model_calls,
         tokens=observer.tokens,
+        prompt_tokens=observer.prompt_tokens,
         notice=result.notice if result else None,
         error=error,
     )
 
 
 async def _plant(env: EvalEnvironment, rep: SignedInRep, item: EvalItem) -> None:
-    """The item's setup writes, over MCP as the rep (a CRM user's own edit, not the copilot's)."""
-    async with rep_crm(env.settings(), rep.broker, write=True) as crm:
+    """The item's setup writes, over MCP as the rep (a CRM user's own edit, not the copilot's),
+    with the sandbox's own CRM tools on either profile (the write shows on its Dataverse face)."""
+    async with rep_crm(env.settings(profile="reference"), env.on_reference(rep).broker, write=True) as crm:
         for step in item.setup:
             await crm.call(step.tool, step.args)
 
@@ -148,6 +151,7 @@ async def run_item(
         record.turns.append(TurnRecord(text, obs, score))
         record.cost.model_calls += obs.model_calls
         record.cost.tokens += obs.tokens
+        record.cost.prompt_tokens += obs.prompt_tokens
         if result is None:
             break
         thread = result.thread_id
@@ -165,14 +169,18 @@ async def run_item(
 
 
 async def evaluate_model(
-    model: str, items: Sequence[EvalItem], thresholds: Thresholds, progress: Progress
+    model: str,
+    items: Sequence[EvalItem],
+    thresholds: Thresholds,
+    progress: Progress,
+    profile: CrmKind = "reference",
 ) -> ModelReport:
     """``items`` through a copilot whose only model is ``model`` (a ``scripted:`` name is one
-    of the eval's own misbehaving models, :mod:`evals.scripted`)."""
+    of the eval's own misbehaving models, :mod:`evals.scripted`), on the CRM ``profile``."""
     started = time.monotonic()
     override = scripted_model(model) if is_scripted(model) else None
     records: list[ItemRecord] = []
-    async with eval_environment(progress) as env:
+    async with eval_environment(progress, profile) as env:
         # The sandbox was seeded just now: its dates are offsets from today (UTC).
         seeded = dt.datetime.now(dt.UTC).date()
         reps: dict[str, SignedInRep] = {}

@@ -109,7 +109,10 @@ def test_the_text_report_has_a_brief_section_with_every_item_and_the_failing_one
     run: dict[str, Any],
 ) -> None:
     text = run["text"]
-    assert "briefs and digests on briefs (the product's briefs_at / digest_at, no model)" in text
+    assert (
+        "briefs and digests on briefs (CRM profile reference; the product's briefs_at / digest_at, no model)"
+        in text
+    )
     assert "— FAIL" in text
     for case in run["stored"]:
         assert f"ok   {case.id} {case.kind}" in text
