@@ -30,6 +30,7 @@ from copilot.persistence.database import connect
 from copilot.persistence.idempotency import idempotency_key
 from copilot.settings import Settings
 from tests.adversarial.counts import Tally, count, soak
+from tests.adversarial.profiles import Profile, crm_id, process_env, suite_name
 from tests.support.copilot_env import service, sign_in
 from tests.support.fake_connector import FakeConnector, card_of, find_actions
 from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess
@@ -55,6 +56,7 @@ def _env(settings: Settings, **extra: str) -> dict[str, str]:
             "ENTRA_CA_BUNDLE": str(settings.entra_ca_bundle),
             "COPILOT_TOOL_RETRY_INITIAL_DELAY": "0.01",
             "COPILOT_TOOL_RETRY_MAX_DELAY": "0.05",
+            **process_env(settings),
             **extra,
         }
     )
@@ -65,15 +67,16 @@ def _launch(*args: str) -> list[str]:
     return [sys.executable, "-m", "tests.adversarial.crash_launcher", *args]
 
 
-def _proposal_call(tool: str, trial: int) -> dict[str, Any]:
+def _proposal_call(tool: str, trial: int, profile: Profile = "reference") -> dict[str, Any]:
     if tool == "log_activity":
-        return call("log_activity", type="call", subject=f"Kill trial {trial}", account_id="acc-acme")
+        account = crm_id(profile, "account", "acc-acme")
+        return call("log_activity", type="call", subject=f"Kill trial {trial}", account_id=account)
     if tool == "update_opportunity":
-        return call("update_opportunity", opportunity_id=OPPORTUNITY, next_step=f"Kill trial {trial}")
+        opportunity = crm_id(profile, "opportunity", OPPORTUNITY)
+        return call("update_opportunity", opportunity_id=opportunity, next_step=f"Kill trial {trial}")
     if tool == "draft_followup_email":
-        return call(
-            "draft_followup_email", contact_id="con-0001", subject=f"Kill trial {trial}", body="Hello"
-        )
+        contact = crm_id(profile, "contact", "con-0001")
+        return call("draft_followup_email", contact_id=contact, subject=f"Kill trial {trial}", body="Hello")
     return call("update_preferences", signature=f"Kill trial {trial}")
 
 
@@ -109,10 +112,13 @@ def _decision(tool_call_id: str, tool: str, rng: random.Random, trial: int) -> d
 
 
 async def test_killing_the_cli_at_any_point_of_a_write_loses_nothing_and_duplicates_nothing(
-    copilot_settings: Settings, sandbox: SandboxProcess
+    profile_settings: Settings, crm_profile: Profile, sandbox: SandboxProcess
 ):
+    # On both CRM profiles: the reference CRM's MCP write tools, and Dataverse's Web API (the
+    # alternate-key upsert, the key stamped on the opportunity and asked for before any ETag).
+    copilot_settings = profile_settings
     rng = random.Random(20261201)
-    tally = Tally("kill9-cli")
+    tally = Tally(suite_name("kill9-cli", crm_profile))
     rep = await sign_in(copilot_settings, "alex")
     # Tools and points cycle independently (4 and 5 are coprime): CI's 10 trials hit every
     # point twice and every tool at least twice; the soak covers every pair many times.
@@ -120,7 +126,7 @@ async def test_killing_the_cli_at_any_point_of_a_write_loses_nothing_and_duplica
         tool, point = TOOLS[trial % len(TOOLS)], POINTS[trial % len(POINTS)]
         before_version = _opportunity_version(sandbox)
         async with service(
-            copilot_settings, ScriptedChatModel(steps=[calls(_proposal_call(tool, trial))])
+            copilot_settings, ScriptedChatModel(steps=[calls(_proposal_call(tool, trial, crm_profile))])
         ) as svc:
             asked = await svc.run_turn(rep.identity, rep.broker, None, "propose")
         proposal = asked.proposals[0]
