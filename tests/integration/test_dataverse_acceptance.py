@@ -243,6 +243,52 @@ async def test_an_opportunity_update_applied_before_a_crash_is_found_by_its_key_
     assert f'W/"{rows[0].entry.record_version_read}"' == before["@odata.etag"]
 
 
+# --- invariant 4: no blind overwrite ----------------------------------------------------------------
+
+
+async def test_a_change_landing_between_the_approvals_re_read_and_the_patch_is_a_412_conflict_not_overwritten(
+    dv_settings: Settings, sandbox: SandboxProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The write guard's re-read matches the version the rep reviewed; the manager's change lands
+    # just after it, so only the ETag the PATCH carries (If-Match) can stop the overwrite.
+    from copilot.crm.dataverse import DataverseWriter
+
+    original = DataverseWriter.update_opportunity
+    landed: list[str] = []
+
+    async def manager_changes_it_first(self: DataverseWriter, request: Any) -> Any:
+        etag = _opportunity(sandbox, EXPANSION)["@odata.etag"]
+        changed = webapi(
+            sandbox,
+            "PATCH",
+            f"opportunities({EXPANSION})",
+            "nestor",
+            headers={"If-Match": etag},
+            json={"description": f"Manager: hold {etag}"},
+        )
+        assert changed.status_code == 204, changed.text
+        landed.append(f"Manager: hold {etag}")
+        return await original(self, request)
+
+    model = ScriptedChatModel(
+        steps=[calls(call("update_opportunity", opportunity_id=EXPANSION, next_step="Rep's next step"))],
+        final="Done.",
+    )
+    rep = await sign_in(dv_settings, "alex")
+    async with service(dv_settings, model) as svc:
+        asked = await svc.run_turn(rep.identity, rep.broker, None, "update it")
+        monkeypatch.setattr(DataverseWriter, "update_opportunity", manager_changes_it_first)
+        done = await svc.decide(
+            rep.identity, rep.broker, asked.thread_id, [_approve(asked.proposals[0].tool_call_id)]
+        )
+
+    result = done.outcomes[0]["result"]
+    assert result["status"] == "conflict", result
+    assert result["current"]["next_step"] == landed[0]
+    assert _opportunity(sandbox, EXPANSION)["description"] == landed[0]  # the manager's change stands
+    assert await _audit_rows(dv_settings) == []
+
+
 # --- invariant 5: edits are new input; the CRM's refusals are told plainly --------------------------
 
 
