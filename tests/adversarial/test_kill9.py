@@ -67,20 +67,33 @@ def _launch(*args: str) -> list[str]:
     return [sys.executable, "-m", "tests.adversarial.crash_launcher", *args]
 
 
+def _subject(trial: int, profile: Profile = "reference") -> str:
+    """The trial's own text (the drafts are counted by it; both profiles share one mailbox)."""
+    return f"Kill trial {trial}" if profile == "reference" else f"Kill trial {trial} ({profile})"
+
+
 def _proposal_call(tool: str, trial: int, profile: Profile = "reference") -> dict[str, Any]:
+    subject = _subject(trial, profile)
     if tool == "log_activity":
         account = crm_id(profile, "account", "acc-acme")
-        return call("log_activity", type="call", subject=f"Kill trial {trial}", account_id=account)
+        return call("log_activity", type="call", subject=subject, account_id=account)
     if tool == "update_opportunity":
         opportunity = crm_id(profile, "opportunity", OPPORTUNITY)
-        return call("update_opportunity", opportunity_id=opportunity, next_step=f"Kill trial {trial}")
+        return call("update_opportunity", opportunity_id=opportunity, next_step=subject)
     if tool == "draft_followup_email":
         contact = crm_id(profile, "contact", "con-0001")
-        return call("draft_followup_email", contact_id=contact, subject=f"Kill trial {trial}", body="Hello")
-    return call("update_preferences", signature=f"Kill trial {trial}")
+        return call("draft_followup_email", contact_id=contact, subject=subject, body="Hello")
+    return call("update_preferences", signature=subject)
 
 
-def _backend_changes(sandbox: SandboxProcess, tool: str, key: str, trial: int, before_version: int) -> int:
+def _backend_changes(
+    sandbox: SandboxProcess,
+    tool: str,
+    key: str,
+    trial: int,
+    before_version: int,
+    profile: Profile = "reference",
+) -> int:
     """How many times the trial's write reached its backend."""
     state = sandbox.admin("GET", "/admin/export")
     if tool == "log_activity":
@@ -89,7 +102,7 @@ def _backend_changes(sandbox: SandboxProcess, tool: str, key: str, trial: int, b
         opportunity = next(o for o in state["opportunities"] if o["id"] == OPPORTUNITY)
         return int(opportunity["version"]) - before_version
     if tool == "draft_followup_email":
-        return sum(1 for d in state["drafts"] if d.get("subject") == f"Kill trial {trial}")
+        return sum(1 for d in state["drafts"] if d.get("subject") == _subject(trial, profile))
     return 1  # preferences live in our own store: idempotent by nature; audited below
 
 
@@ -165,7 +178,7 @@ async def test_killing_the_cli_at_any_point_of_a_write_loses_nothing_and_duplica
             else:
                 outcome, left = {"status": "done"}, []  # the killed process got as far as the answer
         key = idempotency_key(asked.thread_id, proposal.tool_call_id)
-        changes = _backend_changes(sandbox, tool, key, trial, before_version)
+        changes = _backend_changes(sandbox, tool, key, trial, before_version, crm_profile)
         audited = await _audited(copilot_settings, asked.thread_id, proposal.tool_call_id)
         problems = []
         if outcome.get("status") != "done":
