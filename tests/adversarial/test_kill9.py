@@ -249,11 +249,19 @@ async def _post(teams: Teams, activity: dict[str, Any]) -> int | None:
 
 
 async def test_a_bot_killed_mid_approval_finishes_the_write_when_approve_is_pressed_again(
-    copilot_settings: Settings, sandbox: SandboxProcess
+    profile_settings: Settings, crm_profile: Profile, sandbox: SandboxProcess
 ):
     # Before: the card's claim outlived the process ("already decided" while still
     # pending), and the retry re-read the bumped version and said "not written".
-    tally = Tally("kill9-bot")
+    # On Dataverse the bot's model is a proposing stand-in (the offline model reads the
+    # reference CRM's tools): it proposes logging the rep's message as a call on Acme.
+    copilot_settings = profile_settings
+    model_env = (
+        {}
+        if crm_profile == "reference"
+        else {"CRASH_LOG_ACCOUNT": crm_id(crm_profile, "account", "acc-acme")}
+    )
+    tally = Tally(suite_name("kill9-bot", crm_profile))
     rng = random.Random(20261201)
     connector = FakeConnector()
     await connector.start()
@@ -269,7 +277,7 @@ async def test_a_bot_killed_mid_approval_finishes_the_write_when_approve_is_pres
             before = len(connector.cards())
             subject = uuid.uuid4().hex[:8]
             delay = {"CRASH_AFTER_MS": str(rng.randint(20, 1500))} if point == "random" else {}
-            with _bot(copilot_settings, port, crash_at=point, **delay):
+            with _bot(copilot_settings, port, crash_at=point, **delay, **model_env):
                 await teams.say(f"log a call with Acme — kill trial {subject}")
                 cards = connector.cards()[before:]
                 assert cards, "the proposal's card must arrive"
@@ -282,7 +290,7 @@ async def test_a_bot_killed_mid_approval_finishes_the_write_when_approve_is_pres
                 # shows the outcome, and "already decided" on the next click is right.
                 shown_first = _texts([c.body for c in connector.calls[first_calls:]])
                 approved_first = any("Approved" in t or "✓" in t for t in shown_first)
-            with _bot(copilot_settings, port):
+            with _bot(copilot_settings, port, **model_env):
                 messages_before = len(connector.calls)
                 status = await _post(teams, teams.activity(value=data, replyToId=card_activity.activity_id))
                 replies = connector.calls[messages_before:]
