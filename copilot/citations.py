@@ -37,6 +37,10 @@ def _is_id_key(key: str) -> bool:
 def _ids_in(value: Any, found: set[str]) -> None:
     if isinstance(value, dict):
         for key, child in value.items():
+            if key == "error" and isinstance(child, dict):
+                # A refusal ({"error": {"code", "message", "details"}}) echoes the ids it was
+                # asked about: that shows no record, so an answer may not cite them from it.
+                continue
             if isinstance(child, str) and (_is_id_key(key) or GUID.match(child)):
                 found.add(child)
             elif isinstance(child, list) and key.endswith("_ids"):

@@ -158,8 +158,23 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-def refusal(response: httpx.Response) -> CrmCallError | CrmUnavailable:
-    """The copilot's error for a Dataverse error answer (any status the caller did not expect)."""
+_PRIVILEGE = re.compile(r"\b(prv[A-Za-z]+)\b")
+
+
+def _permission_message(message: str, *, writing: bool) -> str:
+    """What the rep is told when the CRM's security refuses a request: plainly, naming the missing
+    privilege if the CRM did, and without the CRM's own text (it echoes user and record GUIDs,
+    which would then pass as ids a tool result showed)."""
+    privilege = _PRIVILEGE.search(message)
+    needs = f" (your CRM security role lacks {privilege.group(1)} on it)" if privilege else ""
+    if writing:
+        return f"the CRM does not let you change this record{needs}; nothing was written"
+    return f"the CRM does not let you read this record{needs}"
+
+
+def refusal(response: httpx.Response, *, writing: bool = False) -> CrmCallError | CrmUnavailable:
+    """The copilot's error for a Dataverse error answer (any status the caller did not expect);
+    ``writing``: the request was a write (its refusal says nothing was written)."""
     status = response.status_code
     code, message = _error_of(response)
     if status in TRANSIENT_STATUSES:
@@ -171,7 +186,7 @@ def refusal(response: httpx.Response) -> CrmCallError | CrmUnavailable:
         )
     details = {"status": status, "dataverse_code": code}
     if status in (401, 403):
-        return CrmCallError("permission_denied", f"the CRM refused the request: {message}", details)
+        return CrmCallError("permission_denied", _permission_message(message, writing=writing), details)
     if status == 404 or code == OBJECT_DOES_NOT_EXIST:
         return CrmCallError("not_found", message or "the record does not exist", details)
     if code == DUPLICATE_RECORD:
@@ -405,7 +420,7 @@ class DataverseWriter:
             found = await self.find_activity(request.key, request.type)
             if found is not None:
                 return found
-        raise refusal(response)
+        raise refusal(response, writing=True)
 
     async def find_activity(self, key: str, activity_type: str) -> ActivityResult | None:
         """``GET /<set>(<keycolumn>='<key>')``: the activity created under the key, if any."""
@@ -446,7 +461,7 @@ class DataverseWriter:
             return self._activity(activity.type, response.json())
         if response.status_code == 204:
             return self._activity(activity.type, await self._get(path, select))
-        raise refusal(response)
+        raise refusal(response, writing=True)
 
     # --- opportunities -------------------------------------------------------------------------
 
@@ -492,7 +507,7 @@ class DataverseWriter:
             if row.get(self._config.key_column) == request.key:
                 return Updated(opportunity=values, replayed=True)
             return Conflict(current=values)
-        raise refusal(response)
+        raise refusal(response, writing=True)
 
     async def find_update(self, key: str, opportunity_id: str) -> Updated | None:
         """The opportunity if its last copilot write is ``key`` (that attempt applied)."""

@@ -97,9 +97,48 @@ def _install(point: str, target: str) -> None:
         raise SystemExit(f"unknown CRASH_AT {point!r}")
 
 
+def _install_proposing_model(account_id: str) -> None:
+    """``CRASH_LOG_ACCOUNT``: the process's model proposes logging the rep's message as a call on
+    that account, and answers once it has a result (stateless: any process continues any thread).
+    For profiles the offline model does not serve yet (Dataverse's GUIDs)."""
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    from copilot import runner
+
+    class Proposing(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "proposing"
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Proposing:
+            return self
+
+        def _generate(
+            self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
+            last = messages[-1] if messages else None
+            if isinstance(last, HumanMessage):
+                call = {
+                    "name": "log_activity",
+                    "args": {"type": "call", "subject": str(last.content)[:200], "account_id": account_id},
+                    "id": f"call_{os.urandom(6).hex()}",
+                    "type": "tool_call",
+                }
+                message = AIMessage(content="", tool_calls=[call])
+            else:
+                message = AIMessage(content="Logged.")
+            return ChatResult(generations=[ChatGeneration(message=message)])
+
+    runner.build_model = lambda name: Proposing()
+
+
 def main(argv: list[str]) -> int:
     target, rest = argv[0], argv[1:]
     _install(os.environ.get("CRASH_AT", ""), target)
+    if os.environ.get("CRASH_LOG_ACCOUNT"):
+        _install_proposing_model(os.environ["CRASH_LOG_ACCOUNT"])
     if target == "cli":
         from copilot.cli import main as cli
 

@@ -30,6 +30,7 @@ from copilot.persistence.database import connect
 from copilot.persistence.idempotency import idempotency_key
 from copilot.settings import Settings
 from tests.adversarial.counts import Tally, count, soak
+from tests.adversarial.profiles import Profile, crm_id, process_env, suite_name
 from tests.support.copilot_env import service, sign_in
 from tests.support.fake_connector import FakeConnector, card_of, find_actions
 from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess
@@ -55,6 +56,7 @@ def _env(settings: Settings, **extra: str) -> dict[str, str]:
             "ENTRA_CA_BUNDLE": str(settings.entra_ca_bundle),
             "COPILOT_TOOL_RETRY_INITIAL_DELAY": "0.01",
             "COPILOT_TOOL_RETRY_MAX_DELAY": "0.05",
+            **process_env(settings),
             **extra,
         }
     )
@@ -65,19 +67,33 @@ def _launch(*args: str) -> list[str]:
     return [sys.executable, "-m", "tests.adversarial.crash_launcher", *args]
 
 
-def _proposal_call(tool: str, trial: int) -> dict[str, Any]:
+def _subject(trial: int, profile: Profile = "reference") -> str:
+    """The trial's own text (the drafts are counted by it; both profiles share one mailbox)."""
+    return f"Kill trial {trial}" if profile == "reference" else f"Kill trial {trial} ({profile})"
+
+
+def _proposal_call(tool: str, trial: int, profile: Profile = "reference") -> dict[str, Any]:
+    subject = _subject(trial, profile)
     if tool == "log_activity":
-        return call("log_activity", type="call", subject=f"Kill trial {trial}", account_id="acc-acme")
+        account = crm_id(profile, "account", "acc-acme")
+        return call("log_activity", type="call", subject=subject, account_id=account)
     if tool == "update_opportunity":
-        return call("update_opportunity", opportunity_id=OPPORTUNITY, next_step=f"Kill trial {trial}")
+        opportunity = crm_id(profile, "opportunity", OPPORTUNITY)
+        return call("update_opportunity", opportunity_id=opportunity, next_step=subject)
     if tool == "draft_followup_email":
-        return call(
-            "draft_followup_email", contact_id="con-0001", subject=f"Kill trial {trial}", body="Hello"
-        )
-    return call("update_preferences", signature=f"Kill trial {trial}")
+        contact = crm_id(profile, "contact", "con-0001")
+        return call("draft_followup_email", contact_id=contact, subject=subject, body="Hello")
+    return call("update_preferences", signature=subject)
 
 
-def _backend_changes(sandbox: SandboxProcess, tool: str, key: str, trial: int, before_version: int) -> int:
+def _backend_changes(
+    sandbox: SandboxProcess,
+    tool: str,
+    key: str,
+    trial: int,
+    before_version: int,
+    profile: Profile = "reference",
+) -> int:
     """How many times the trial's write reached its backend."""
     state = sandbox.admin("GET", "/admin/export")
     if tool == "log_activity":
@@ -86,7 +102,7 @@ def _backend_changes(sandbox: SandboxProcess, tool: str, key: str, trial: int, b
         opportunity = next(o for o in state["opportunities"] if o["id"] == OPPORTUNITY)
         return int(opportunity["version"]) - before_version
     if tool == "draft_followup_email":
-        return sum(1 for d in state["drafts"] if d.get("subject") == f"Kill trial {trial}")
+        return sum(1 for d in state["drafts"] if d.get("subject") == _subject(trial, profile))
     return 1  # preferences live in our own store: idempotent by nature; audited below
 
 
@@ -109,10 +125,13 @@ def _decision(tool_call_id: str, tool: str, rng: random.Random, trial: int) -> d
 
 
 async def test_killing_the_cli_at_any_point_of_a_write_loses_nothing_and_duplicates_nothing(
-    copilot_settings: Settings, sandbox: SandboxProcess
+    profile_settings: Settings, crm_profile: Profile, sandbox: SandboxProcess
 ):
+    # On both CRM profiles: the reference CRM's MCP write tools, and Dataverse's Web API (the
+    # alternate-key upsert, the key stamped on the opportunity and asked for before any ETag).
+    copilot_settings = profile_settings
     rng = random.Random(20261201)
-    tally = Tally("kill9-cli")
+    tally = Tally(suite_name("kill9-cli", crm_profile))
     rep = await sign_in(copilot_settings, "alex")
     # Tools and points cycle independently (4 and 5 are coprime): CI's 10 trials hit every
     # point twice and every tool at least twice; the soak covers every pair many times.
@@ -120,7 +139,7 @@ async def test_killing_the_cli_at_any_point_of_a_write_loses_nothing_and_duplica
         tool, point = TOOLS[trial % len(TOOLS)], POINTS[trial % len(POINTS)]
         before_version = _opportunity_version(sandbox)
         async with service(
-            copilot_settings, ScriptedChatModel(steps=[calls(_proposal_call(tool, trial))])
+            copilot_settings, ScriptedChatModel(steps=[calls(_proposal_call(tool, trial, crm_profile))])
         ) as svc:
             asked = await svc.run_turn(rep.identity, rep.broker, None, "propose")
         proposal = asked.proposals[0]
@@ -159,7 +178,7 @@ async def test_killing_the_cli_at_any_point_of_a_write_loses_nothing_and_duplica
             else:
                 outcome, left = {"status": "done"}, []  # the killed process got as far as the answer
         key = idempotency_key(asked.thread_id, proposal.tool_call_id)
-        changes = _backend_changes(sandbox, tool, key, trial, before_version)
+        changes = _backend_changes(sandbox, tool, key, trial, before_version, crm_profile)
         audited = await _audited(copilot_settings, asked.thread_id, proposal.tool_call_id)
         problems = []
         if outcome.get("status") != "done":
@@ -230,11 +249,19 @@ async def _post(teams: Teams, activity: dict[str, Any]) -> int | None:
 
 
 async def test_a_bot_killed_mid_approval_finishes_the_write_when_approve_is_pressed_again(
-    copilot_settings: Settings, sandbox: SandboxProcess
+    profile_settings: Settings, crm_profile: Profile, sandbox: SandboxProcess
 ):
     # Before: the card's claim outlived the process ("already decided" while still
     # pending), and the retry re-read the bumped version and said "not written".
-    tally = Tally("kill9-bot")
+    # On Dataverse the bot's model is a proposing stand-in (the offline model reads the
+    # reference CRM's tools): it proposes logging the rep's message as a call on Acme.
+    copilot_settings = profile_settings
+    model_env = (
+        {}
+        if crm_profile == "reference"
+        else {"CRASH_LOG_ACCOUNT": crm_id(crm_profile, "account", "acc-acme")}
+    )
+    tally = Tally(suite_name("kill9-bot", crm_profile))
     rng = random.Random(20261201)
     connector = FakeConnector()
     await connector.start()
@@ -250,7 +277,7 @@ async def test_a_bot_killed_mid_approval_finishes_the_write_when_approve_is_pres
             before = len(connector.cards())
             subject = uuid.uuid4().hex[:8]
             delay = {"CRASH_AFTER_MS": str(rng.randint(20, 1500))} if point == "random" else {}
-            with _bot(copilot_settings, port, crash_at=point, **delay):
+            with _bot(copilot_settings, port, crash_at=point, **delay, **model_env):
                 await teams.say(f"log a call with Acme — kill trial {subject}")
                 cards = connector.cards()[before:]
                 assert cards, "the proposal's card must arrive"
@@ -263,7 +290,7 @@ async def test_a_bot_killed_mid_approval_finishes_the_write_when_approve_is_pres
                 # shows the outcome, and "already decided" on the next click is right.
                 shown_first = _texts([c.body for c in connector.calls[first_calls:]])
                 approved_first = any("Approved" in t or "✓" in t for t in shown_first)
-            with _bot(copilot_settings, port):
+            with _bot(copilot_settings, port, **model_env):
                 messages_before = len(connector.calls)
                 status = await _post(teams, teams.activity(value=data, replyToId=card_activity.activity_id))
                 replies = connector.calls[messages_before:]

@@ -53,13 +53,14 @@ from tests.adversarial.harness import (
     make_nonce,
     normalized,
 )
+from tests.adversarial.profiles import Profile, crm_id, suite_name
 from tests.support.copilot_env import Rep, service, sign_in
 from tests.support.sandbox_process import SandboxProcess
 
 pytestmark = pytest.mark.integration
 
 SUITE = "races"
-RUNS = count(20, 500)
+RUNS: dict[Profile, int] = {"reference": count(20, 500), "dataverse": count(10, 500)}
 SEED = int(os.environ.get("COPILOT_ADVERSARIAL_SEED", "20261201"))
 RESUMERS = 4
 PLAN_MARK = "<<propose "
@@ -131,10 +132,17 @@ class Env:
     opportunities: list[str]
     contacts: list[str]
     accounts: list[str]
+    profile: Profile = "reference"
+    """The CRM profile: the lists above hold sandbox ids; proposals name records as it does."""
+
+    def crm(self, kind: str, sandbox_id: str) -> str:
+        return crm_id(self.profile, kind, sandbox_id)
 
 
 @asynccontextmanager
-async def environment(settings: Any, sandbox: SandboxProcess) -> AsyncIterator[Env]:
+async def environment(
+    settings: Any, sandbox: SandboxProcess, profile: Profile = "reference"
+) -> AsyncIterator[Env]:
     state = export(sandbox)
     opportunities = [
         o["id"]
@@ -148,7 +156,7 @@ async def environment(settings: Any, sandbox: SandboxProcess) -> AsyncIterator[E
         services = [
             await stack.enter_async_context(service(settings, ProposingModel())) for _ in range(RESUMERS + 1)
         ]
-        yield Env(settings, sandbox, services, reps, opportunities, contacts, accounts)
+        yield Env(settings, sandbox, services, reps, opportunities, contacts, accounts, profile)
 
 
 async def _rejections(settings: Any, thread_id: str) -> list[str]:
@@ -172,12 +180,19 @@ def _proposal_args(tool: str, rng: random.Random, env: Env, nonce: str) -> dict[
             "type": "call",
             "subject": f"Race {nonce}",
             "notes": "Concurrent",
-            "account_id": rng.choice(env.accounts),
+            "account_id": env.crm("account", rng.choice(env.accounts)),
         }
     if tool == "update_opportunity":
-        return {"opportunity_id": rng.choice(env.opportunities), "next_step": f"Race {nonce}"}
+        return {
+            "opportunity_id": env.crm("opportunity", rng.choice(env.opportunities)),
+            "next_step": f"Race {nonce}",
+        }
     if tool == "draft_followup_email":
-        return {"contact_id": rng.choice(env.contacts), "subject": f"Race {nonce}", "body": "Concurrent"}
+        return {
+            "contact_id": env.crm("contact", rng.choice(env.contacts)),
+            "subject": f"Race {nonce}",
+            "body": "Concurrent",
+        }
     return {"followup_cadence_days": rng.randint(2, 40)}
 
 
@@ -195,12 +210,17 @@ def _written(
     before: dict[str, Any],
     after: dict[str, Any],
     prefs: tuple[dict[str, Any], dict[str, Any]],
+    profile: Profile = "reference",
 ) -> list[dict[str, Any]]:
-    """What reached the CRM / mailbox / store for this thread, as comparable field sets."""
+    """What reached the CRM / mailbox / store for this thread, as comparable field sets (record
+    ids as the profile's CRM names them)."""
     if tool == "log_activity":
         old = {a["id"] for a in before["activities"]}
         return [
-            {k: a[k] for k in ("type", "subject", "notes", "account_id")}
+            {
+                **{k: a[k] for k in ("type", "subject", "notes")},
+                "account_id": crm_id(profile, "account", a["account_id"]),
+            }
             for a in after["activities"]
             if a["id"] not in old and str(a["external_id"]).startswith(f"{thread_id}:")
         ]
@@ -212,7 +232,9 @@ def _written(
         writes = []
         for o in after["opportunities"]:
             delta = int(o["version"]) - int(old_rows[o["id"]]["version"])
-            writes += [{"opportunity_id": o["id"], "next_step": o["next_step"]}] * delta
+            writes += [
+                {"opportunity_id": crm_id(profile, "opportunity", o["id"]), "next_step": o["next_step"]}
+            ] * delta
         return writes
     return [prefs[1]] if prefs[0] != prefs[1] else []
 
@@ -288,7 +310,7 @@ async def concurrent_resumes(env: Env, rng: random.Random, run: int) -> tuple[st
 
     after = export(env.sandbox)
     prefs_after = (await load_preferences(env.services[0].store, rep.identity)).model_dump()
-    written = _written(tool, asked.thread_id, before, after, (prefs_before, prefs_after))
+    written = _written(tool, asked.thread_id, before, after, (prefs_before, prefs_after), env.profile)
     rows = await audit_rows(env.settings, asked.thread_id)
     rejected = await _rejections(env.settings, asked.thread_id)
     writers = [d for d in decisions if d["type"] != "reject"]
@@ -348,9 +370,11 @@ async def concurrent_resumes(env: Env, rng: random.Random, run: int) -> tuple[st
 # --- (b) another user edits the record meanwhile --------------------------------------------
 
 
-def _changes(rng: random.Random, tag: str) -> dict[str, Any]:
+def _changes(rng: random.Random, tag: str, profile: Profile = "reference") -> dict[str, Any]:
+    # Dataverse closes a deal by WinOpportunity, not by a stage, and a closed deal is read-only.
+    stages = ["Qualification", "Proposal", "Negotiation"] + (["Closed Won"] if profile == "reference" else [])
     options = {
-        "stage": rng.choice(["Qualification", "Proposal", "Negotiation", "Closed Won"]),
+        "stage": rng.choice(stages),
         "next_step": f"{tag} next step",
         "amount": float(rng.randint(1, 900) * 1000),
         "close_date": f"2027-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}",
@@ -397,10 +421,11 @@ async def concurrent_edits(env: Env, rng: random.Random, run: int) -> tuple[str,
     tag = f"{rep_handle}-{make_nonce(6)}"
     # Always a real change (its own next step): a proposal of values the record already has
     # is answered "already has that value", not put to the rep.
-    mine = {**_changes(rng, tag), "next_step": f"{tag} next step"}
-    theirs = _changes(rng, f"{other}-{make_nonce(6)}")
+    mine = {**_changes(rng, tag, env.profile), "next_step": f"{tag} next step"}
+    theirs = _changes(rng, f"{other}-{make_nonce(6)}", env.profile)
+    target = env.crm("opportunity", opportunity)
     asked = await env.services[0].run_turn(
-        rep.identity, rep.broker, None, propose("update_opportunity", opportunity_id=opportunity, **mine)
+        rep.identity, rep.broker, None, propose("update_opportunity", opportunity_id=target, **mine)
     )
     record = asked.proposals[0].record if len(asked.proposals) == 1 else None
     if record is None:
@@ -421,7 +446,7 @@ async def concurrent_edits(env: Env, rng: random.Random, run: int) -> tuple[str,
     elif timing == "during":
         # A busy record: one to four edits by the other user land at random moments of the approval.
         edits = [
-            (rng.uniform(0, 0.6), theirs if i == 0 else _changes(rng, f"{other}-{i}"))
+            (rng.uniform(0, 0.6), theirs if i == 0 else _changes(rng, f"{other}-{i}", env.profile))
             for i in range(rng.randint(1, 4))
         ]
 
@@ -444,7 +469,7 @@ async def concurrent_edits(env: Env, rng: random.Random, run: int) -> tuple[str,
             them.identity,
             them.broker,
             None,
-            propose("update_opportunity", opportunity_id=opportunity, **theirs),
+            propose("update_opportunity", opportunity_id=target, **theirs),
         )
         their_proposal = theirs_asked.proposals[0]
         other_thread = theirs_asked.thread_id
@@ -511,13 +536,15 @@ async def concurrent_edits(env: Env, rng: random.Random, run: int) -> tuple[str,
 
 
 async def test_concurrent_decisions_and_edits_never_write_twice_or_overwrite_anyone(
-    copilot_settings, sandbox
+    profile_settings, crm_profile: Profile, sandbox
 ):
+    # On both CRM profiles; on Dataverse the other user's edits still go through the CRM's own
+    # tools (the same rows and row versions the Web API's ETags carry).
     rng = random.Random(SEED)
-    tally = Tally(SUITE)
+    tally = Tally(suite_name(SUITE, crm_profile))
     started = time.monotonic()
-    async with environment(copilot_settings, sandbox) as env:
-        for run in range(RUNS):
+    async with environment(profile_settings, sandbox, crm_profile) as env:
+        for run in range(RUNS[crm_profile]):
             kind = concurrent_resumes if run % 2 == 0 else concurrent_edits
             try:
                 name, problems = await kind(env, rng, run)

@@ -278,6 +278,32 @@ async def test_a_privilege_error_is_permission_denied(crm):
     assert refused.value.crm_code == "permission_denied"
 
 
+def test_a_refused_write_tells_the_rep_plainly_names_the_privilege_and_echoes_no_guid():
+    import httpx
+
+    from copilot.crm.dataverse import refusal
+
+    body = {
+        "error": {
+            "code": "0x80040220",
+            "message": "Principal user (Id=64c420a3-3398-56df-8118-19b75e4e1c49, type=8) is missing"
+            " prvWriteOpportunity privilege on record opportunity With Id = 063d1b16-13c8-53eb-b3db-24c83ae2ed94",
+        }
+    }
+    written = refusal(httpx.Response(403, json=body), writing=True)
+    read = refusal(httpx.Response(403, json=body))
+
+    assert isinstance(written, CrmCallError)
+    assert written.crm_code == "permission_denied"
+    assert written.message == (
+        "the CRM does not let you change this record (your CRM security role lacks"
+        " prvWriteOpportunity on it); nothing was written"
+    )
+    assert "nothing was written" not in read.message
+    assert "063d1b16" not in read.message
+    assert "64c420a3" not in read.message
+
+
 async def test_a_missing_record_is_not_found_with_dataverses_code(crm):
     with pytest.raises(CrmCallError) as refused:
         await _writer(crm).update_opportunity(
