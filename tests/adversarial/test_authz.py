@@ -60,7 +60,9 @@ def _reads(profile: Profile, account: dict[str, Any], state: dict[str, Any]) -> 
             ),
             call(
                 "read_query",
-                querytext=f"SELECT accountid, name FROM account WHERE name = '{account['name']}'",
+                # A SQL string literal doubles its quotes ("Margie's"): an unescaped name is a
+                # syntax error whose message echoes the query, which would test nothing.
+                querytext=f"SELECT accountid, name FROM account WHERE name = '{_sql_text(account['name'])}'",
             ),
             call(
                 "read_query",
@@ -89,6 +91,11 @@ def _reads(profile: Profile, account: dict[str, Any], state: dict[str, Any]) -> 
     if deal is not None:
         reads.append(call("get_opportunity", opportunity_id=deal["id"]))
     return reads
+
+
+def _sql_text(value: str) -> str:
+    """``value`` inside a SQL string literal."""
+    return value.replace("'", "''")
 
 
 def _data(result: str) -> str:
