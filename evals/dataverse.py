@@ -23,6 +23,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from copilot.crm import reference
 from copilot.crm.connector import reads as crm_reads
 from copilot.crm.dataverse_reads import DataverseReads
 from copilot.errors import CrmCallError
@@ -32,20 +33,8 @@ from sandbox.dataverse.ids import guid_for
 
 Progress = Callable[[str], None]
 
-REFERENCE_READS = frozenset(
-    {
-        "search_accounts",
-        "get_account",
-        "list_opportunities",
-        "get_opportunity",
-        "list_activities",
-        "list_contacts",
-        "get_contact",
-        "pipeline_summary",
-        "get_me",
-    }
-)
-"""The reference CRM's read tools, as the generator names expected reads."""
+REFERENCE_READS = reference.READ_TOOLS
+"""The reference CRM's read tools, as the generator names expected reads (the connector's list)."""
 DATAVERSE_READS = ("read_query", "search_data")
 """The Dataverse MCP server's tools that read rows: any of them is the right read on this profile."""
 

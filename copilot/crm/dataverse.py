@@ -214,7 +214,7 @@ class DataverseWriter:
 
     # --- HTTP ----------------------------------------------------------------------------------
 
-    async def _send(
+    async def send(
         self,
         method: str,
         path: str,
@@ -245,11 +245,12 @@ class DataverseWriter:
             raise refusal(response)
         return response
 
-    async def _get(self, path: str, select: tuple[str, ...], expand: str | None = None) -> dict[str, Any]:
+    async def get_row(self, path: str, select: tuple[str, ...], expand: str | None = None) -> dict[str, Any]:
+        """One row (``path``: an entity set and key) with ``select``'s columns; refusals raise."""
         params = {"$select": ",".join(select)}
         if expand:
             params["$expand"] = expand
-        response = await self._send("GET", path, params=params)
+        response = await self.send("GET", path, params=params)
         if response.status_code != 200:
             raise refusal(response)
         body: dict[str, Any] = response.json()
@@ -260,7 +261,8 @@ class DataverseWriter:
     def _columns(self) -> dict[str, str]:
         return {**self._config.opportunity_columns, "stage": self._config.stage_attribute}
 
-    def _opportunity_values(self, row: dict[str, Any]) -> dict[str, Any]:
+    def opportunity_values(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A Web API opportunity row under the copilot's field names (version = its ETag's number)."""
         columns = self._columns()
         values: dict[str, Any] = {
             "id": row.get("opportunityid"),
@@ -295,7 +297,7 @@ class DataverseWriter:
         version = version_of(row.get("@odata.etag"))
         match kind:
             case "opportunity":
-                values = self._opportunity_values(row)
+                values = self.opportunity_values(row)
             case "account":
                 values = {"id": row.get("accountid"), "name": row.get("name"), "version": version}
             case "contact":
@@ -321,7 +323,7 @@ class DataverseWriter:
 
     async def _row(self, kind: TargetKind, record_id: str) -> dict[str, Any]:
         select, expand = self._select(kind)
-        return await self._get(f"{self._config.entity_set(kind)}({record_id})", select, expand)
+        return await self.get_row(f"{self._config.entity_set(kind)}({record_id})", select, expand)
 
     async def read(self, kind: TargetKind, record_id: str) -> CrmRecord:
         """``GET /<set>(<id>)``: the row, its ETag as the version."""
@@ -399,7 +401,7 @@ class DataverseWriter:
         """A create-only upsert on the key column; an existing key returns the stored row."""
         table = self._table(request.type)
         path = self._by_key(table, request.key)
-        response = await self._send(
+        response = await self.send(
             "PATCH",
             path,
             params={"$select": ",".join(self._activity_select())},
@@ -412,7 +414,7 @@ class DataverseWriter:
             )
         if response.status_code == 204:
             # The server ignored return=representation: it created the row (OData-EntityId).
-            row = await self._get(path, self._activity_select())
+            row = await self.get_row(path, self._activity_select())
             return ActivityResult(activity=self._activity(request.type, row), created=True)
         code, _ = _error_of(response)
         if response.status_code == 412 and code != CONCURRENCY_MISMATCH:
@@ -424,7 +426,7 @@ class DataverseWriter:
 
     async def find_activity(self, key: str, activity_type: str) -> ActivityResult | None:
         """``GET /<set>(<keycolumn>='<key>')``: the activity created under the key, if any."""
-        response = await self._send(
+        response = await self.send(
             "GET",
             self._by_key(self._table(activity_type), key),
             params={"$select": ",".join(self._activity_select())},
@@ -443,13 +445,13 @@ class DataverseWriter:
         table = self._table(activity.type)
         path = f"{self._config.entity_set(table)}({activity.id})"
         select = self._activity_select()
-        current = await self._get(path, select)
+        current = await self.get_row(path, select)
         if current.get("statecode") == CANCELED_STATE:
             return self._activity(activity.type, current)
         status = self._config.canceled_status.get(table)
         if status is None:
             raise CrmCallError("validation", f"no Canceled status is configured for {table}")
-        response = await self._send(
+        response = await self.send(
             "PATCH",
             path,
             params={"$select": ",".join(select)},
@@ -460,7 +462,7 @@ class DataverseWriter:
         if response.status_code == 200:
             return self._activity(activity.type, response.json())
         if response.status_code == 204:
-            return self._activity(activity.type, await self._get(path, select))
+            return self._activity(activity.type, await self.get_row(path, select))
         raise refusal(response, writing=True)
 
     # --- opportunities -------------------------------------------------------------------------
@@ -486,7 +488,7 @@ class DataverseWriter:
         row carries this write's key (then it is this write, already applied)."""
         path = f"{self._config.entity_set('opportunity')}({request.opportunity_id})"
         select, expand = self._select("opportunity")
-        response = await self._send(
+        response = await self.send(
             "PATCH",
             path,
             params={"$select": ",".join(select)},
@@ -496,14 +498,14 @@ class DataverseWriter:
         if response.status_code == 200:
             # The row as written (return=representation; $expand is ignored on a PATCH, so the
             # currency is the caller's, from its read).
-            return Updated(opportunity=self._opportunity_values(response.json()), previous=request.previous)
+            return Updated(opportunity=self.opportunity_values(response.json()), previous=request.previous)
         if response.status_code == 204:
-            row = await self._get(path, select, expand)
-            return Updated(opportunity=self._opportunity_values(row), previous=request.previous)
+            row = await self.get_row(path, select, expand)
+            return Updated(opportunity=self.opportunity_values(row), previous=request.previous)
         code, _ = _error_of(response)
         if response.status_code == 412 and code in (CONCURRENCY_MISMATCH, ""):
-            row = await self._get(path, select, expand)
-            values = self._opportunity_values(row)
+            row = await self.get_row(path, select, expand)
+            values = self.opportunity_values(row)
             if row.get(self._config.key_column) == request.key:
                 return Updated(opportunity=values, replayed=True)
             return Conflict(current=values)
@@ -512,10 +514,12 @@ class DataverseWriter:
     async def find_update(self, key: str, opportunity_id: str) -> Updated | None:
         """The opportunity if its last copilot write is ``key`` (that attempt applied)."""
         select, expand = self._select("opportunity")
-        row = await self._get(f"{self._config.entity_set('opportunity')}({opportunity_id})", select, expand)
+        row = await self.get_row(
+            f"{self._config.entity_set('opportunity')}({opportunity_id})", select, expand
+        )
         if row.get(self._config.key_column) != key:
             return None
-        return Updated(opportunity=self._opportunity_values(row), replayed=True)
+        return Updated(opportunity=self.opportunity_values(row), replayed=True)
 
 
 # --- vocabulary ------------------------------------------------------------------------------------
@@ -547,7 +551,7 @@ async def load_vocabulary(
     )
     sources: list[str] = []
     stage_codes = dict(DEFAULT_STAGE_CODES)
-    response = await reader._send(
+    response = await reader.send(
         "GET", picklist, params={"$select": "LogicalName", "$expand": "OptionSet($select=Options)"}
     )
     if response.status_code == 200:
@@ -563,7 +567,7 @@ async def load_vocabulary(
     elif response.status_code not in (403, 404):
         raise refusal(response)
     editable = EDITABLE_OPPORTUNITY_FIELDS
-    response = await reader._send(
+    response = await reader.send(
         "GET", f"{entity}/Attributes", params={"$select": "LogicalName,IsValidForUpdate"}
     )
     if response.status_code == 200:

@@ -115,7 +115,7 @@ class DataverseReads:
 
     async def _one(self, path: str, select: tuple[str, ...], expand: str | None = None) -> Record:
         web = await self._api()
-        return await web._get(path, select, expand)
+        return await web.get_row(path, select, expand)
 
     async def _rows(
         self,
@@ -139,7 +139,7 @@ class DataverseReads:
         path = self._set(logical_name)
         rows: list[Record] = []
         for _ in range(MAX_PAGES):
-            response = await web._send(
+            response = await web.send(
                 "GET", path, params=params, headers={"Prefer": f"odata.maxpagesize={PAGE}"}
             )
             if response.status_code != 200:
@@ -170,7 +170,7 @@ class DataverseReads:
         if self._me is not None:
             return self._me
         web = await self._api()
-        response = await web._send("GET", "WhoAmI")
+        response = await web.send("GET", "WhoAmI")
         if response.status_code != 200:
             raise refusal(response)
         user_id = guid(str(response.json().get("UserId") or ""))
@@ -252,7 +252,7 @@ class DataverseReads:
 
     async def _opportunity(self, row: Record) -> Record:
         web = await self._api()
-        values = web._opportunity_values(row)
+        values = web.opportunity_values(row)
         if isinstance(values.get("close_date"), str):
             values["close_date"] = values["close_date"][:10]
         owner = row.get("_ownerid_value")

@@ -20,7 +20,7 @@ CRM's, which is what :mod:`copilot.briefs.compose` and the cards consume:
 * an activity: ``id``, ``type`` (the copilot's activity type), ``subject``, ``occurred_at``
   (ISO 8601), newest first.
 
-Ids are the CRM's own (``acc-acme`` on the reference CRM, GUIDs on Dataverse): a brief cites
+Ids are the CRM's own (the reference CRM's record ids, GUIDs on Dataverse): a brief cites
 them as read. Refusals raise :class:`~copilot.errors.CrmCallError` (``not_found``,
 ``permission_denied``), outages :class:`~copilot.errors.CrmUnavailable`.
 """
