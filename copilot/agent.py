@@ -75,6 +75,7 @@ def build_agent(
             read_tools={t.name for t in reads},
             run_limit=settings.model_call_run_limit,
             thread_limit=settings.model_call_thread_limit,
+            fallbacks=fallbacks,
         ),
     ]
     if fallbacks:
