@@ -136,6 +136,10 @@ class Settings(BaseSettings):
     knowledge_results: int = Field(default=4, ge=1, le=20, alias="COPILOT_KNOWLEDGE_RESULTS")
     """How many knowledge chunks one ``search_knowledge`` call returns."""
     fallback_models: str = Field(default="", alias="COPILOT_FALLBACK_MODELS")
+    tool_selection: Literal["rules", "llm", "all"] = Field(default="rules", alias="COPILOT_TOOL_SELECTION")
+    """Which tools each model call is offered: ``rules`` (by the conversation's words, no model
+    call; :mod:`copilot.middleware.tool_selection`), ``llm`` (LangChain's
+    ``LLMToolSelectorMiddleware``: one extra model call a turn) or ``all``."""
     """Comma-separated ``provider:model`` list tried in order when the primary model fails."""
     model_call_run_limit: int = Field(default=12, ge=1, alias="COPILOT_MODEL_CALL_RUN_LIMIT")
     model_call_thread_limit: int = Field(default=200, ge=1, alias="COPILOT_MODEL_CALL_THREAD_LIMIT")

@@ -45,8 +45,8 @@ from tests.support.model_behaviours import (
     LOOPED,
     MISBEHAVIOURS,
     NOTHING_FOUND,
-    RESIDUE,
     REFUSAL,
+    RESIDUE,
     Misbehaviour,
     facts_check,
     greeting_policy,
@@ -377,3 +377,43 @@ def test_chat_never_prints_tool_call_text_or_an_ungrounded_answer(fake: FakeOpen
     persistent = sum(1 for b in questions.values() if b.persistent)
     assert done.stdout.count(COULD_NOT_LOOK_UP) + done.stdout.count(LIMIT_MESSAGE) == persistent
     assert done.stdout.count("acc-acme") >= len(questions) - persistent
+
+
+# --- fallback before refusal ----------------------------------------------------------------------
+
+
+async def test_when_the_gate_gives_up_on_the_primary_the_fallback_model_gets_the_turn(
+    fake: FakeOpenAI, settings: Settings
+):
+    broken = next(b for b in MISBEHAVIOURS if b.name == "lazy_answer_persistent").policy()
+    competent = next(b for b in MISBEHAVIOURS if b.name == "lazy_answer").policy()
+
+    def by_model(request: ChatRequest) -> Reply:
+        if request.model == "gpt-test":
+            return broken(request)
+        # The fallback answers as a competent model does once it is asked: it reads first.
+        check = facts_check(request)
+        if check is not None:
+            return check
+        if request.turn_tool_results():
+            return competent(request)
+        return tool_calls(call("get_account", account_id="acc-acme"))
+
+    fake.policy = by_model
+    with_fallback = settings.model_copy(update={"fallback_models": "openai:gpt-fallback"})
+    result = await _ask(with_fallback)
+
+    assert result.notice is None
+    assert "acc-acme" in result.citations
+    assert COULD_NOT_LOOK_UP not in (result.answer or "")
+    models = [r.model for r in fake.requests if facts_check(r) is None]
+    assert models[0] == "gpt-test"
+    assert "gpt-fallback" in models
+    assert len([r for r in fake.requests if facts_check(r) is None]) <= settings.model_call_run_limit
+
+
+async def test_without_a_fallback_the_gate_refuses_honestly(fake: FakeOpenAI, settings: Settings):
+    fake.policy = next(b for b in MISBEHAVIOURS if b.name == "lazy_answer_persistent").policy()
+    result = await _ask(settings)
+    assert result.answer == COULD_NOT_LOOK_UP
+    assert {r.model for r in fake.requests} == {"gpt-test"}

@@ -77,7 +77,9 @@ def text_calls(shape: TextShape, calls: list[tuple[str, dict[str, Any]]]) -> str
 IDS = re.compile(r'"id"\s*:\s*"([A-Za-z0-9][A-Za-z0-9_.:\-]+)"')
 
 
-CHANGE_WORDS = re.compile(r"^\s*(?:please\s+)?(?:log|update|move|set|draft|change|create|undo|add|mark)\b", re.I)
+CHANGE_WORDS = re.compile(
+    r"^\s*(?:please\s+)?(?:log|update|move|set|draft|change|create|undo|add|mark)\b", re.I
+)
 
 
 def facts_check(request: ChatRequest) -> Reply | None:
@@ -134,7 +136,9 @@ class Misbehaviour:
             calls_per_question[question] = calls_per_question.get(question, 0) + 1
             if self.persistent or calls_per_question[question] <= self.wrong_calls:
                 return self.wrong(request)
-            if any(not _is_error(m) and IDS.search(str(m.get("content"))) for m in request.turn_tool_results()):
+            if any(
+                not _is_error(m) and IDS.search(str(m.get("content"))) for m in request.turn_tool_results()
+            ):
                 return grounded_answer(request)
             return tool_calls(call(self.read[0], **self.read[1]))
 
