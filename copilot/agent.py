@@ -22,7 +22,12 @@ from copilot.middleware.grounding import GroundingMiddleware
 from copilot.middleware.limits import FriendlyModelCallLimit
 from copilot.middleware.pii import pii_middleware
 from copilot.middleware.proposals import ProposalSnapshotMiddleware
-from copilot.middleware.resilience import CircuitBreaker, CircuitBreakerMiddleware, CrmRetryMiddleware
+from copilot.middleware.resilience import (
+    UNAVAILABLE_MESSAGE,
+    CircuitBreaker,
+    CircuitBreakerMiddleware,
+    CrmRetryMiddleware,
+)
 from copilot.middleware.tool_call_ids import ToolCallIdMiddleware
 from copilot.middleware.tool_selection import ToolSelectionMiddleware, tool_cues
 from copilot.middleware.write_guard import WriteGuardMiddleware
@@ -78,6 +83,7 @@ def build_agent(
             run_limit=settings.model_call_run_limit,
             thread_limit=settings.model_call_thread_limit,
             fallbacks=fallbacks,
+            rep_facing=(UNAVAILABLE_MESSAGE,),
         ),
     ]
     if fallbacks:

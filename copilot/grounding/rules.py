@@ -117,6 +117,9 @@ class RunSoFar:
     read_tools: Collection[str]
     system: str = ""
     """The system prompt the model was given (text only it may see)."""
+    rep_facing: Collection[str] = ()
+    """Messages written for the rep that tools return as errors (the CRM outage notice): a
+    reply may repeat them."""
     request_checked: bool | None = None
     """The model's own answer, earlier in this model call, to whether the rep asked a change."""
     run: list[BaseMessage] = field(init=False)
@@ -149,6 +152,8 @@ class RunSoFar:
         """Texts only the model was meant to see: the system prompt, the gate's own notes and
         every tool error of the thread."""
         errors = [message_text(m) for m in self.messages if isinstance(m, ToolMessage) and _failed(m)]
+        for notice in self.rep_facing:
+            errors = [e.replace(notice, " ") for e in errors]
         return [self.system, *GATE_NOTES, *errors]
 
     def read_calls(self) -> list[tuple[ToolCall, ToolMessage]]:
@@ -271,6 +276,10 @@ def judge(response: AIMessage, run: RunSoFar) -> Judgement:
     if cited:
         # Every id it cites is one no tool returned: placeholders, not citations.
         return Correct("unread_id", note=DEGENERATE_NOTE)
+    if any(_failed(m) and any(n in message_text(m) for n in run.rep_facing) for m in reads):
+        # A read the copilot answered with a notice for the rep (the CRM is down): saying so
+        # is the honest answer, with nothing to cite.
+        return Accept(response)
     # "Nothing found" is allowed only when a read about what the rep named came back empty.
     if not nothing_earned(run, ids):
         return Correct("unearned_nothing", note=UNEARNED_NOTE)

@@ -147,10 +147,13 @@ def _repeated_sentence(reply: str) -> str | None:
 
 
 _INTERROGATIVE = re.compile(
-    r"^(?:and\s+|so\s+|also\s+|ok(?:ay)?\s*,?\s+)?(?:what|what's|whats|which|who|who's|whom|whose|when|"
-    r"where|why|how|how's|is|are|was|were|do|does|did|has|have|had|any|anything|show|list|tell|give)\b",
-    re.IGNORECASE,
+    r"^(?i:(?:and\s+|so\s+|also\s+|ok(?:ay)?\s*,?\s+)?(?:what|what's|whats|which|who|who's|whom|whose|when|"
+    r"where|why|how|how's|any|anything|show|list|tell)\b)"
+    r"|^(?i:is|are|was|were|do|does|did|has|have|had|can|could|will|would|should)\s+"
+    r"(?:(?i:i|we|you|they|he|she|it|there|my|our|the|any|a|an|this|that|these|those)\b|[A-Z])"
 )
+"""An opening that asks: an interrogative word, or an auxiliary verb before its subject (a
+pronoun, an article or a name: "is Acme …", "do I have …"; not "do things")."""
 
 
 def reads_as_question(message: str) -> bool:

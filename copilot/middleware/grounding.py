@@ -84,11 +84,14 @@ class GroundingMiddleware(AgentMiddleware[Any, Any, Any]):
         run_limit: int,
         thread_limit: int | None,
         fallbacks: Sequence[BaseChatModel] = (),
+        rep_facing: Collection[str] = (),
     ) -> None:
         super().__init__()
         self.read_tools = frozenset(read_tools)
         self.run_limit = run_limit
         self.thread_limit = thread_limit
+        self.rep_facing = tuple(rep_facing)
+        """Tool error texts written for the rep (a reply may repeat them)."""
         self.fallbacks = tuple(fallbacks)
         """Models that get the call, in order, when the gate would refuse the primary's answer."""
 
@@ -134,7 +137,9 @@ class GroundingMiddleware(AgentMiddleware[Any, Any, Any]):
             for t in request.tools
         }
         system = request.system_message.text if request.system_message is not None else ""
-        run = RunSoFar(request.messages, tools, self.read_tools & tools.keys(), system=system)
+        run = RunSoFar(
+            request.messages, tools, self.read_tools & tools.keys(), system=system, rep_facing=self.rep_facing
+        )
         corrections = 0
         last_reason: Reason | None = None
         response = yield request
@@ -179,6 +184,7 @@ class GroundingMiddleware(AgentMiddleware[Any, Any, Any]):
                     tools,
                     run.read_tools,
                     system=system,
+                    rep_facing=self.rep_facing,
                     request_checked=asked_change,
                 )
                 verdict = judge(message, run)
