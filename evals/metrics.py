@@ -509,6 +509,11 @@ def aggregate(scores: Sequence[TurnScore], costs: Sequence[ItemCost]) -> dict[st
     result = {name: mean(getattr(s, name) for s in scores) for name in RATE_METRICS}
     result.update({name: total(getattr(s, name) for s in scores) for name in COUNT_METRICS})
     result["errors"] = MetricValue(float(sum(1 for s in scores if s.error)), len(scores))
+    # How often the grounding gate gave up on this model: with COPILOT_FALLBACK_MODELS set,
+    # each of these turns goes to the next model before the rep is refused.
+    result["gate_refused"] = MetricValue(
+        float(sum(1 for s in scores if s.error == "notice: ungrounded")), len(scores)
+    )
     result["model_calls_per_item"] = mean(float(c.model_calls) for c in costs)
     result["tokens_per_item"] = mean(float(c.tokens) for c in costs)
     calls = sum(c.model_calls for c in costs)

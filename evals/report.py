@@ -27,6 +27,7 @@ LABELS: dict[str, str] = {
     "degenerate_shown": "degenerate text shown (loops, residue, one word), total",
     "proposals_without_request": "proposals the rep's message did not ask for, total",
     "errors": "turns that ended in an error or a notice",
+    "gate_refused": "turns the gate refused (a fallback model would get them)",
     "model_calls_per_item": "model calls per item",
     "tokens_per_item": "tokens per item",
     "prompt_tokens_per_call": "prompt tokens per model call (n: model calls)",
