@@ -87,7 +87,8 @@ def test_tools_are_offered_in_their_registered_order():
 def test_the_prompt_opens_with_the_fixed_rules_and_names_only_the_writes_offered():
     reads_only = system_prompt(["get_account"], write_tools=[])
     logging = system_prompt(["get_account", "log_activity"], write_tools=["log_activity"])
-    assert reads_only.startswith(CORE) and logging.startswith(CORE)
+    assert reads_only.startswith(CORE)
+    assert logging.startswith(CORE)
     assert "write tools" not in reads_only
     assert "(log_activity)" in logging
     assert "update_opportunity" not in logging
