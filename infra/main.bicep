@@ -192,62 +192,97 @@ module network 'modules/network.bicep' = if (enableVnet) {
   }
 }
 
-var storageEndpoints = [
-  {
-    name: 'blob'
+// One private endpoint per data store, each a module of its own. A loop's array must be known
+// when the deployment starts (BCP178/BCP182), and the stores' ids are module outputs, so no loop
+// can range over them; tests/infra/test_template_deploy_start.py holds every loop and condition
+// to that rule. Each endpoint waits for the previous one on the same resource (dependsOn): two
+// operations on one server or account at once fail with "another operation is in progress".
+// The `enableVnet ?` guards keep ARM from reading the outputs of a network module not deployed.
+module blobEndpoint 'modules/privateendpoint.bicep' = if (enableVnet) {
+  name: 'pe-blob'
+  params: {
+    name: 'pe-blob-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: enableVnet ? network.outputs.endpointSubnetId : ''
     targetId: storage.outputs.id
     groupId: 'blob'
     zoneId: enableVnet ? network.outputs.blobZoneId : ''
   }
-  {
-    name: 'queue'
+}
+
+module queueEndpoint 'modules/privateendpoint.bicep' = if (enableVnet) {
+  name: 'pe-queue'
+  params: {
+    name: 'pe-queue-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: enableVnet ? network.outputs.endpointSubnetId : ''
     targetId: storage.outputs.id
     groupId: 'queue'
     zoneId: enableVnet ? network.outputs.queueZoneId : ''
   }
-  {
-    name: 'table'
+  dependsOn: [
+    blobEndpoint
+  ]
+}
+
+module tableEndpoint 'modules/privateendpoint.bicep' = if (enableVnet) {
+  name: 'pe-table'
+  params: {
+    name: 'pe-table-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: enableVnet ? network.outputs.endpointSubnetId : ''
     targetId: storage.outputs.id
     groupId: 'table'
     zoneId: enableVnet ? network.outputs.tableZoneId : ''
   }
-  {
-    name: 'vault'
+  dependsOn: [
+    queueEndpoint
+  ]
+}
+
+module vaultEndpoint 'modules/privateendpoint.bicep' = if (enableVnet) {
+  name: 'pe-vault'
+  params: {
+    name: 'pe-vault-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: enableVnet ? network.outputs.endpointSubnetId : ''
     targetId: vault.outputs.id
     groupId: 'vault'
     zoneId: enableVnet ? network.outputs.vaultZoneId : ''
   }
-  {
-    name: 'postgres'
+}
+
+// After the whole postgres module (its output): the server's configurations and firewall rules
+// are done one at a time before the endpoint starts (ServerIsBusy otherwise).
+module postgresEndpoint 'modules/privateendpoint.bicep' = if (enableVnet) {
+  name: 'pe-postgres'
+  params: {
+    name: 'pe-postgres-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: enableVnet ? network.outputs.endpointSubnetId : ''
     targetId: postgres.outputs.id
     groupId: 'postgresqlServer'
     zoneId: enableVnet ? network.outputs.postgresZoneId : ''
   }
-]
-var openAiEndpoints = deployOpenAi ? [
-  {
-    name: 'openai'
-    targetId: openai.outputs.id
+}
+
+module openAiEndpoint 'modules/privateendpoint.bicep' = if (enableVnet && deployOpenAi) {
+  name: 'pe-openai'
+  params: {
+    name: 'pe-openai-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: enableVnet ? network.outputs.endpointSubnetId : ''
+    targetId: deployOpenAi ? openai.outputs.id : ''
     groupId: 'account'
     zoneId: enableVnet ? network.outputs.openAiZoneId : ''
   }
-] : []
-
-// Without the VNet there is nothing to loop over (pycep parses no `[for ...: if]` form).
-var privateEndpoints = enableVnet ? concat(storageEndpoints, openAiEndpoints) : []
-
-module endpoints 'modules/privateendpoint.bicep' = [for endpoint in privateEndpoints: {
-  name: 'pe-${endpoint.name}'
-  params: {
-    name: 'pe-${endpoint.name}-${baseName}'
-    location: location
-    tags: allTags
-    subnetId: network.outputs.endpointSubnetId
-    targetId: endpoint.targetId
-    groupId: endpoint.groupId
-    zoneId: endpoint.zoneId
-  }
-}]
+}
 
 module functionApp 'modules/functionapp.bicep' = {
   name: 'functionapp'
