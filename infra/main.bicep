@@ -69,8 +69,22 @@ param postgresAdminType string = 'Group'
 param postgresPasswordAuth bool = false
 @secure()
 param postgresAdminPassword string = ''
-param postgresSkuName string = 'Standard_B1ms'
-param postgresSkuTier string = 'Burstable'
+@description('PostgreSQL compute. Its max_connections (postgresSkus) bounds the app\'s pools: see dbPoolMax.')
+@allowed([
+  'Standard_B1ms'
+  'Standard_B2s'
+  'Standard_B2ms'
+  'Standard_B4ms'
+  'Standard_D2ds_v5'
+  'Standard_D4ds_v5'
+  'Standard_D8ds_v5'
+  'Standard_E2ds_v5'
+  'Standard_E4ds_v5'
+])
+param postgresSkuName string = 'Standard_D2ds_v5'
+@description('Connections the app\'s pools leave free: the 15 Azure reserves for replication and monitoring, plus the admin\'s own (db migrate, the doctor, psql).')
+@minValue(15)
+param postgresReservedConnections int = 25
 
 // --- network -------------------------------------------------------------------------
 @description('VNet integration and private endpoints for every data store (recommended).')
@@ -96,6 +110,57 @@ var allTags = union(tags, {
   application: 'crm-copilot'
 })
 var databaseName = 'copilot'
+
+// Each compute's tier and default max_connections (Azure Database for PostgreSQL flexible
+// server, "Limits": the defaults follow the memory; 15 of them are Azure's own).
+var postgresSkus = {
+  Standard_B1ms: {
+    tier: 'Burstable'
+    maxConnections: 50
+  }
+  Standard_B2s: {
+    tier: 'Burstable'
+    maxConnections: 429
+  }
+  Standard_B2ms: {
+    tier: 'Burstable'
+    maxConnections: 859
+  }
+  Standard_B4ms: {
+    tier: 'Burstable'
+    maxConnections: 1718
+  }
+  Standard_D2ds_v5: {
+    tier: 'GeneralPurpose'
+    maxConnections: 859
+  }
+  Standard_D4ds_v5: {
+    tier: 'GeneralPurpose'
+    maxConnections: 1718
+  }
+  Standard_D8ds_v5: {
+    tier: 'GeneralPurpose'
+    maxConnections: 3437
+  }
+  Standard_E2ds_v5: {
+    tier: 'MemoryOptimized'
+    maxConnections: 1718
+  }
+  Standard_E4ds_v5: {
+    tier: 'MemoryOptimized'
+    maxConnections: 3437
+  }
+}
+var postgresSku = postgresSkus[postgresSkuName]
+var postgresMaxConnections = postgresSku.maxConnections
+// One worker process per instance opens three pools of COPILOT_DB_POOL_MAX-based sizes: the
+// service's (1x), the run locks' (4x, copilot/runner.py open_service) and the webhook edge's (1x,
+// functions/host.py). At full scale-out every instance may fill all three, so the pool size is
+// what the server's connections, less the reserve, allow per instance, and at most the code's
+// default of 10. Below 2 the functionApp module's @minValue refuses the deployment: pick a
+// larger SKU or fewer instances.
+var connectionsPerPoolMax = 6
+var dbPoolMax = min(10, (postgresMaxConnections - postgresReservedConnections) / (maximumInstanceCount * connectionsPerPoolMax))
 var openAiDeploymentName = 'chat'
 
 module identity 'modules/identity.bicep' = {
@@ -162,7 +227,7 @@ module postgres 'modules/postgres.bicep' = {
     allowPublicAccess: allowPublicDataAccess || (!enableVnet)
     adminIpAddress: adminIpAddress
     skuName: postgresSkuName
-    skuTier: postgresSkuTier
+    skuTier: postgresSku.tier
   }
 }
 
@@ -303,6 +368,7 @@ module functionApp 'modules/functionapp.bicep' = {
     subnetId: enableVnet ? network.outputs.appSubnetId : ''
     customDomain: customDomain
     maximumInstanceCount: maximumInstanceCount
+    dbPoolMax: dbPoolMax
     botAppId: botAppId
     turnQueueName: turnQueueName
     ssoConnectionName: ssoConnectionName

@@ -23,6 +23,10 @@ param subnetId string = ''
 param customDomain string = ''
 @minValue(1)
 param maximumInstanceCount int = 40
+@description('COPILOT_DB_POOL_MAX: main.bicep computes it from the PostgreSQL SKU and maximumInstanceCount. Below 2 a turn and its lock would queue behind each other.')
+@minValue(2)
+@maxValue(10)
+param dbPoolMax int
 @allowed([
   2048
   4096
@@ -198,6 +202,10 @@ var coreSettings = [
   {
     name: 'COPILOT_SSO_CONNECTION'
     value: ssoConnectionName
+  }
+  {
+    name: 'COPILOT_DB_POOL_MAX'
+    value: string(dbPoolMax)
   }
   {
     name: 'COPILOT_TURN_QUEUE'

@@ -25,13 +25,14 @@ param passwordAuth bool = false
 param administratorPassword string = ''
 param allowPublicAccess bool = false
 param adminIpAddress string = ''
-param skuName string = 'Standard_B1ms'
+@description('Compute: main.bicep picks it with the pool size in view.')
+param skuName string
 @allowed([
   'Burstable'
   'GeneralPurpose'
   'MemoryOptimized'
 ])
-param skuTier string = 'Burstable'
+param skuTier string
 param storageSizeGB int = 32
 param backupRetentionDays int = 7
 
@@ -81,6 +82,11 @@ resource entraAdmin 'Microsoft.DBforPostgreSQL/flexibleServers/administrators@20
   }
 }
 
+// The server takes one change at a time: its children (administrator, configurations, database,
+// firewall rules) run in one dependsOn chain, or ARM sends them in parallel and the server answers
+// ServerIsBusy, on redeploys too. A condition-false rule drops out of the chain (ARM removes a
+// dependency on a resource it does not deploy). main.bicep's private endpoint follows the module.
+
 // pgvector (knowledge search) must be allow-listed before CREATE EXTENSION vector.
 resource extensions 'Microsoft.DBforPostgreSQL/flexibleServers/configurations@2024-08-01' = {
   parent: server
@@ -113,6 +119,9 @@ resource database 'Microsoft.DBforPostgreSQL/flexibleServers/databases@2024-08-0
     charset: 'UTF8'
     collation: 'en_US.utf8'
   }
+  dependsOn: [
+    tls
+  ]
 }
 
 resource adminMachine 'Microsoft.DBforPostgreSQL/flexibleServers/firewallRules@2024-08-01' = if (!empty(adminIpAddress)) {
@@ -122,6 +131,9 @@ resource adminMachine 'Microsoft.DBforPostgreSQL/flexibleServers/firewallRules@2
     startIpAddress: adminIpAddress
     endIpAddress: adminIpAddress
   }
+  dependsOn: [
+    database
+  ]
 }
 
 // Without a VNet the Function App reaches the server over Azure's public addresses: the
@@ -133,6 +145,10 @@ resource azureServices 'Microsoft.DBforPostgreSQL/flexibleServers/firewallRules@
     startIpAddress: '0.0.0.0'
     endIpAddress: '0.0.0.0'
   }
+  dependsOn: [
+    database
+    adminMachine
+  ]
 }
 
 output id string = server.id
