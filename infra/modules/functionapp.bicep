@@ -208,6 +208,10 @@ var coreSettings = [
     value: string(dbPoolMax)
   }
   {
+    name: 'COPILOT_DB_MAX_INSTANCES'
+    value: string(maximumInstanceCount)
+  }
+  {
     name: 'COPILOT_TURN_QUEUE'
     value: turnQueueName
   }

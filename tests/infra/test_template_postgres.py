@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from copilot.persistence.pool import CONNECTIONS_PER_POOL_MAX
 from tests.infra.bicep import ROOT, Scope, app_settings, body, condition, main_scope, parse
 
 AZURE_RESERVED = 15
@@ -87,7 +88,8 @@ def connections_per_pool_max() -> int:
 
 
 def test_the_templates_connections_per_pool_unit_is_what_the_code_opens():
-    assert main_scope().var("connectionsPerPoolMax") == connections_per_pool_max() == 6
+    template = main_scope().var("connectionsPerPoolMax")
+    assert template == connections_per_pool_max() == CONNECTIONS_PER_POOL_MAX
 
 
 def _budget(scope: Scope) -> tuple[int, int, int, int]:
@@ -123,6 +125,8 @@ def test_every_instance_at_full_pools_plus_the_reserve_fits_in_max_connections(o
     assert instances * per_instance + reserve <= max_connections, (instances, per_instance, reserve)
     assert reserve >= AZURE_RESERVED
     assert 2 <= pool_max <= 10
+    # What the doctor's database.connections check multiplies by.
+    assert app_settings(scope)["COPILOT_DB_MAX_INSTANCES"] == str(instances)
 
 
 def test_the_default_sku_is_not_burstable_and_gives_the_app_at_least_three_pooled_connections():

@@ -58,6 +58,7 @@ ALL_CHECKS = [
     "database.migrations",
     "database.login",
     "database.grants",
+    "database.connections",
     "audit.keys",
     "audit.chain",
     "audit.anchor_append",
@@ -241,6 +242,13 @@ SEEDED: list[tuple[str, dict[str, str | None], str, str, str]] = [
         "database.login",
         "COPILOT_DB_APP_LOGIN",
         "superuser",
+    ),
+    (
+        "pools_beyond_max_connections",
+        {"COPILOT_DB_MAX_INSTANCES": "40"},
+        "database.connections",
+        "COPILOT_DB_MAX_INSTANCES",
+        "usable connections",
     ),
     (
         "bad_audit_key",
@@ -453,7 +461,7 @@ async def test_the_text_output_names_the_setting_and_the_fix(deployment, capsys)
     line = next(line for line in out.splitlines() if line.startswith("FAIL queues"))
     assert "[setting: COPILOT_TURN_QUEUE]" in line
     assert "fix:" in line
-    assert out.strip().splitlines()[-1].startswith("doctor: 19 passed, 1 failed")
+    assert out.strip().splitlines()[-1].startswith("doctor: 20 passed, 1 failed")
     assert code == 1
 
 
