@@ -5,6 +5,7 @@ from __future__ import annotations
 from cryptography.fernet import Fernet
 from pydantic import ValidationError
 
+from bot.doctor_credentials import bot_credentials
 from bot.settings import BotSettings
 from copilot.doctor.framework import Check, CheckFailed, DoctorContext
 from copilot.doctor.settings_checks import validation_failure
@@ -60,4 +61,7 @@ async def bot_settings(ctx: DoctorContext) -> str:
     )
 
 
-BOT_CHECKS: tuple[Check, ...] = (Check("settings.bot", bot_settings),)
+BOT_CHECKS: tuple[Check, ...] = (
+    Check("settings.bot", bot_settings),
+    Check("bot.credentials", bot_credentials),
+)

@@ -54,6 +54,7 @@ ALL_CHECKS = [
     "settings.key_vault_references",
     "settings.copilot",
     "settings.bot",
+    "bot.credentials",
     "database.reachable",
     "database.migrations",
     "database.login",
@@ -244,6 +245,62 @@ SEEDED: list[tuple[str, dict[str, str | None], str, str, str]] = [
         "superuser",
     ),
     (
+        "wrong_bot_secret",
+        {"MicrosoftAppPassword": "a-secret-of-another-app"},
+        "bot.credentials",
+        "MicrosoftAppPassword",
+        "AADSTS7000215",
+    ),
+    (
+        "bot_secret_with_a_newline",
+        {"MicrosoftAppPassword": "<bot-secret>\n"},
+        "bot.credentials",
+        "MicrosoftAppPassword",
+        "whitespace",
+    ),
+    (
+        "bot_app_id_with_a_newline",
+        {"MicrosoftAppId": "<bot-app>\n"},
+        "bot.credentials",
+        "MicrosoftAppId",
+        "whitespace",
+    ),
+    (
+        "bot_app_id_not_a_guid",
+        {"MicrosoftAppId": "crm-copilot-bot"},
+        "bot.credentials",
+        "MicrosoftAppId",
+        "not a GUID",
+    ),
+    (
+        "bot_app_of_another_tenant",
+        {"MicrosoftAppId": "99999999-2222-4333-8444-555555555555"},
+        "bot.credentials",
+        "MicrosoftAppId",
+        "AADSTS700016",
+    ),
+    (
+        "bot_tenant_malformed",
+        {"MicrosoftAppTenantId": "contoso"},
+        "bot.credentials",
+        "MicrosoftAppTenantId",
+        "neither a tenant id",
+    ),
+    (
+        "bot_tenant_unknown",
+        {"MicrosoftAppTenantId": "00000000-0000-0000-0000-0000000000ff"},
+        "bot.credentials",
+        "MicrosoftAppTenantId",
+        "names no tenant",
+    ),
+    (
+        "single_tenant_bot_without_tenant",
+        {"MicrosoftAppTenantId": None},
+        "bot.credentials",
+        "MicrosoftAppTenantId",
+        "not set",
+    ),
+    (
         "pools_beyond_max_connections",
         {"COPILOT_DB_MAX_INSTANCES": "40"},
         "database.connections",
@@ -334,6 +391,8 @@ def _resolve(deployment: Deployment, changes: dict[str, str | None]) -> dict[str
                 .replace("<stub>", deployment.stub_crm_url)
                 .replace("<closed-https>", closed_url("https"))
                 .replace("<closed>", closed_url())
+                .replace("<bot-app>", deployment.env["MicrosoftAppId"])
+                .replace("<bot-secret>", deployment.env["MicrosoftAppPassword"])
             )
         resolved[name] = value
     return resolved
@@ -461,7 +520,7 @@ async def test_the_text_output_names_the_setting_and_the_fix(deployment, capsys)
     line = next(line for line in out.splitlines() if line.startswith("FAIL queues"))
     assert "[setting: COPILOT_TURN_QUEUE]" in line
     assert "fix:" in line
-    assert out.strip().splitlines()[-1].startswith("doctor: 20 passed, 1 failed")
+    assert out.strip().splitlines()[-1].startswith("doctor: 21 passed, 1 failed")
     assert code == 1
 
 

@@ -28,6 +28,9 @@ UNGATED_WRITE_TOOL = "delete_account"
 
 AZURE_DEPLOYMENT = "doctor-fallback"
 
+SANDBOX_TENANT = "00000000-0000-0000-0000-000000000001"
+"""The sandbox directory's first tenant (Contoso): where its bot app is registered."""
+
 
 def closed_url(scheme: str = "http") -> str:
     """A loopback URL nothing listens on (the port was free a moment ago)."""
@@ -47,8 +50,14 @@ def deployed_environment(
     return {
         "COPILOT_ENVIRONMENT": "deployed",
         "DATABASE_URL": database_url,
-        "MicrosoftAppId": "7f0c3a52-7d0e-4d1b-9a55-3f6f2b9d0c11",
-        "MicrosoftAppPassword": "doctor-test-secret",
+        # The sandbox's bot app: bot.credentials gets a Bot Connector token with these.
+        "MicrosoftAppId": sandbox.settings.bot_app_id,
+        "MicrosoftAppPassword": sandbox.settings.bot_client_secret,
+        "MicrosoftAppTenantId": SANDBOX_TENANT,
+        "MicrosoftAppType": "SingleTenant",
+        "BOT_CONNECTOR_AUTHORITY": sandbox.settings.idp_base_url,
+        "BOT_CONNECTOR_CA_BUNDLE": str(sandbox.settings.ca_cert_path),
+        "BOT_CONNECTOR_SCOPE": sandbox.settings.bot_connector_audience,
         "CRM_MCP_URL": sandbox.settings.mcp_url,
         "GRAPH_BASE_URL": f"{sandbox.settings.http_base_url}/v1.0",
         "ENTRA_AUTHORITY": sandbox.settings.idp_base_url,
