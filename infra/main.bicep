@@ -20,6 +20,8 @@ param botAppId string
 @secure()
 @description('That app\'s client secret (MicrosoftAppPassword): stored in Key Vault only.')
 param botClientSecret string
+@description('The day that client secret expires (yyyy-mm-dd, shown on the app registration): set on the vault secret, and an alert fires 30 days before.')
+param botClientSecretExpiresOn string
 @description('Host name reps reach the bot at; empty = the Function App\'s default host name.')
 param customDomain string = ''
 param ssoConnectionName string = 'crm-copilot-sso'
@@ -97,6 +99,18 @@ param adminIpAddress string = ''
 // --- operations ----------------------------------------------------------------------
 @description('Object id of the admin (group) granted Key Vault Secrets Officer for make infra-secrets and rotation.')
 param secretsOfficerObjectId string = ''
+@description('What secretsOfficerObjectId is: a role assignment fails when this does not match (a user\'s object id with Group).')
+@allowed([
+  'Group'
+  'User'
+  'ServicePrincipal'
+])
+param secretsOfficerPrincipalType string = 'Group'
+@description('Bump after deleting the Key Vault: a purge-protected vault\'s name stays taken for 90 days, and the vault name derives from this.')
+@minValue(1)
+param vaultGeneration int = 1
+@description('Where the operational alerts are emailed (audit seal failure, poison-queue turn, 5xx rate, PostgreSQL connections, bot secret expiry).')
+param alertEmail string
 param langsmithTracing bool = false
 param langsmithProject string = 'crm-copilot'
 param anchorRetentionDays int = 365
@@ -110,6 +124,8 @@ var allTags = union(tags, {
   application: 'crm-copilot'
 })
 var databaseName = 'copilot'
+// Unique per subscription, resource group, environment and generation (at most 24 characters).
+var vaultName = take('kv-${environmentName}-${uniqueString(subscription().id, resourceGroup().id, environmentName, string(vaultGeneration))}', 24)
 
 // Each compute's tier and default max_connections (Azure Database for PostgreSQL flexible
 // server, "Limits": the defaults follow the memory; 15 of them are Azure's own).
@@ -186,6 +202,7 @@ module monitoring 'modules/monitoring.bicep' = {
 module storage 'modules/storage.bicep' = {
   name: 'storage'
   params: {
+    workspaceId: monitoring.outputs.workspaceId
     name: toLower(take('st${replace(environmentName, '-', '')}${suffix}', 24))
     location: location
     tags: allTags
@@ -200,12 +217,15 @@ module storage 'modules/storage.bicep' = {
 module vault 'modules/keyvault.bicep' = {
   name: 'keyvault'
   params: {
-    name: take('kv-${baseName}', 24)
+    workspaceId: monitoring.outputs.workspaceId
+    name: vaultName
     location: location
     tags: allTags
     readerPrincipalId: identity.outputs.principalId
     botClientSecret: botClientSecret
+    botClientSecretExpiresOn: botClientSecretExpiresOn
     secretsOfficerObjectId: secretsOfficerObjectId
+    secretsOfficerType: secretsOfficerPrincipalType
     allowPublicAccess: allowPublicDataAccess || (!enableVnet)
     adminIpAddress: adminIpAddress
   }
@@ -214,6 +234,7 @@ module vault 'modules/keyvault.bicep' = {
 module postgres 'modules/postgres.bicep' = {
   name: 'postgres'
   params: {
+    workspaceId: monitoring.outputs.workspaceId
     name: 'psql-${baseName}'
     location: location
     tags: allTags
@@ -352,6 +373,7 @@ module openAiEndpoint 'modules/privateendpoint.bicep' = if (enableVnet && deploy
 module functionApp 'modules/functionapp.bicep' = {
   name: 'functionapp'
   params: {
+    workspaceId: monitoring.outputs.workspaceId
     databaseEntraAuth: !postgresPasswordAuth
     name: 'func-${baseName}'
     planName: 'plan-${baseName}'
@@ -390,6 +412,20 @@ module functionApp 'modules/functionapp.bicep' = {
     openAiApiVersion: openAiApiVersion
     langsmithTracing: langsmithTracing
     langsmithProject: langsmithProject
+  }
+}
+
+module alerts 'modules/alerts.bicep' = {
+  name: 'alerts'
+  params: {
+    namePrefix: baseName
+    tags: allTags
+    appInsightsId: monitoring.outputs.appInsightsId
+    workspaceId: monitoring.outputs.workspaceId
+    postgresId: postgres.outputs.id
+    postgresMaxConnections: postgresMaxConnections
+    alertEmail: alertEmail
+    botSecretExpiresOn: botClientSecretExpiresOn
   }
 }
 

@@ -17,6 +17,8 @@ param storageTableEndpoint string
 param deploymentContainerUrl string
 param appInsightsConnectionString string
 param keyVaultUri string
+@description('Log Analytics workspace the resource\'s diagnostic logs and metrics go to.')
+param workspaceId string
 @description('Subnet the app integrates with (VNet mode); empty = none.')
 param subnetId string = ''
 @description('Host name Teams reaches the bot at; empty = the Function App\'s default host name.')
@@ -332,6 +334,27 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
         version: '3.11'
       }
     }
+  }
+}
+
+// Audit and diagnostic logs, and metrics, to Log Analytics (alerts in alerts.bicep query them).
+resource siteDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: site
+  properties: {
+    workspaceId: workspaceId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'AllMetrics'
+        enabled: true
+      }
+    ]
   }
 }
 

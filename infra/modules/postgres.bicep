@@ -24,6 +24,8 @@ param passwordAuth bool = false
 @secure()
 param administratorPassword string = ''
 param allowPublicAccess bool = false
+@description('Log Analytics workspace the resource\'s diagnostic logs and metrics go to.')
+param workspaceId string
 param adminIpAddress string = ''
 @description('Compute: main.bicep picks it with the pool size in view.')
 param skuName string
@@ -149,6 +151,27 @@ resource azureServices 'Microsoft.DBforPostgreSQL/flexibleServers/firewallRules@
     database
     adminMachine
   ]
+}
+
+// Audit and diagnostic logs, and metrics, to Log Analytics (alerts in alerts.bicep query them).
+resource serverDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: server
+  properties: {
+    workspaceId: workspaceId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'AllMetrics'
+        enabled: true
+      }
+    ]
+  }
 }
 
 output id string = server.id
