@@ -156,12 +156,15 @@ infra-rotate: setup
 	$(call _require,SECRET)
 	PYTHONPATH=. $(PY) infra/vault_secrets.py --vault $(VAULT) --rotate $(SECRET)
 
-# The Teams app package from the deployment's outputs (MicrosoftAppId, BOT_DOMAIN).
+# The Teams app package from the deployment's outputs (MicrosoftAppId, BOT_DOMAIN, the publisher's
+# name and links; bot/package.py refuses sample values such as Contoso in a tenant's package).
 _output = $$(az deployment group show --resource-group $(RESOURCE_GROUP) --name $(DEPLOYMENT) \
 	  --query properties.outputs.$(1).value --output tsv)
 infra-package: setup
 	$(call _require,RESOURCE_GROUP)
 	MicrosoftAppId=$(call _output,MicrosoftAppId) BOT_DOMAIN=$(call _output,BOT_DOMAIN) \
+	  PUBLISHER_NAME="$(call _output,PUBLISHER_NAME)" WEBSITE_URL=$(call _output,WEBSITE_URL) \
+	  PRIVACY_URL=$(call _output,PRIVACY_URL) TERMS_URL=$(call _output,TERMS_URL) \
 	  APP_VERSION=$(APP_VERSION) $(PY) -m bot package
 
 clean:

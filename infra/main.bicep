@@ -26,6 +26,18 @@ param botClientSecretExpiresOn string
 param customDomain string = ''
 param ssoConnectionName string = 'crm-copilot-sso'
 
+// --- the Teams app package (make infra-package): what reps see about its publisher ------
+@description('Publisher shown on the app\'s page in Teams (1-32 characters): your organisation.')
+@minLength(1)
+@maxLength(32)
+param publisherName string
+@description('Your https page about the copilot (the app\'s website link in Teams).')
+param websiteUrl string
+@description('Your https privacy statement for the copilot.')
+param privacyUrl string
+@description('Your https terms of use for the copilot.')
+param termsUrl string
+
 // --- the systems the copilot reaches --------------------------------------------------
 @description('Which CRM connector: dataverse (Dynamics 365 Sales) or reference (the copilot\'s own CRM server).')
 @allowed([
@@ -445,6 +457,10 @@ module bot 'modules/bot.bicep' = {
 // What `python -m bot package` reads (same names as its environment variables) ...
 output MicrosoftAppId string = botAppId
 output BOT_DOMAIN string = functionApp.outputs.botDomain
+output PUBLISHER_NAME string = publisherName
+output WEBSITE_URL string = websiteUrl
+output PRIVACY_URL string = privacyUrl
+output TERMS_URL string = termsUrl
 // ... and what the admin needs next (docs/ADMIN.md).
 output functionAppName string = functionApp.outputs.name
 output messagingEndpoint string = functionApp.outputs.messagingEndpoint
