@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: setup chromium faketime any-day demo chat test lint typecheck unit soak bench eval eval-generate clean \
-	infra-check infra-deploy infra-secrets infra-rotate infra-package dataverse-check
+	infra-check infra-bootstrap infra-deploy infra-secrets infra-rotate infra-package dataverse-check
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -136,6 +136,20 @@ VAULT ?=
 SECRET ?=
 APP_VERSION ?= 1.0.0
 _require = @test -n "$($(1))" || { echo "error: set $(1)=... (docs/ADMIN.md)" >&2; exit 2; }
+
+# Once per subscription and resource group: sign in (unless already), register the resource
+# providers the template's resources need (Microsoft.App: the Flex Consumption subnet
+# delegation), create the resource group. tests/infra checks the list against the template.
+LOCATION ?=
+INFRA_PROVIDERS := Microsoft.App Microsoft.Authorization Microsoft.BotService Microsoft.CognitiveServices \
+	Microsoft.DBforPostgreSQL Microsoft.Insights Microsoft.KeyVault Microsoft.ManagedIdentity \
+	Microsoft.Network Microsoft.OperationalInsights Microsoft.Storage Microsoft.Web
+infra-bootstrap:
+	$(call _require,RESOURCE_GROUP)
+	$(call _require,LOCATION)
+	az account show --output none 2>/dev/null || az login --output none
+	for ns in $(INFRA_PROVIDERS); do az provider register --namespace $$ns --wait --output none || exit 1; done
+	az group create --name $(RESOURCE_GROUP) --location $(LOCATION) --output none
 
 # Provision (or upgrade) everything in infra/main.bicep into an existing resource group.
 infra-deploy: infra-check

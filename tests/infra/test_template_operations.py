@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.bicep import ROOT, Scope, body, main_scope
+from tests.infra.bicep import ROOT, Scope, bicep_files, body, main_scope, parse
 
 DIAGNOSED = {
     # main.bicep module → the resources in it whose diagnostics must reach Log Analytics
@@ -133,3 +133,17 @@ def test_the_bot_secret_alert_and_the_vault_secret_carry_the_secrets_expiry_date
     expiry = secret["properties"]["attributes"]["exp"]["function"]
     assert expiry["type"] == "date_time_to_epoch"
     assert vault.eval(expiry["parameters"]["date_time"]) == "2031-02-03T00:00:00Z"
+
+
+def test_infra_bootstrap_registers_every_resource_provider_the_template_uses():
+    makefile = (ROOT / "Makefile").read_text()
+    listed = re.search(r"^INFRA_PROVIDERS := ((?:.*\\\n)*.*)$", makefile, re.M)
+    assert listed, "no INFRA_PROVIDERS in the Makefile"
+    registered = set(listed.group(1).replace("\\", " ").split())
+    used = {
+        spec["type"].split("/")[0]
+        for path in bicep_files()
+        for spec in parse(path).get("resources", {}).values()
+    }
+    # The Function App's subnet delegation names Microsoft.App/environments, no resource of it.
+    assert used | {"Microsoft.App"} == registered
