@@ -6,6 +6,7 @@ from cryptography.fernet import Fernet
 from pydantic import ValidationError
 
 from bot.doctor_credentials import bot_credentials
+from bot.doctor_package import teams_package
 from bot.settings import BotSettings
 from copilot.doctor.framework import Check, CheckFailed, DoctorContext
 from copilot.doctor.settings_checks import validation_failure
@@ -64,4 +65,5 @@ async def bot_settings(ctx: DoctorContext) -> str:
 BOT_CHECKS: tuple[Check, ...] = (
     Check("settings.bot", bot_settings),
     Check("bot.credentials", bot_credentials),
+    Check("teams.package", teams_package),
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+from pathlib import Path
 from typing import Any
 
 from cryptography.fernet import Fernet
@@ -20,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bot.package import PackageSettings, build_package
 from copilot.persistence.audit_keys import generate_key_entry
 from tests.support.sandbox_process import SandboxProcess, free_port
 from tests.support.threaded_server import ThreadedServer
@@ -27,6 +29,9 @@ from tests.support.threaded_server import ThreadedServer
 UNGATED_WRITE_TOOL = "delete_account"
 
 AZURE_DEPLOYMENT = "doctor-fallback"
+
+BOT_DOMAIN = "crm-copilot.tailspin-toys.com"
+"""The deployment's bot domain (the app package's validDomains and SSO resource)."""
 
 SANDBOX_TENANT = "00000000-0000-0000-0000-000000000001"
 """The sandbox directory's first tenant (Contoso): where its bot app is registered."""
@@ -45,8 +50,10 @@ def deployed_environment(
     langsmith_url: str,
     queue_connection: str,
     anchor_file: str,
+    app_package: str,
 ) -> dict[str, str]:
-    """The app settings of a good deployment whose services are the local stand-ins."""
+    """The app settings of a good deployment whose services are the local stand-ins (and the
+    app package the doctor compares with them, built by :func:`app_package_for`)."""
     return {
         "COPILOT_ENVIRONMENT": "deployed",
         "DATABASE_URL": database_url,
@@ -80,7 +87,25 @@ def deployed_environment(
         "AzureWebJobsStorage": queue_connection,
         "COPILOT_TURN_QUEUE": "copilot-turns",
         "COPILOT_DOCTOR_CRM_TOKEN": sandbox.token("alex", ["crm.read"]),
+        "BOT_DOMAIN": BOT_DOMAIN,
+        "COPILOT_DOCTOR_APP_PACKAGE": app_package,
     }
+
+
+def app_package_for(out: Path, *, app_id: str, domain: str = "") -> str:
+    """A Teams app package for ``app_id`` and ``domain`` (default :data:`BOT_DOMAIN`), as
+    ``make infra-package`` builds it; its path."""
+    settings = PackageSettings.model_validate(
+        {
+            "MicrosoftAppId": app_id,
+            "BOT_DOMAIN": domain or BOT_DOMAIN,
+            "PUBLISHER_NAME": "Tailspin Sales IT",
+            "WEBSITE_URL": "https://tailspin-toys.com/crm-copilot",
+            "PRIVACY_URL": "https://tailspin-toys.com/privacy",
+            "TERMS_URL": "https://tailspin-toys.com/terms",
+        }
+    )
+    return str(build_package(settings, out))
 
 
 class StubCrm:
