@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: setup chromium faketime any-day demo chat test lint typecheck unit soak bench eval eval-generate clean \
-	infra-check infra-bootstrap infra-deploy infra-secrets infra-rotate infra-package dataverse-check
+	infra-check infra-bootstrap infra-deploy infra-secrets infra-rotate infra-package infra-doctor dataverse-check
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -180,6 +180,15 @@ infra-package: setup
 	  PUBLISHER_NAME="$(call _output,PUBLISHER_NAME)" WEBSITE_URL=$(call _output,WEBSITE_URL) \
 	  PRIVACY_URL=$(call _output,PRIVACY_URL) TERMS_URL=$(call _output,TERMS_URL) \
 	  APP_VERSION=$(APP_VERSION) $(PY) -m bot package
+
+# The preflight inside the Function App (where the private data stores are reachable): GET
+# /api/doctor with the host's master key; prints the report, fails when a check failed.
+infra-doctor:
+	$(call _require,RESOURCE_GROUP)
+	@app=$(call _output,functionAppName); \
+	key=$$(az functionapp keys list --resource-group $(RESOURCE_GROUP) --name $$app --query masterKey --output tsv); \
+	curl --silent --show-error --fail-with-body --header "x-functions-key: $$key" \
+	  "https://$$(az functionapp show --resource-group $(RESOURCE_GROUP) --name $$app --query defaultHostName --output tsv)/api/doctor"
 
 clean:
 	rm -rf $(VENV) $(INFRA_VENV) node_modules .data

@@ -37,7 +37,17 @@ Tools ships when present) about as much again; a stray venv or data folder is hu
 
 BUILDERS = {"core-tools": core_tools_files, "gitignore": gitignore_files}
 
-TRIGGERS = {"health", "messages", "turns", "turns_poison", "retention", "audit_seal", "briefs", "digest"}
+TRIGGERS = {
+    "health",
+    "messages",
+    "turns",
+    "turns_poison",
+    "retention",
+    "audit_seal",
+    "briefs",
+    "digest",
+    "doctor",
+}
 
 # What a set-up checkout holds besides the product (make setup, an editor, a local run).
 CLUTTER = [
