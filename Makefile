@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: setup chromium faketime any-day demo chat test lint typecheck unit soak bench eval eval-generate clean \
-	infra-check infra-bootstrap infra-deploy infra-secrets infra-rotate infra-package infra-doctor dataverse-check
+	infra-check infra-bootstrap infra-deploy infra-secrets infra-rotate infra-package infra-doctor infra-lock-anchors dataverse-check
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -189,6 +189,17 @@ infra-doctor:
 	key=$$(az functionapp keys list --resource-group $(RESOURCE_GROUP) --name $$app --query masterKey --output tsv); \
 	curl --silent --show-error --fail-with-body --header "x-functions-key: $$key" \
 	  "https://$$(az functionapp show --resource-group $(RESOURCE_GROUP) --name $$app --query defaultHostName --output tsv)/api/doctor"
+
+# Lock the audit anchors' retention policy: irreversible (the period can then only grow, and the
+# container and the storage account cannot be deleted while anchors are held). ARM offers no
+# declarative lock (it is a POST action on the policy), so this is a step, not a parameter.
+infra-lock-anchors:
+	$(call _require,RESOURCE_GROUP)
+	@account=$(call _output,storageAccountName); container=$(call _output,auditAnchorContainer); \
+	etag=$$(az storage container immutability-policy show --resource-group $(RESOURCE_GROUP) \
+	  --account-name $$account --container-name $$container --query etag --output tsv); \
+	az storage container immutability-policy lock --resource-group $(RESOURCE_GROUP) \
+	  --account-name $$account --container-name $$container --if-match "$$etag" --output none
 
 clean:
 	rm -rf $(VENV) $(INFRA_VENV) node_modules .data

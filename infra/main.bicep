@@ -468,6 +468,7 @@ output botName string = bot.outputs.name
 output keyVaultName string = vault.outputs.name
 output storageAccountName string = storage.outputs.name
 output auditAnchorContainerUrl string = storage.outputs.anchorContainerUrl
+output auditAnchorContainer string = storage.outputs.anchorContainerName
 output postgresHost string = postgres.outputs.host
 output postgresDatabase string = postgres.outputs.databaseName
 output appRoleGrantSql string = postgres.outputs.appRoleGrantSql

@@ -147,3 +147,20 @@ def test_infra_bootstrap_registers_every_resource_provider_the_template_uses():
     }
     # The Function App's subnet delegation names Microsoft.App/environments, no resource of it.
     assert used | {"Microsoft.App"} == registered
+
+
+def test_infra_lock_anchors_locks_the_anchor_container_the_template_outputs():
+    scope = main_scope()
+    outputs = scope.doc["outputs"]
+    assert "storageAccountName" in outputs
+    assert "auditAnchorContainer" in outputs
+    storage = scope.module("storage")
+    (policy,) = storage.resources(
+        "Microsoft.Storage/storageAccounts/blobServices/containers/immutabilityPolicies"
+    ).values()
+    assert policy["parent"] == "anchors"
+    recipe = (ROOT / "Makefile").read_text().split("infra-lock-anchors:", 1)[1].split("\n\n", 1)[0]
+    assert "_output,storageAccountName)" in recipe
+    assert "_output,auditAnchorContainer)" in recipe
+    assert "immutability-policy lock" in recipe
+    assert '--if-match "$$etag"' in recipe
