@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass, field
 
 from azure.core.exceptions import ClientAuthenticationError
 
 from bot.credentials import AzureIdentityAppCredentials
 from bot.settings import BotSettings
 from copilot.doctor.framework import CheckFailed, CheckSkipped, DoctorContext
+
+
+@dataclass(frozen=True)
+class BotConnectorToken:
+    """The bot's own token, which the authority gave (for the checks after ``bot.credentials``)."""
+
+    token: str = field(repr=False)
+
 
 GUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 TENANT_DOMAIN = re.compile(
@@ -125,6 +134,7 @@ async def bot_credentials(ctx: DoctorContext) -> str:
         await credentials.refresh()
     except ClientAuthenticationError as exc:
         raise authority_failure(str(exc)) from exc
+    ctx.provide(BotConnectorToken(credentials.get_access_token()))
     expires_in = max(0, credentials.expires_on - int(time.time())) // 60
     tenant = settings.microsoft_app_tenant_id or settings.connector_tenant
     return (

@@ -56,6 +56,7 @@ ALL_CHECKS = [
     "settings.copilot",
     "settings.bot",
     "bot.credentials",
+    "sso.connection",
     "teams.package",
     "database.reachable",
     "database.migrations",
@@ -309,6 +310,13 @@ SEEDED: list[tuple[str, dict[str, str | None], str, str, str]] = [
         "not set",
     ),
     (
+        "sso_connection_missing_at_the_token_service",
+        {"COPILOT_SSO_CONNECTION": "crm-copilot-sso-typo"},
+        "sso.connection",
+        "COPILOT_SSO_CONNECTION",
+        "does not know the OAuth connection",
+    ),
+    (
         "app_package_of_another_bot",
         {"COPILOT_DOCTOR_APP_PACKAGE": "<package-dir>/other-bot.zip"},
         "teams.package",
@@ -401,6 +409,7 @@ ALSO_FAILS: dict[str, tuple[str, ...]] = {
     "settings.key_vault_references": ("settings.bot",),
     # A wrong MicrosoftAppId is also not the app id the uploaded package names.
     "bot.credentials": ("teams.package",),
+    # Without the bot's own token the connection cannot be asked about: skipped, not failed.
 }
 """Checks that may fail after a case's own, because they see the same fault."""
 
@@ -545,7 +554,7 @@ async def test_the_text_output_names_the_setting_and_the_fix(deployment, capsys)
     line = next(line for line in out.splitlines() if line.startswith("FAIL queues"))
     assert "[setting: COPILOT_TURN_QUEUE]" in line
     assert "fix:" in line
-    assert out.strip().splitlines()[-1].startswith("doctor: 22 passed, 1 failed")
+    assert out.strip().splitlines()[-1].startswith("doctor: 23 passed, 1 failed")
     assert code == 1
 
 

@@ -83,7 +83,9 @@ def deployed_environment(
         "LANGSMITH_API_KEY": "ls-doctor",
         "COPILOT_TRACE_PSEUDONYM_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
         "COPILOT_TOKEN_ENCRYPTION_KEY": Fernet.generate_key().decode(),
-        "COPILOT_SSO_CONNECTION": "crm-copilot-sso",
+        # The sandbox's token service stand-in holds the bot's OAuth connection.
+        "COPILOT_SSO_CONNECTION": sandbox.settings.sso_connection_name,
+        "OAUTH_URL": sandbox.settings.http_base_url,
         "AzureWebJobsStorage": queue_connection,
         "COPILOT_TURN_QUEUE": "copilot-turns",
         "COPILOT_DOCTOR_CRM_TOKEN": sandbox.token("alex", ["crm.read"]),
