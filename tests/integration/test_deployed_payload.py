@@ -83,6 +83,21 @@ def test_the_payload_is_exactly_the_function_app_and_its_three_packages_under_th
     assert size <= SIZE_CEILING, f"{builder}: the payload is {size} bytes"
 
 
+MOVED_OUT = {
+    "bot/echo_bot.py": "bench/echo_bot.py",
+    "copilot/tracing/experiments.py": "evals/experiments.py",
+}
+"""Tooling that used to ship inside the product packages, and where it lives now."""
+
+
+def test_the_benchs_echo_bot_and_the_evals_experiments_are_tooling_outside_the_payload():
+    files = core_tools_files(PROJECT_ROOT)
+    for old, new in MOVED_OUT.items():
+        assert old not in files
+        assert (PROJECT_ROOT / new).is_file(), new
+        assert new not in files
+
+
 @pytest.mark.parametrize("builder", sorted(BUILDERS))
 def test_what_a_set_up_checkout_holds_besides_the_product_stays_out(builder, tmp_path: Path):
     tree = tmp_path / "checkout"
