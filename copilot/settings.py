@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     db_pool_max_size: int = Field(default=10, ge=1, alias="COPILOT_DB_POOL_MAX")
     db_pool_max_lifetime_seconds: float = Field(default=1800.0, gt=0, alias="COPILOT_DB_POOL_MAX_LIFETIME")
     db_pool_max_idle_seconds: float = Field(default=300.0, gt=0, alias="COPILOT_DB_POOL_MAX_IDLE")
+    db_max_instances: int = Field(default=1, ge=1, alias="COPILOT_DB_MAX_INSTANCES")
+    """How many worker processes may hold pools at once (the Function App's
+    ``maximumInstanceCount``): the doctor's ``database.connections`` ceiling multiplies by it."""
     db_app_role: str = Field(default="copilot_app", alias="COPILOT_DB_APP_ROLE")
     """Role each pooled connection switches to (``SET ROLE``); empty = stay the login user."""
 
