@@ -1391,7 +1391,8 @@ def digest_card(digest: Digest, *, record_url_template: str | None = None) -> Ca
     ]
     choices: dict[str, str] = {}
     for line in digest.items:  # one choice per record, titled by its first line
-        choices.setdefault(line.cited[0], _short(line.text, SNOOZE_CHOICE_LENGTH))
+        if line.cited:
+            choices.setdefault(line.cited[0], _short(line.text, SNOOZE_CHOICE_LENGTH))
     if choices:
         panel = _card(
             [

@@ -70,7 +70,7 @@ def _advice(snippet: Any) -> str:
 def with_citations(text: str, *ids: str) -> tuple[str, tuple[str, ...]]:
     """``text`` followed by its ``[id]`` citations (each once, empty ids left out), and those ids."""
     cites = tuple(dict.fromkeys(i for i in ids if i))
-    return f"{text} " + " ".join(f"[{i}]" for i in cites), cites
+    return " ".join([text, *(f"[{i}]" for i in cites)]), cites
 
 
 def _item(section: Section, text: str, *ids: str) -> BriefItem:

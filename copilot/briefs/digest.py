@@ -158,14 +158,9 @@ def digest_items(reads: DigestReads, day: date, zone: tzinfo) -> tuple[DigestIte
         target = proposal.target
         what = f"{title(proposal.tool)}: {plain(target.get('name'))}" if target else title(proposal.tool)
         since = f" (proposed {proposal.proposed_at[:10]})" if proposal.proposed_at else ""
-        items.append(
-            _item(
-                "waiting",
-                what + since,
-                proposal.tool_call_id,
-                str(target["id"]) if target else "",
-            )
-        )
+        # Cited by its record, never by its tool call id (the runner's, not the rep's): a
+        # proposal whose record the rep cannot read now cites nothing.
+        items.append(_item("waiting", what + since, str(target["id"]) if target else ""))
     return tuple(items)
 
 
@@ -212,7 +207,7 @@ def compose_digest(
     day = at.astimezone(zone).date()
     zone_name = str(zone)
     every = digest_items(reads, day, zone)
-    items = tuple(i for i in every if i.cited[0] not in leave_out)
+    items = tuple(i for i in every if not (i.cited and i.cited[0] in leave_out))
     other = meetings_today - len(reads.meetings)
     text = render_digest(rep, day, zone_name, items, other, suggestions)
     return Digest(
@@ -298,12 +293,7 @@ async def _waiting(
             continue  # expired or rotated away since it was listed
         if not waiting:
             continue
-        # The thread's state is a read of this run: its proposal ids may be cited (targets are not
-        # recorded here, only read again from the CRM below, as the rep).
-        evidence.record(
-            "waiting_proposals",
-            {"items": [{"tool_call_id": p.tool_call_id, "tool": p.tool} for p in waiting]},
-        )
+        # Their targets are read again from the CRM below, as the rep: only those are cited.
         for proposal in waiting:
             found.append(await _with_target(evidence, proposal))
     return found

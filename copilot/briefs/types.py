@@ -157,11 +157,12 @@ DIGEST_TITLES: dict[DigestSection, str] = {
 
 
 class DigestItem(_Frozen):
-    """One line of a digest: its text (with its ``[id]`` citations) and the ids it cites."""
+    """One line of a digest: its text (with its ``[id]`` citations) and the ids it cites (none
+    only for a waiting proposal whose record the rep cannot read now)."""
 
     section: DigestSection
     text: str
-    cited: tuple[str, ...] = Field(min_length=1)
+    cited: tuple[str, ...] = ()
 
 
 class Digest(_Frozen):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from typing import Any, get_args
 from zoneinfo import ZoneInfo
@@ -1099,6 +1100,20 @@ def test_digest_card_shows_every_line_with_its_citations_and_every_cited_id_as_a
     assert CARDS["digest:full"]["body"][0]["id"] == "digest-2026-12-03"
 
 
+@pytest.mark.parametrize("name", sorted(CARDS))
+def test_no_card_shows_an_internal_tool_call_id(name: str):
+    """Tool call ids (``call_…``) are the runner's: a card may carry them in a button's data, never
+    in what the rep reads (text, Sources, choices)."""
+
+    def seen(node: Any) -> Any:  # everything but the data buttons submit and the elements' ids
+        if isinstance(node, dict):
+            return {k: seen(v) for k, v in node.items() if k not in ("data", "id")}
+        return [seen(v) for v in node] if isinstance(node, list) else node
+
+    shown = json.dumps(seen(CARDS[name]))
+    assert not re.search(r"\bcall_[0-9a-z]", shown), name
+
+
 def test_digest_card_stacks_its_lines_for_phone_width_and_an_empty_day_says_none():
     assert "ColumnSet" not in {n["type"] for n in elements(CARDS["digest:full"])}
     assert all_text(CARDS["digest:empty"]).count("None.") == 4
@@ -1119,7 +1134,12 @@ def test_digest_card_offers_not_useful_and_a_snooze_panel_choosing_among_its_lin
     [choices] = [i for i in inputs(snooze["card"]) if i["type"] == "Input.ChoiceSet"]
     assert choices["id"] == SNOOZE_INPUT_ID
     assert choices["isMultiSelect"] is True
-    assert [c["value"] for c in choices["choices"]] == ["acc-acme", "opp-quiet", "opp-late", "call_1"]
+    assert [c["value"] for c in choices["choices"]] == [
+        "acc-acme",
+        "opp-quiet",
+        "opp-late",
+        "opp-acme-renewal",
+    ]
     [submit] = snooze["card"]["actions"]
     assert submit["data"]["kind"] == "snooze"
 
