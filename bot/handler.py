@@ -236,7 +236,7 @@ class CopilotBot(TeamsActivityHandler):
             self.service.pool,
             conversation_id=activity.conversation.id,
             activity_id=activity.reply_to_id,
-            rater=RepIdentity(_tenant_id(activity) or "", aad),
+            rater=await self._identity_of(_tenant_id(activity) or "", aad),
             feedback=given,
         )
         logger.info("feedback %s (%s) on answer %s", stored.id, stored.rating, stored.activity_id)
@@ -244,6 +244,16 @@ class CopilotBot(TeamsActivityHandler):
             # Also LangSmith feedback on the answer's run (sent off the turn; False when off).
             await self.service.tracing.record_feedback(stored.run_id, stored.rating, stored.comment)
         return InvokeResponse(status=HTTPStatus.OK, body={})
+
+    async def _identity_of(self, tenant: str, aad: str) -> RepIdentity:
+        """Whose answer or feedback this is: the signed-in rep's identity (its tenant is the token's,
+        as on their threads and decisions; a client may name another, as the Agents Playground
+        does), else, not signed in, the Teams user as the activity names them (no sign-in asked)."""
+        try:
+            rep = await self.reps.rep_for(tenant, aad)
+        except AuthError:
+            rep = None
+        return rep.identity if rep is not None else RepIdentity(tenant, aad)
 
     # --- Teams SSO ------------------------------------------------------------------------------
 
@@ -626,7 +636,7 @@ class CopilotBot(TeamsActivityHandler):
                 message_id=message_id,
                 also_known_as=[stream_id],
                 thread_id=result.thread_id,
-                identity=RepIdentity(_tenant_id(activity) or "", aad),
+                identity=await self._identity_of(_tenant_id(activity) or "", aad),
                 run_id=result.run_id,
             )
 
