@@ -521,13 +521,25 @@ def _input(spec: FieldSpec, value: Any) -> Card:
     return element
 
 
+def shown_value(proposal: Proposal, name: str) -> Any:
+    """What the Edit panel shows in a field: the proposed value, else (a field the proposal leaves
+    alone) the record's value as it was read with the proposal."""
+    if proposal.args.get(name) is not None:
+        return proposal.args[name]
+    current = (proposal.record or {}).get("current") or {}
+    return current.get(name) if isinstance(current, Mapping) else None
+
+
 def _edit_panel(proposal: Proposal) -> Card:
     specs = editable_fields(proposal.tool)
     items: list[Card] = [
         _text("Your changes", weight="Bolder"),
-        _text("Change what you need, then approve. Anything you leave as it is stays as proposed."),
+        _text(
+            "Each field shows the proposed value, or the record's value now. Change what you need, "
+            "then approve; anything you leave as it is stays as it is."
+        ),
     ]
-    items.extend(_input(spec, proposal.args.get(spec.name)) for spec in specs)
+    items.extend(_input(spec, shown_value(proposal, spec.name)) for spec in specs)
     return {"type": "Container", "separator": True, "spacing": "Medium", "items": items}
 
 
