@@ -99,7 +99,9 @@ async def deliver_briefs(
             if not await brief_store.claim_brief(pool, rep.identity, brief.meeting_id, lease=lease):
                 report.already_posted += 1
                 continue
-            card = cards.brief_card(brief, record_url_template=runtime.bot_settings.record_url_template)
+            card = cards.brief_card(
+                brief, now=at, record_url_template=runtime.bot_settings.record_url_template
+            )
             try:
                 activity_id = await post_card(runtime, reference, card)
             except ProactivePostFailed as failure:

@@ -1274,6 +1274,7 @@ def suggestion_block(suggestions: Sequence[Suggestion]) -> list[Card]:
 def brief_card(
     brief: Brief,
     *,
+    now: dt.datetime,
     locale: str | None = DEFAULT_LOCALE,
     record_url_template: str | None = None,
     documents: Mapping[str, tuple[str, str | None]] | None = None,
@@ -1284,7 +1285,8 @@ def brief_card(
     section lists every cited id (a link with ``record_url_template``, a document by its title
     with ``documents``). The buttons send chat requests, so logging the meeting, drafting
     the follow-up and each suggested change go through the normal proposal → approval card
-    path; a suggestion's "Not now" declines it (:func:`suggestion_block`).
+    path; a suggestion's "Not now" declines it (:func:`suggestion_block`). "Log this meeting"
+    is offered only once the meeting has started (at ``now``): nothing happened before.
     """
     docs = documents or {}
     when = format_when(brief.start, locale)
@@ -1321,18 +1323,21 @@ def brief_card(
     actions: list[Card] = []
     if brief.accounts:
         first = brief.accounts[0].name or brief.accounts[0].account_id
-        actions = [
-            {
-                "type": "Action.Submit",
-                "title": "Log this meeting",
-                "data": command_data(brief_log_request(first, subject)),
-            },
+        if now >= brief.start:
+            actions.append(
+                {
+                    "type": "Action.Submit",
+                    "title": "Log this meeting",
+                    "data": command_data(brief_log_request(first, subject)),
+                }
+            )
+        actions.append(
             {
                 "type": "Action.Submit",
                 "title": "Draft follow-up",
                 "data": command_data(brief_follow_up_request(first, subject)),
-            },
-        ]
+            }
+        )
     return _card(body, actions, fallback=brief.text)
 
 

@@ -516,7 +516,7 @@ class CopilotBot(TeamsActivityHandler):
         if not run.briefs:
             await turn_context.send_activity(NO_UPCOMING_MEETING)
             return
-        card = cards.brief_card(run.briefs[0], record_url_template=self.settings.record_url_template)
+        card = cards.brief_card(run.briefs[0], now=now, record_url_template=self.settings.record_url_template)
         await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
 
     async def _digest_me(self, turn_context: TurnContext, rep: SignedInRep, zone: str | None) -> None:

@@ -210,11 +210,13 @@ def all_cards() -> dict[str, dict[str, Any]]:
     cards["delegations:none"] = delegations_card([], [])
     cards["brief:full"] = brief_card(
         BRIEF,
+        now=MEETING_STARTED,
         record_url_template="https://crm.example.com/records/{id}",
         documents={"kb-proposal-1": ("Proposal stage playbook", "https://kb.example.com/proposal")},
     )
-    cards["brief:sparse"] = brief_card(SPARSE_BRIEF, locale="de-DE")
-    cards["brief:suggested"] = brief_card(SUGGESTED_BRIEF)
+    cards["brief:sparse"] = brief_card(SPARSE_BRIEF, now=MEETING_STARTED, locale="de-DE")
+    cards["brief:suggested"] = brief_card(SUGGESTED_BRIEF, now=MEETING_STARTED)
+    cards["brief:ahead"] = brief_card(BRIEF, now=MEETING.start - dt.timedelta(hours=1))
     cards["digest:full"] = digest_card(DIGEST, record_url_template="https://crm.example.com/records/{id}")
     cards["digest:empty"] = digest_card(EMPTY_DIGEST)
     cards["digest-feedback:not_useful"] = digest_feedback_card("not_useful", (), None)
@@ -229,6 +231,7 @@ MEETING = Meeting(
     end=dt.datetime(2026, 12, 3, 15, 45, tzinfo=dt.UTC),
     is_online=True,
 )
+MEETING_STARTED = MEETING.start + dt.timedelta(minutes=5)
 BRIEF = compose_brief(
     MEETING,
     [
@@ -1034,6 +1037,14 @@ def test_brief_buttons_send_the_chat_requests_that_propose_through_the_approval_
         {"copilot": "command", "text": brief_follow_up_request("Acme Corporation", "Renewal review")},
     ]
     assert buttons[0]["data"]["text"] == "log a meeting with Acme Corporation — Renewal review"
+
+
+def test_log_this_meeting_is_offered_only_once_the_meeting_has_started():
+    ahead = CARDS["brief:ahead"]
+    assert [b["title"] for b in submit_actions(ahead)] == ["Draft follow-up"]
+    assert "Log this meeting" not in repr(ahead)
+    at_start = brief_card(BRIEF, now=MEETING.start)
+    assert [b["title"] for b in submit_actions(at_start)] == ["Log this meeting", "Draft follow-up"]
 
 
 def test_a_suggestion_asks_for_its_change_in_chat_and_not_now_names_the_suggestion_at_its_version():
