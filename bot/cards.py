@@ -30,6 +30,7 @@ from urllib.parse import quote
 from annotated_types import Ge, Le, MaxLen
 
 from bot.dates import DEFAULT_LOCALE, as_date, format_age, format_when
+from copilot.briefs.schedule import resolve_zone
 from copilot.briefs.types import (
     DIGEST_SECTIONS,
     DIGEST_TITLES,
@@ -1289,7 +1290,7 @@ def brief_card(
     is offered only once the meeting has started (at ``now``): nothing happened before.
     """
     docs = documents or {}
-    when = format_when(brief.start, locale)
+    when = format_when(brief.start, locale, resolve_zone(brief.time_zone))
     subject = brief.subject or "(no subject)"
     body: list[Card] = [
         _header(

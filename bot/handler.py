@@ -491,15 +491,18 @@ class CopilotBot(TeamsActivityHandler):
                 )
                 await turn_context.send_activity(digest_on_reply(prefs))
             case BriefMe():
-                await self._brief_me(turn_context, rep)
+                await self._brief_me(turn_context, rep, zone)
             case DigestMe():
                 await self._digest_me(turn_context, rep, zone)
             case _:
                 assert_never(command)
 
-    async def _brief_me(self, turn_context: TurnContext, rep: SignedInRep) -> None:
-        """The brief of the rep's next customer meeting (within :data:`BRIEF_ME_DAYS`), now."""
+    async def _brief_me(self, turn_context: TurnContext, rep: SignedInRep, zone: str | None) -> None:
+        """The brief of the rep's next customer meeting (within :data:`BRIEF_ME_DAYS`), now, its
+        times in the rep's zone (mailbox settings, else Teams')."""
         now = self.service.clock()
+        prefs = await brief_store.preferences(self.service.pool, rep.identity)
+        schedule = await rep_schedule(self.service.settings, rep.broker, zone or prefs.time_zone)
         try:
             async with self.service.pool.connection() as conn:
                 run = await briefs_at(
@@ -509,6 +512,7 @@ class CopilotBot(TeamsActivityHandler):
                     conn,
                     at=now,
                     lead_minutes=BRIEF_ME_DAYS * 24 * 60,
+                    zone=schedule.tz,
                 )
         except (AuthError, CalendarUnavailable, CrmUnavailable) as exc:
             await turn_context.send_activity(f"I couldn't prepare a brief: {exc.message}")

@@ -121,6 +121,8 @@ class Brief(_Frozen):
     start: datetime
     end: datetime
     is_online: bool
+    time_zone: str = "UTC"
+    """The zone its times are shown in (the rep's, or UTC when none is known)."""
     accounts: tuple[AccountBrief, ...]
     other_external_attendees: int
     """External attendees who are no CRM contact the rep may see (neither named nor counted by
@@ -137,6 +139,8 @@ class BriefRun(_Frozen):
 
     rep: str
     at: datetime
+    time_zone: str = "UTC"
+    """The zone the run's times are shown in (the rep's, or UTC when none is known)."""
     lead_minutes: int
     meetings_in_window: int
     briefs: tuple[Brief, ...]

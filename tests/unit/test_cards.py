@@ -1039,6 +1039,20 @@ def test_brief_buttons_send_the_chat_requests_that_propose_through_the_approval_
     assert buttons[0]["data"]["text"] == "log a meeting with Acme Corporation — Renewal review"
 
 
+def test_a_brief_card_shows_the_meeting_time_in_the_reps_zone():
+    pacific = compose_brief(
+        MEETING,
+        [AccountReads({"id": "acc-acme", "name": "Acme"}, [], [], [], {})],
+        0,
+        [],
+        zone=ZoneInfo("America/Los_Angeles"),
+    )
+    text = all_text(brief_card(pacific, now=MEETING_STARTED))
+    assert "7:00:00\u202fAM America/Los_Angeles" in text  # CLDR puts a narrow space before AM
+    assert "UTC" not in text
+    assert "3:00:00\u202fPM UTC" in all_text(CARDS["brief:full"]), "no zone known: UTC, and it says so"
+
+
 def test_log_this_meeting_is_offered_only_once_the_meeting_has_started():
     ahead = CARDS["brief:ahead"]
     assert [b["title"] for b in submit_actions(ahead)] == ["Draft follow-up"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 from langchain_core.messages import ToolMessage
 
@@ -60,3 +61,13 @@ def test_a_waiting_proposal_cites_its_record_never_its_internal_tool_call_id() -
     assert "call_" not in digest.text
     assert digest.citations == ("opp-1",)
     assert digest.citation_check.unverified == ()
+
+
+def test_a_waiting_proposals_day_is_the_reps_day() -> None:
+    target = {"id": "opp-1", "name": "Big deal"}
+    late = WaitingProposal(
+        tool_call_id="call_9", tool="update_opportunity", target=target, proposed_at="2026-12-03T02:00:00Z"
+    )
+    pacific = ZoneInfo("America/Los_Angeles")
+    digest = compose_digest("alex", AT, pacific, DigestReads((), (), (), (late,)), 0, [_read(target)])
+    assert "(proposed 2026-12-02)" in digest.text  # 18:00 on the 2nd in Los Angeles
