@@ -582,13 +582,13 @@ class CopilotBot(TeamsActivityHandler):
         if result.answer:
             await self._send_answer(turn_context, result, progress)
         for proposal in result.proposals:
-            posted = await conversations.card_activity(
-                self.service.pool, result.thread_id, proposal.tool_call_id
-            )
+            # Each on its own thread's card: one made while others waited resumes its own.
+            thread_id = proposal.thread_id or result.thread_id
+            posted = await conversations.card_activity(self.service.pool, thread_id, proposal.tool_call_id)
             # Cards already in the chat stay where they are (also when the rep asked
             # something while they wait): one live copy per proposal, never a re-post.
             if posted is None:
-                await self._send_card(turn_context, result.thread_id, proposal)
+                await self._send_card(turn_context, thread_id, proposal)
 
     async def _send_answer(
         self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None
