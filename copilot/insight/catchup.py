@@ -166,6 +166,11 @@ def render(catch_up: CatchUp) -> str:
     return "\n".join(lines)
 
 
+def default_window() -> timedelta:
+    """How far back a first catch-up looks."""
+    return timedelta(days=DEFAULT_DAYS)
+
+
 # --- the stored last catch-up -------------------------------------------------------------------
 
 
