@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
 from http import HTTPStatus
 from typing import Any, Literal, assert_never, get_args
 
@@ -29,7 +30,7 @@ from botbuilder.schema import (
 from botframework.connector.models import ErrorResponseException
 from botframework.connector.token_api.models import TokenExchangeResource
 
-from bot import brief_store, cards, conversations, delegations, digest_store, feedback
+from bot import brief_store, cards, conversations, delegations, digest_store, feedback, insight_cards
 from bot.ai_entities import (
     FEEDBACK_CHANNEL_DATA,
     answer_style,
@@ -69,11 +70,14 @@ from bot.token_service_sign_in import exchange_at_token_service
 from copilot.analytics.team import StatsUnavailable, approval_stats
 from copilot.auth.tokens import OboTokenBroker, identity_from_assertion
 from copilot.briefs import ledger
+from copilot.briefs.evidence import Evidence
 from copilot.briefs.mailbox_settings import rep_schedule
 from copilot.briefs.service import briefs_at
+from copilot.crm import connector
 from copilot.errors import (
     AuthError,
     CalendarUnavailable,
+    CrmCallError,
     CrmUnavailable,
     InvalidDecision,
     ProposalNotPending,
@@ -81,6 +85,8 @@ from copilot.errors import (
     ThreadNotFound,
 )
 from copilot.identity import RepIdentity
+from copilot.insight.catchup import catch_up_at
+from copilot.insight.risk import RiskSettings, deal_risks
 from copilot.runner import CopilotService, Proposal, TurnResult
 from copilot.writes.undo import undoable
 
@@ -396,6 +402,9 @@ class CopilotBot(TeamsActivityHandler):
         if text.lower() in cards.STATS_COMMANDS:
             await self._show_stats(turn_context, rep)
             return
+        if text.lower() in insight_cards.RISK_COMMANDS + insight_cards.CATCH_UP_COMMANDS:
+            await self._show_insight(turn_context, rep, risk=text.lower() in insight_cards.RISK_COMMANDS)
+            return
         try:
             brief_command = parse_brief_command(text)
         except BadBriefCommand as exc:
@@ -689,6 +698,27 @@ class CopilotBot(TeamsActivityHandler):
             await turn_context.send_activity(stats.message)
             return
         card = stats_card(stats)
+        await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
+
+    async def _show_insight(self, turn_context: TurnContext, rep: SignedInRep, *, risk: bool) -> None:
+        """The deals-at-risk card, or the what-changed card since the rep's last catch-up (which
+        it then moves to now); both read the CRM as the rep, with no model."""
+        settings, now = self.service.settings, self.service.clock()
+        try:
+            if risk:
+                async with AsyncExitStack() as stack:
+                    evidence = Evidence(connector.reads(stack, settings, rep.broker))
+                    report = await deal_risks(evidence, RiskSettings(), now)
+                card = insight_cards.risk_card(report, record_url_template=self.settings.record_url_template)
+            else:
+                async with self.service.pool.connection() as conn:
+                    changes = await catch_up_at(settings, rep.identity, rep.broker, conn, now=now)
+                card = insight_cards.catch_up_card(
+                    changes, record_url_template=self.settings.record_url_template
+                )
+        except (AuthError, CrmUnavailable, CrmCallError) as exc:
+            await turn_context.send_activity(f"I couldn't read your deals: {exc.message}")
+            return
         await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
 
     async def _on_open(self, turn_context: TurnContext, value: dict[str, Any]) -> None:

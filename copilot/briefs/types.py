@@ -146,12 +146,13 @@ class BriefRun(_Frozen):
 
 # --- the daily digest ----------------------------------------------------------------------------
 
-DigestSection = Literal["meeting", "closing_quiet", "overdue", "waiting"]
-DIGEST_SECTIONS: tuple[DigestSection, ...] = ("meeting", "closing_quiet", "overdue", "waiting")
+DigestSection = Literal["meeting", "closing_quiet", "overdue", "at_risk", "waiting"]
+DIGEST_SECTIONS: tuple[DigestSection, ...] = ("meeting", "closing_quiet", "overdue", "at_risk", "waiting")
 DIGEST_TITLES: dict[DigestSection, str] = {
     "meeting": "Today's customer meetings",
     "closing_quiet": "Closing within 14 days, no activity in 14 days",
     "overdue": "Overdue next steps (close date passed)",
+    "at_risk": "Deals at risk (close date pushed, stalled in stage, amount lowered)",
     "waiting": "Proposals still waiting for your decision",
 }
 

@@ -79,8 +79,10 @@ class Signal(_Frozen):
     """One reason a deal is at risk, with the ids of the records behind it."""
 
     kind: SignalKind
+    reason: str
+    """The reason in words."""
     text: str
-    """The reason in words, its ``[id]`` citations at the end."""
+    """The reason with its ``[id]`` citations at the end."""
     cited: tuple[str, ...] = Field(min_length=1)
 
 
@@ -184,7 +186,7 @@ def assess(
 
     def signal(kind: SignalKind, text: str, *ids: str) -> None:
         cited, cites = with_citations(text, deal_id, *ids)
-        signals.append(Signal(kind=kind, text=cited, cited=cites))
+        signals.append(Signal(kind=kind, reason=text, text=cited, cited=cites))
 
     closes = _day(deal.get("close_date"))
     if closes is not None and closes < today:

@@ -178,3 +178,48 @@ async def test_on_dataverse_the_history_signals_come_from_the_audit_history(
     assert kinds["close_date_pushed"] == (deal,)
     assert all(len(i) == 36 for i in report.cited)
     assert guid_for("opportunity", HEALTHY) not in {d.id for d in report.deals}
+
+
+class _NothingWaiting:
+    async def waiting(self, identity: Any, thread_id: str) -> list[Any]:
+        return []
+
+
+async def test_the_digest_has_a_section_of_deals_whose_history_shows_a_risk(
+    sandbox: SandboxProcess, copilot_settings: Settings
+):
+    from copilot.briefs.digest import digest_at
+    from copilot.briefs.types import DIGEST_TITLES
+    from copilot.persistence.database import connect
+
+    rep = await sign_in(copilot_settings, "alex")
+    async with connect(copilot_settings) as conn:
+        digest = await digest_at(copilot_settings, rep.identity, rep.broker, conn, _NothingWaiting(), at=NOW)
+    lines = [i for i in digest.items if i.section == "at_risk"]
+    # The expansion's close date was pushed twice (by alex, then by nestor): the CRM's history says so.
+    expansion = [i for i in lines if i.cited == ("opp-acme-expansion",)]
+    assert len(expansion) == 1, digest.text
+    assert "close date moved later 2 times" in expansion[0].text
+    assert "Nestor Wilke" in expansion[0].text
+    assert DIGEST_TITLES["at_risk"] in digest.text
+    assert HEALTHY not in {i.cited[0] for i in lines}
+    assert digest.citation_check.unverified == ()
+
+
+async def test_the_brief_of_a_meeting_about_an_at_risk_deal_says_why_citing_the_deal(
+    sandbox: SandboxProcess, copilot_settings: Settings
+):
+    from copilot.briefs.service import briefs_at
+    from copilot.persistence.database import connect
+
+    rep = await sign_in(copilot_settings, "alex")
+    # "Acme renewal pricing review", the day after the seed day at 15:00 UTC (sandbox/seed.py).
+    at = SEED_MIDNIGHT + timedelta(days=1, hours=14, minutes=30)
+    async with connect(copilot_settings) as conn:
+        run = await briefs_at(copilot_settings, rep.identity, rep.broker, conn, at=at, lead_minutes=60)
+    (brief,) = [b for b in run.briefs if "Acme renewal pricing review" in b.text]
+    risky = [i for a in brief.accounts for i in a.items if "is at risk" in i.text]
+    assert [i.cited for i in risky] == [("opp-acme-expansion",)], brief.text
+    assert "close date moved later 2 times" in risky[0].text
+    assert not any(HEALTHY in i.cited for i in risky)
+    assert brief.citation_check.unverified == ()
