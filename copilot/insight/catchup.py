@@ -60,6 +60,8 @@ class CatchUpItem(_Frozen):
     cited: tuple[str, ...] = Field(min_length=1)
     at: datetime
     by: str = ""
+    field: str = ""
+    """The changed field (``stage`` for a stage movement), for a field change."""
 
 
 class CatchUp(_Frozen):
@@ -127,7 +129,7 @@ def history_items(
             label = FIELD_LABELS.get(field, field.replace("_", " "))
             kind: ItemKind = "stage" if field == "stage" else "field"
             text, cites = with_citations(f"{name}: {label} {old} → {new}{who}, {when}", deal_id)
-            items.append(CatchUpItem(kind=kind, text=text, cited=cites, at=at, by=by))
+            items.append(CatchUpItem(kind=kind, text=text, cited=cites, at=at, by=by, field=field))
     return items
 
 
