@@ -87,7 +87,9 @@ from copilot.errors import (
 from copilot.identity import RepIdentity
 from copilot.insight.catchup import catch_up_at
 from copilot.insight.risk import RiskSettings, deal_risks
+from copilot.models.factory import build_model
 from copilot.runner import CopilotService, Proposal, TurnResult
+from copilot.settings import is_offline_model
 from copilot.writes.undo import undoable
 
 logger = logging.getLogger(__name__)
@@ -708,7 +710,9 @@ class CopilotBot(TeamsActivityHandler):
             if risk:
                 async with AsyncExitStack() as stack:
                     evidence = Evidence(connector.reads(stack, settings, rep.broker))
-                    report = await deal_risks(evidence, RiskSettings(), now)
+                    model = settings.copilot_model
+                    notes = None if is_offline_model(model) else build_model(model)
+                    report = await deal_risks(evidence, RiskSettings(), now, notes_model=notes)
                 card = insight_cards.risk_card(report, record_url_template=self.settings.record_url_template)
             else:
                 async with self.service.pool.connection() as conn:

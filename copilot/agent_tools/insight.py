@@ -24,6 +24,8 @@ from copilot.errors import CrmCallError
 from copilot.insight import catchup
 from copilot.insight.risk import RiskSettings, deal_risks
 from copilot.insight.since import UnreadableSince, read_since
+from copilot.models.factory import build_model
+from copilot.settings import is_offline_model
 
 RISK_TOOL = "deals_at_risk"
 CATCH_UP_TOOL = "catch_up"
@@ -69,9 +71,15 @@ async def _deals_at_risk(
     runtime: Runtime[AgentContext] = get_runtime(AgentContext)
     ctx = runtime.context
     evidence = Evidence(run_reads(ctx))
+    model = ctx.settings.copilot_model
     try:
         report = await deal_risks(
-            evidence, RiskSettings(), ctx.clock(), account_id=account_id, opportunity_id=opportunity_id
+            evidence,
+            RiskSettings(),
+            ctx.clock(),
+            account_id=account_id,
+            opportunity_id=opportunity_id,
+            notes_model=None if is_offline_model(model) else build_model(model),
         )
     except CrmCallError as exc:
         return _error(exc)

@@ -55,6 +55,7 @@ _USER_SELECT: Final = (
 _ACTIVITY_SELECT: Final = (
     "activityid",
     "subject",
+    "description",
     "activitytypecode",
     "actualend",
     "scheduledstart",
@@ -291,6 +292,7 @@ class DataverseReads:
             "id": row.get("activityid"),
             "type": tables.get(code, code),
             "subject": row.get("subject") or "",
+            "notes": row.get("description") or "",
             "occurred_at": occurred,
             "regarding_id": row.get("_regardingobjectid_value"),
         }

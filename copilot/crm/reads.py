@@ -17,7 +17,8 @@ CRM's, which is what :mod:`copilot.briefs.compose` and the cards consume:
   meeting attendees in code only, never for a model or a brief);
 * an opportunity: ``id``, ``name``, ``stage`` (the stage's label), ``amount``, ``currency``,
   ``close_date``, ``next_step``, ``probability``, ``owner`` (``{"id": …}``), ``version``;
-* an activity: ``id``, ``type`` (the copilot's activity type), ``subject``, ``occurred_at``
+* an activity: ``id``, ``type`` (the copilot's activity type), ``subject``, ``notes`` (for the
+  risk signal a model reads, :mod:`copilot.insight.notes`; never put in a brief), ``occurred_at``
   (ISO 8601), newest first;
 * a version of a record (:meth:`CrmReads.history`): ``record_id``, ``at`` (ISO 8601), ``by``
   (``{"id", "name"}``), ``operation`` (``create`` / ``update``) and ``changes`` (each

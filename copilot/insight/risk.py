@@ -10,10 +10,11 @@ A deal is at risk when at least one of these signals holds (thresholds: :class:`
 * ``amount_lowered``: its amount was lowered.
 
 The last three read the CRM's change history (:meth:`copilot.crm.reads.CrmReads.history`); where
-the CRM keeps none (or refuses it), they are skipped and the report says so. The notes signal
-(an activity's notes mentioning a slip, a competitor, or a budget or champion loss) needs a
-language model reading the notes; this module makes no model call, so it is not computed and
-the report says so (:data:`NOTES_SKIPPED`).
+the CRM keeps none (or refuses it), they are skipped and the report says so. The sixth,
+``notes_concern`` (the latest activity notes mention a slip, a competitor, or a budget or
+champion loss), needs a language model reading the notes (:mod:`copilot.insight.notes`): only
+with a real model given; otherwise it is not computed and the report says so
+(:data:`NOTES_SKIPPED`).
 
 Composition is pure (:func:`assess`, :func:`report_text`); :func:`deal_risks` reads, as the rep,
 through :class:`~copilot.briefs.evidence.Evidence`, so the text passes the answers' citation
@@ -26,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
+from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -33,9 +35,15 @@ from copilot.briefs.compose import amount_text, plain, with_citations
 from copilot.briefs.evidence import Evidence
 from copilot.crm.reads import Record
 from copilot.errors import CrmCallError
+from copilot.insight.notes import CONCERN_WORDS, read_concerns
 
 SignalKind = Literal[
-    "close_date_passed", "closing_quiet", "close_date_pushed", "stage_stalled", "amount_lowered"
+    "close_date_passed",
+    "closing_quiet",
+    "close_date_pushed",
+    "stage_stalled",
+    "amount_lowered",
+    "notes_concern",
 ]
 SIGNAL_KINDS: tuple[SignalKind, ...] = (
     "close_date_passed",
@@ -43,6 +51,7 @@ SIGNAL_KINDS: tuple[SignalKind, ...] = (
     "close_date_pushed",
     "stage_stalled",
     "amount_lowered",
+    "notes_concern",
 )
 HISTORY_SIGNALS: frozenset[SignalKind] = frozenset({"close_date_pushed", "stage_stalled", "amount_lowered"})
 NOTES_SKIPPED = (
@@ -50,6 +59,8 @@ NOTES_SKIPPED = (
     "language model, and this list is computed without one."
 )
 MAX_DEALS = 200
+NOTES_PER_DEAL = 3
+"""How many of a deal's newest activities' notes the model reads."""
 
 
 class RiskSettings(BaseSettings):
@@ -292,8 +303,13 @@ async def deal_risks(
     today: date | None = None,
     account_id: str | None = None,
     opportunity_id: str | None = None,
+    notes_model: BaseChatModel | None = None,
 ) -> RiskReport:
-    """The rep's open deals at risk: their own book, one account's open deals, or one deal."""
+    """The rep's open deals at risk: their own book, one account's open deals, or one deal.
+
+    ``notes_model``: a real language model to read each deal's newest activity notes for a slip, a
+    competitor, or a budget or champion loss (:mod:`copilot.insight.notes`); None skips that
+    signal, and the report says so."""
     day = today or now.astimezone(UTC).date()
     if opportunity_id is not None:
         one = await evidence.record_of("opportunity", opportunity_id)
@@ -303,23 +319,36 @@ async def deal_risks(
     else:
         deals = await evidence.open_opportunities(mine=True)
     deals = deals[:MAX_DEALS]
-    found: list[DealRisk] = []
+    signals: dict[str, list[Signal]] = {}
+    newest: dict[str, list[Record]] = {}
     without_history = 0
     for deal in deals:
         deal_id = str(deal["id"])
         activities = await evidence.activities(opportunity_id=deal_id, limit=20)
+        newest[deal_id] = activities[:NOTES_PER_DEAL]
         history = await history_of(evidence, deal_id)
         without_history += history is None
-        signals = assess(deal, activities, history, settings, now, day)
-        if signals:
-            found.append(deal_risk(deal, signals))
+        signals[deal_id] = list(assess(deal, activities, history, settings, now, day))
     skipped = []
     if without_history:
         skipped.append(
             f"The CRM gave no change history for {without_history} of {len(deals)} deals: close-date "
             "moves, time in stage and lowered amounts were not checked for them."
         )
-    skipped.append(NOTES_SKIPPED)
+    if notes_model is None:
+        skipped.append(NOTES_SKIPPED)
+    else:
+        try:
+            concerns = await read_concerns(notes_model, newest)
+        except Exception:  # noqa: BLE001 - a model outage leaves the computed signals standing
+            concerns = {}
+            skipped.append("The activity notes could not be read by the language model this time.")
+        for deal_id, found_here in concerns.items():
+            for concern in found_here:
+                text = f"latest notes say {CONCERN_WORDS[concern.kind]}: “{plain(concern.quote)}”"
+                cited, cites = with_citations(text, deal_id, concern.activity_id)
+                signals[deal_id].append(Signal(kind="notes_concern", reason=text, text=cited, cited=cites))
+    found = [deal_risk(d, signals[str(d["id"])]) for d in deals if signals[str(d["id"])]]
     order = {k: i for i, k in enumerate(SIGNAL_KINDS)}
     found.sort(key=lambda d: (min(order[s.kind] for s in d.signals), d.close_date, d.id))
     return RiskReport(today=day, checked=len(deals), deals=tuple(found), skipped=tuple(skipped))

@@ -9,6 +9,7 @@ not; a deal of an account alex may not see never appears. The moment is pinned
 
 from __future__ import annotations
 
+import json
 from contextlib import AsyncExitStack
 from datetime import date, timedelta
 from typing import Any
@@ -223,3 +224,55 @@ async def test_the_brief_of_a_meeting_about_an_at_risk_deal_says_why_citing_the_
     assert "close date moved later 2 times" in risky[0].text
     assert not any(HEALTHY in i.cited for i in risky)
     assert brief.citation_check.unverified == ()
+
+
+async def test_with_a_real_model_a_note_about_a_slip_makes_a_deal_risky_cited_to_the_activity(
+    sandbox: SandboxProcess, copilot_settings: Settings, monkeypatch: pytest.MonkeyPatch
+):
+    from copilot.models.factory import build_model
+    from tests.support.fake_openai import FakeOpenAI, call, tool_calls, use_openai_at
+
+    deal = "opp-acme-renewal"
+    planted = sandbox.call(
+        "alex",
+        "upsert_activity",
+        external_id="insight-notes-1",
+        type="call",
+        subject="Renewal check-in",
+        notes="Maria said the timeline slipped two weeks; call her at +1 206-555-0143.",
+        occurred_at=str(SEED_DAY - timedelta(days=1)),
+        opportunity_id=deal,
+    )["structuredContent"]["activity"]["id"]
+    with FakeOpenAI() as fake:
+        use_openai_at(monkeypatch, fake)
+        fake.script(
+            tool_calls(
+                call(
+                    "report_concerns",
+                    concerns=[
+                        {"activity_id": planted, "kind": "slip", "quote": "the timeline slipped two weeks"},
+                        # Words the note does not say, and an activity it was not shown: left out.
+                        {"activity_id": planted, "kind": "budget", "quote": "budget was cut"},
+                        {"activity_id": "act-9999", "kind": "competitor", "quote": "Maria said"},
+                    ],
+                )
+            )
+        )
+        rep = await sign_in(copilot_settings, "alex")
+        async with AsyncExitStack() as stack:
+            evidence = Evidence(connector.reads(stack, copilot_settings, rep.broker))
+            report = await deal_risks(
+                evidence,
+                RiskSettings(),
+                NOW,
+                today=SEED_DAY,
+                account_id="acc-acme",
+                notes_model=build_model("openai:gpt-test"),
+            )
+        (request,) = fake.requests
+    sent = json.dumps(request.body)
+    assert "timeline slipped two weeks" in sent
+    assert "206-555-0143" not in sent  # the phone number was masked before the model saw the note
+    notes = [s for d in report.deals if d.id == deal for s in d.signals if s.kind == "notes_concern"]
+    assert [(s.cited, "slipped" in s.reason) for s in notes] == [((deal, planted), True)]
+    assert NOTES_SKIPPED not in report.skipped
