@@ -1209,6 +1209,12 @@ def suggestion_request(suggestion: Suggestion) -> str:
                 f"move the close date of {suggestion.record_name} ({suggestion.record_id}) "
                 f"to {suggestion.value}"
             )
+        case "log_meeting":
+            return f"log a meeting on {suggestion.record_name} ({suggestion.record_id}) — {suggestion.value}"
+        case "set_next_step":
+            return f"change the next step for {suggestion.record_name} ({suggestion.record_id}): {suggestion.value}"
+        case "follow_up_task":
+            return f"log a task on {suggestion.record_name} ({suggestion.record_id}) — {suggestion.value}"
         case _:
             assert_never(suggestion.kind)
 
@@ -1218,6 +1224,12 @@ def suggestion_button_title(suggestion: Suggestion) -> str:
     match suggestion.kind:
         case "close_date_passed":
             return "Move the close date"
+        case "log_meeting":
+            return "Log this meeting"
+        case "set_next_step":
+            return "Set the next step"
+        case "follow_up_task":
+            return "Add the task"
         case _:
             assert_never(suggestion.kind)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.cards import CARD_VERSION, SCHEMA_URL, sources_block
+from bot.cards import CARD_VERSION, SCHEMA_URL, sources_block, suggestion_block
+from copilot.followthrough import FollowThrough
 from copilot.insight.catchup import ITEM_TITLES, CatchUp
 from copilot.insight.risk import RiskReport, report_text
 
@@ -116,3 +117,33 @@ def catch_up_card(catch_up: CatchUp, *, record_url_template: str | None = None) 
     if cited:
         body.append(sources_block(cited, {}, record_url_template))
     return _card(body, catch_up.text)
+
+
+def follow_through_card(follow: FollowThrough, *, record_url_template: str | None = None) -> Card:
+    """ "How did it go?" after a meeting: the meeting, the deal it was about, and each suggestion
+    with its own button (which asks in chat, so each change is proposed on its own approval card)
+    and "Not now" (declined: not offered again while the deal stays as it is)."""
+    end = follow.end
+    body: list[Card] = [
+        _header("How did it go?", follow.subject or "(no subject)", f"Ended {end:%a %Y-%m-%d %H:%M} UTC"),
+        _text(
+            f"{follow.account_name} [{follow.account_id}]"
+            + (f" · {follow.deal_name} [{follow.deal_id}]" if follow.deal_id else "")
+            + (f" · with {', '.join(follow.contacts)}" if follow.contacts else ""),
+            spacing="Medium",
+        ),
+    ]
+    if not follow.suggestions:
+        body.append(
+            _text(
+                "Nothing to suggest: which deal the meeting was about is not clear, or you said "
+                "not now to each suggestion.",
+                isSubtle=True,
+                spacing="Small",
+            )
+        )
+    body += suggestion_block(follow.suggestions)
+    cited = [follow.account_id, *([follow.deal_id] if follow.deal_id else [])]
+    cited += [i for s in follow.suggestions for i in s.cited]
+    body.append(sources_block(cited, {}, record_url_template))
+    return _card(body, follow.text)
