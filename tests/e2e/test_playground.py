@@ -7,7 +7,8 @@ the approval card at phone size (also with its Edit panel open), a question aske
 proposal waits (answered; the card stays, live, and is not posted again), "my
 approvals" (opened from the welcome card; one proposal opened into its card, whose older
 copy loses its buttons, and decided there), and an approved update undone from its card's
-Undo button (the undo's own approval card approved; the CRM as before), and a document
+Undo button (the undo's own approval card approved; the CRM as before), the deals-at-risk and
+what-changed cards (cited, inside a phone's width), and a document
 restricted to the West territory answered to Alex (West) and withheld from Diego (East), who
 chats in a second Playground signed in as him. Screenshots at 1280×800 and 390×844 land in
 ``test-artifacts/e2e/``.
@@ -713,4 +714,24 @@ def test_the_daily_digest_card_cites_what_it_shows_fits_a_phone_and_not_useful_i
         (alex.aad_object_id, day, "not_useful", "")
     ], rows
     for name in ("digest-card-desktop", "digest-card-phone"):
+        assert (stack.artifacts / f"{name}.png").exists(), name
+
+
+def test_the_risk_and_what_changed_cards_are_cited_and_fit_a_phone(stack: Stack):
+    new_thread(stack)
+    for command, header, name in (
+        ("deals at risk", "Deals at risk", "risk-card"),
+        ("catch me up", "What changed", "catch-up-card"),
+    ):
+        stack.teams("say", text=command, expect=header)
+        shown = stack.teams("card", contains=header, text="Sources")
+        stack.teams("screenshot", name=f"{name}-desktop", card=header)
+        assert re.search(r"\[(opp|act)-[\w-]+\]", shown["text"]), shown["text"]
+        assert detect_email(shown["text"]) == [], shown["text"]
+        assert detect_phone_numbers(shown["text"]) == [], shown["text"]
+        fitted = at_phone_size(stack, f"{name}-phone", contains=header)
+        assert inside(fitted["card"], PHONE), fitted
+        assert fitted["cardOverflow"] <= 1, fitted
+        assert shown["buttons"] == [], "read-only cards: nothing to click"
+    for name in ("risk-card-desktop", "risk-card-phone", "catch-up-card-desktop", "catch-up-card-phone"):
         assert (stack.artifacts / f"{name}.png").exists(), name
