@@ -92,3 +92,20 @@ async def test_any_model_can_call_the_risk_tool_and_cite_what_it_returned(copilo
     assert any(deal in str(m.content) for m in results)
     assert result.citations == [deal]
     assert result.unverified_citations == ["opp-0000"]
+
+
+async def test_the_offline_model_reads_an_account_named_in_a_catch_up_question_and_keeps_to_it(
+    copilot_settings: Settings, sandbox: SandboxProcess
+):
+    state = sandbox.admin("GET", "/admin/export")
+    acme = {"acc-acme"} | {o["id"] for o in state["opportunities"] if o["account_id"] == "acc-acme"}
+    acme |= {a["id"] for a in state["activities"] if a["account_id"] == "acc-acme"}
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, clock=SteppingClock(NOW)) as svc:
+        result = await svc.run_turn(rep.identity, rep.broker, None, "what changed on Acme this week?")
+    assert result.answer is not None
+    assert result.answer.startswith("What changed since 2026-12-07"), result.answer
+    assert result.citations
+    assert set(result.citations) <= acme, result.answer
+    async with connect(copilot_settings) as conn:
+        assert await last_catch_up(conn, rep.identity) is None  # an account's catch-up is not the book's
