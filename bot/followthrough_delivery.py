@@ -25,6 +25,8 @@ from copilot.briefs.mailbox_settings import rep_schedule
 from copilot.briefs.schedule import brief_verdict
 from copilot.errors import ProactivePostFailed
 from copilot.followthrough import follow_throughs_at
+from copilot.models.factory import build_model
+from copilot.settings import is_offline_model
 
 if TYPE_CHECKING:
     from bot.runtime import BotRuntime
@@ -71,7 +73,15 @@ async def deliver_follow_throughs(runtime: BotRuntime, *, at: datetime) -> Follo
             case verdict:
                 assert_never(verdict)
         async with pool.connection() as conn:
-            found = await follow_throughs_at(runtime.settings, rep.identity, rep.broker, conn, at=at)
+            model = runtime.settings.copilot_model
+            found = await follow_throughs_at(
+                runtime.settings,
+                rep.identity,
+                rep.broker,
+                conn,
+                at=at,
+                model=None if is_offline_model(model) else build_model(model),
+            )
         reference = ConversationReference().deserialize(sub.reference)
         for follow in found:
             claim = CLAIM_PREFIX + follow.meeting_id

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -123,3 +124,111 @@ async def test_log_this_meeting_is_proposed_on_its_own_approval_card_and_not_now
         [again] = await follow_throughs_at(copilot_settings, rep.identity, rep.broker, conn, at=AFTER_ADD_ON)
     assert "follow_up_task" not in {s.kind for s in again.suggestions}
     assert {"log_meeting", "set_next_step"} <= {s.kind for s in again.suggestions}
+
+
+def _graph(sandbox: SandboxProcess, handle: str, path: str, scopes: list[str]) -> Any:
+    import httpx
+
+    token = sandbox.token(handle, scopes, audience=sandbox.settings.graph_audience)
+    return httpx.get(
+        f"{sandbox.settings.http_base_url}/v1.0/me/onlineMeetings/{path}",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+
+
+def test_the_sandbox_serves_a_meetings_transcript_in_graphs_shape_to_who_was_there_and_may_read_it(
+    sandbox: SandboxProcess,
+):
+    events = sandbox.admin("GET", "/admin/export")["events"]
+    meeting = next(e for e in events if e["subject"] == "Acme analytics add-on: order form")
+    transcripts = _graph(
+        sandbox, "alex", f"{meeting['id']}/transcripts", ["OnlineMeetingTranscript.Read.All"]
+    )
+    assert transcripts.status_code == 200
+    [found] = transcripts.json()["value"]
+    content = _graph(
+        sandbox,
+        "alex",
+        f"{meeting['id']}/transcripts/{found['id']}/content",
+        ["OnlineMeetingTranscript.Read.All"],
+    )
+    assert content.headers["content-type"].startswith("text/vtt")
+    assert content.text.startswith("WEBVTT")
+    assert "<v Tom Becker>" in content.text
+    # Without the permission: 403; a meeting the caller was not in: 404.
+    denied = _graph(sandbox, "alex", f"{meeting['id']}/transcripts", ["Calendars.Read"])
+    assert denied.status_code == 403
+    assert denied.json()["error"]["code"] == "ErrorAccessDenied"
+    assert (
+        _graph(
+            sandbox, "megan", f"{meeting['id']}/transcripts", ["OnlineMeetingTranscript.Read.All"]
+        ).status_code
+        == 404
+    )
+
+
+async def test_with_a_real_model_the_next_step_comes_from_the_transcript_citing_its_lines_and_not_another_accounts(
+    copilot_settings: Settings, sandbox: SandboxProcess, monkeypatch: pytest.MonkeyPatch
+):
+    import json
+
+    from copilot.followthrough import follow_throughs_at
+    from copilot.models.factory import build_model
+    from tests.support.copilot_env import sign_in
+    from tests.support.fake_openai import FakeOpenAI, call, tool_calls, use_openai_at
+
+    events = sandbox.admin("GET", "/admin/export")["events"]
+    meeting = next(e for e in events if e["subject"] == "Acme analytics add-on: order form")
+    with FakeOpenAI() as fake:
+        use_openai_at(monkeypatch, fake)
+        fake.script(
+            tool_calls(
+                call(
+                    "draft_follow_through",
+                    next_step="Procurement sign-off once legal is done",
+                    task="Send the revised order form with the multi-year option",
+                    lines=[2, 3, 4, 9],
+                )
+            )
+        )
+        rep = await sign_in(copilot_settings, "alex")
+        async with connect(copilot_settings) as conn:
+            [follow] = await follow_throughs_at(
+                copilot_settings,
+                rep.identity,
+                rep.broker,
+                conn,
+                at=AFTER_ADD_ON,
+                model=build_model("openai:gpt-test"),
+            )
+        (request,) = fake.requests
+    sent = json.dumps(request.body)
+    assert "Legal needs two more weeks" in sent
+    assert "Globex" not in sent  # the line about another account was not used for this one
+    step = next(s for s in follow.suggestions if s.kind == "set_next_step")
+    assert step.value == "Procurement sign-off once legal is done"
+    transcript = f"tr-{meeting['id']}"
+    # Lines 2, 3 and 5 of the transcript (the model saw 4 lines; its "9" was none of them).
+    assert step.cited == ("opp-acme-analytics", f"{transcript}:L2", f"{transcript}:L3", f"{transcript}:L5")
+    assert follow.citation_check.unverified == ()
+
+
+async def test_a_rep_who_has_not_consented_to_transcripts_gets_the_card_from_the_calendar_and_crm(
+    copilot_settings: Settings, sandbox: SandboxProcess, monkeypatch: pytest.MonkeyPatch
+):
+    from copilot.briefs.types import Meeting
+    from copilot.errors import AuthError
+    from copilot.followthrough import read_transcript
+    from tests.support.copilot_env import sign_in
+
+    rep = await sign_in(copilot_settings, "diego")
+    events = sandbox.admin("GET", "/admin/export")["events"]
+    row = next(e for e in events if e["subject"] == "Globex co-sell sync")
+    meeting = Meeting(
+        id=row["id"], subject=row["subject"], start=AFTER_ADD_ON, end=AFTER_ADD_ON, is_online=True
+    )
+    # The identity provider refuses the scope to diego (no consent), as Entra answers AADSTS65001.
+    with pytest.raises(AuthError):
+        await rep.broker.token_for([f"{copilot_settings.graph_resource}/OnlineMeetingTranscript.Read.All"])
+    assert await read_transcript(copilot_settings, rep.broker, meeting) is None
