@@ -44,8 +44,13 @@ def _card(body: list[Card], fallback: str) -> Card:
     }
 
 
-def _header(kicker: str, title: str, subtitle: str) -> Card:
+FOLLOW_THROUGH_ELEMENT_PREFIX = "after-"
+"""Prefix of the element ``id`` on a follow-through card's header (the meeting id follows)."""
+
+
+def _header(kicker: str, title: str, subtitle: str, element_id: str | None = None) -> Card:
     return {
+        **({"id": element_id} if element_id else {}),
         "type": "Container",
         "style": "emphasis",
         "bleed": True,
@@ -125,7 +130,12 @@ def follow_through_card(follow: FollowThrough, *, record_url_template: str | Non
     and "Not now" (declined: not offered again while the deal stays as it is)."""
     end = follow.end
     body: list[Card] = [
-        _header("How did it go?", follow.subject or "(no subject)", f"Ended {end:%a %Y-%m-%d %H:%M} UTC"),
+        _header(
+            "How did it go?",
+            follow.subject or "(no subject)",
+            f"Ended {end:%a %Y-%m-%d %H:%M} UTC",
+            element_id=f"{FOLLOW_THROUGH_ELEMENT_PREFIX}{follow.meeting_id}",
+        ),
         _text(
             f"{follow.account_name} [{follow.account_id}]"
             + (f" · {follow.deal_name} [{follow.deal_id}]" if follow.deal_id else "")
