@@ -15,6 +15,7 @@ truth names for that item, or the record behind one: :func:`supporting`); leaks 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -26,7 +27,7 @@ from copilot.insight.risk import RiskReport, RiskSettings
 
 DATASET = Path(__file__).resolve().parent / "datasets" / "insight.jsonl"
 OPEN = ("Prospecting", "Qualification", "Proposal", "Negotiation")
-Kind = Literal["risk", "changes"]
+Kind = Literal["risk", "changes", "follow"]
 Fact = tuple[str, str]
 """(sandbox record id, what: a signal kind, a field, ``activity`` or ``created``)."""
 
@@ -40,6 +41,8 @@ class InsightItem:
     """The rep's handle."""
     days: int = 7
     """``changes``: the window, in days before the item's moment."""
+    at_minutes: int | None = None
+    """``follow``: the moment, in minutes after midnight (UTC) of the seeded day."""
 
 
 def load_items(path: Path = DATASET) -> list[InsightItem]:
@@ -173,6 +176,15 @@ def supporting(world: World, handle: str, kind: Kind, expected: set[Fact]) -> se
     it (the latest activity of a deal closing quietly; the open deal an activity regards)."""
     records = {record for record, _ in expected}
     live = [a for a in world.export["activities"] if a["voided_at"] is None]
+    if kind == "follow":
+        out = set()
+        for meeting_id, deal_id in expected:
+            event = next(e for e in world.export["events"] if e["id"] == meeting_id)
+            emails = {str(a["address"]).lower() for a in event["attendees"]}
+            out |= {deal_id} - {"none"}
+            out |= {c["id"] for c in world.export["contacts"] if c["email"].lower() in emails}
+            out |= {c["account_id"] for c in world.export["contacts"] if c["email"].lower() in emails}
+        return out
     if kind == "risk":
         for deal_id, what in expected:
             if what == "closing_quiet":
@@ -188,6 +200,63 @@ def supporting(world: World, handle: str, kind: Kind, expected: set[Fact]) -> se
         for record, what in expected
         if what == "activity" and regarding.get(record) in deals
     }
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_NOISE = frozenset(
+    {"the", "a", "an", "and", "of", "for", "with", "on", "to", "in", "review", "call", "meeting"}
+)
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _NOISE and len(w) > 2}
+
+
+def follow_truth(world: World, handle: str, at: datetime, window_minutes: int = 60) -> set[Fact]:
+    """(meeting, deal or ``none``) of every meeting of the rep that ended in the window with an
+    external attendee who is a contact of an account the rep may read: the meeting's first such
+    contact's account, and its open deal (the only one, else the one sharing the most words with
+    the subject, none on a tie)."""
+    user = world.user(handle)
+    domain = user["email"].rpartition("@")[2].lower()
+    readable = world.readable(handle)
+    contacts = {
+        c["email"].lower(): c for c in world.export["contacts"] if c["account_id"] in readable and c["email"]
+    }
+    facts: set[Fact] = set()
+    for event in world.export["events"]:
+        attendees = [str(a["address"]).lower() for a in event["attendees"]]
+        mine = event["organizer_id"] == user["id"] or user["email"].lower() in attendees
+        ends = _at(event["end_at"])
+        if (
+            event["tenant_id"] != user["tenant_id"]
+            or not mine
+            or not at - timedelta(minutes=window_minutes) < ends <= at
+        ):
+            continue
+        matched = [contacts[a] for a in attendees if a.rpartition("@")[2] != domain and a in contacts]
+        if not matched:
+            continue
+        account = matched[0]["account_id"]
+        deals = [
+            o for o in world.export["opportunities"] if o["account_id"] == account and o["stage"] in OPEN
+        ]
+        deal: dict[str, Any] | None = deals[0] if len(deals) == 1 else None
+        if len(deals) > 1:
+            said = _words(event["subject"])
+            scored = sorted(((len(said & _words(d["name"])), d["id"]) for d in deals), reverse=True)
+            if scored[0][0] and scored[0][0] != scored[1][0]:
+                deal = next(d for d in deals if d["id"] == scored[0][1])
+        facts.add((event["id"], deal["id"] if deal else "none"))
+    return facts
+
+
+def follow_facts(
+    found: Sequence[Any], to_sandbox: Callable[[str], str | None]
+) -> tuple[set[Fact], list[str]]:
+    """(meeting, deal or ``none``) of each follow-through, and every id its suggestions cite."""
+    facts = {(f.meeting_id, (to_sandbox(f.deal_id) or f.deal_id) if f.deal_id else "none") for f in found}
+    return facts, [i for f in found for s in f.suggestions for i in s.cited]
 
 
 # --- the product's answer ------------------------------------------------------------------------

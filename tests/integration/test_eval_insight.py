@@ -1,4 +1,4 @@
-"""The risk and change eval items (``evals/insight.py``, ``evals/datasets/insight.jsonl``), run on
+"""The risk, change and follow-through eval items (``evals/insight.py``, ``evals/datasets/insight.jsonl``), run on
 both CRM profiles against a sandbox seeded from a named day, scored against the truth computed
 from the sandbox's export: precision and recall of the at-risk set and of the change list,
 citation precision 100 %, no leak. The table is printed (``-s``) and written to
@@ -15,14 +15,18 @@ import pytest
 
 from copilot.briefs.evidence import Evidence
 from copilot.crm import connector
+from copilot.followthrough import follow_throughs_at
 from copilot.insight.catchup import catch_up_reads
 from copilot.insight.risk import RiskSettings, deal_risks
+from copilot.persistence.database import connect
 from copilot.settings import Settings
 from evals.insight import (
     Score,
     World,
     change_facts,
     change_truth,
+    follow_facts,
+    follow_truth,
     load_items,
     risk_facts,
     risk_truth,
@@ -78,7 +82,14 @@ async def test_risk_and_change_items_score_full_marks_on_both_profiles(
             readable = world.readable(item.rep)
             async with AsyncExitStack() as stack:
                 evidence = Evidence(connector.reads(stack, settings, rep.broker))
-                if item.kind == "risk":
+                if item.kind == "follow":
+                    assert item.at_minutes is not None
+                    at = SEED_MIDNIGHT + timedelta(minutes=item.at_minutes)
+                    async with connect(settings) as conn:
+                        found = await follow_throughs_at(settings, rep.identity, rep.broker, conn, at=at)
+                    made, cited = follow_facts(found, to_sandbox)
+                    expected = follow_truth(world, item.rep, at)
+                elif item.kind == "risk":
                     report = await deal_risks(evidence, thresholds, NOW, today=SEED_DAY)
                     made, cited = risk_facts(report, to_sandbox)
                     expected = risk_truth(world, item.rep, NOW, SEED_DAY, thresholds)
@@ -96,7 +107,7 @@ async def test_risk_and_change_items_score_full_marks_on_both_profiles(
     ARTIFACT.write_text(report_table + "\n", encoding="utf-8")
     assert {key[1] for key in rows} == {"dev", "heldout"}
     for key, score in rows.items():
-        assert score.expected > 0, key
+        assert score.expected > 0 or key[2] == "follow", key
         assert (score.precision, score.recall) == (1.0, 1.0), (key, score.misses[:10])
         assert score.citation_precision == 1.0, key
         assert score.leaks == [], key
