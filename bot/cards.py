@@ -1019,7 +1019,9 @@ def help_card() -> Card:
         _text("**Answer questions** from live CRM data, with your permissions, citing each record:"),
         _text(
             "account summaries, your pipeline (by stage or closing this quarter), deal amounts, "
-            "close dates and next steps, contacts by title, the last activity on an account.",
+            "close dates and next steps, contacts by title, the last activity on an account; "
+            "**deals at risk** (and why) and **catch me up** (what changed since you last looked, "
+            "or since a day you name).",
             spacing="Small",
         ),
         _text("**Propose changes** that you approve, edit or reject on their own card:", spacing="Medium"),
@@ -1033,7 +1035,8 @@ def help_card() -> Card:
             "**brief on** / **brief off** (a meeting prep brief before each customer meeting), "
             "**brief 30 minutes before**, **brief me** (your next customer meeting, now); "
             "**digest on** / **digest off** (your day each working morning), **digest at 8:00**, "
-            "**digest me** (today's, now).",
+            "**digest me** (today's, now); with briefs on, a **How did it go?** card after each "
+            "customer meeting.",
             spacing="Small",
         ),
         _text(
