@@ -166,7 +166,12 @@ def insight_tools() -> list[BaseTool]:
                 "lowered. Each reason cites its record ids."
             ),
             args_schema=DealsAtRiskArgs,
-            metadata={"readOnlyHint": True, "title": "Deals at risk"},
+            # Selection cues (word stems): the tool is offered when the conversation speaks of it.
+            metadata={
+                "readOnlyHint": True,
+                "title": "Deals at risk",
+                "cues": ("risk", "slip", "stall", "stuck", "worr", "health", "trouble", "danger"),
+            },
         ),
         StructuredTool.from_function(
             coroutine=_catch_up,
@@ -177,6 +182,10 @@ def insight_tools() -> list[BaseTool]:
                 "and tasks logged, over the rep's deals or one of them. Each item cites its record ids."
             ),
             args_schema=CatchUpArgs,
-            metadata={"readOnlyHint": True, "title": "What changed"},
+            metadata={
+                "readOnlyHint": True,
+                "title": "What changed",
+                "cues": ("chang", "catch", "since", "what's new", "whats new", "happened", "moved", "updat"),
+            },
         ),
     ]
