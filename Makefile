@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: setup chromium faketime any-day demo chat test lint typecheck unit soak bench eval eval-generate clean \
-	infra-check infra-deploy infra-secrets infra-rotate infra-package dataverse-check
+	infra-check infra-bootstrap infra-deploy infra-secrets infra-rotate infra-package infra-doctor infra-lock-anchors dataverse-check
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -137,6 +137,20 @@ SECRET ?=
 APP_VERSION ?= 1.0.0
 _require = @test -n "$($(1))" || { echo "error: set $(1)=... (docs/ADMIN.md)" >&2; exit 2; }
 
+# Once per subscription and resource group: sign in (unless already), register the resource
+# providers the template's resources need (Microsoft.App: the Flex Consumption subnet
+# delegation), create the resource group. tests/infra checks the list against the template.
+LOCATION ?=
+INFRA_PROVIDERS := Microsoft.App Microsoft.Authorization Microsoft.BotService Microsoft.CognitiveServices \
+	Microsoft.DBforPostgreSQL Microsoft.Insights Microsoft.KeyVault Microsoft.ManagedIdentity \
+	Microsoft.Network Microsoft.OperationalInsights Microsoft.Storage Microsoft.Web
+infra-bootstrap:
+	$(call _require,RESOURCE_GROUP)
+	$(call _require,LOCATION)
+	az account show --output none 2>/dev/null || az login --output none
+	for ns in $(INFRA_PROVIDERS); do az provider register --namespace $$ns --wait --output none || exit 1; done
+	az group create --name $(RESOURCE_GROUP) --location $(LOCATION) --output none
+
 # Provision (or upgrade) everything in infra/main.bicep into an existing resource group.
 infra-deploy: infra-check
 	$(call _require,RESOURCE_GROUP)
@@ -156,13 +170,36 @@ infra-rotate: setup
 	$(call _require,SECRET)
 	PYTHONPATH=. $(PY) infra/vault_secrets.py --vault $(VAULT) --rotate $(SECRET)
 
-# The Teams app package from the deployment's outputs (MicrosoftAppId, BOT_DOMAIN).
+# The Teams app package from the deployment's outputs (MicrosoftAppId, BOT_DOMAIN, the publisher's
+# name and links; bot/package.py refuses sample values such as Contoso in a tenant's package).
 _output = $$(az deployment group show --resource-group $(RESOURCE_GROUP) --name $(DEPLOYMENT) \
 	  --query properties.outputs.$(1).value --output tsv)
 infra-package: setup
 	$(call _require,RESOURCE_GROUP)
 	MicrosoftAppId=$(call _output,MicrosoftAppId) BOT_DOMAIN=$(call _output,BOT_DOMAIN) \
+	  PUBLISHER_NAME="$(call _output,PUBLISHER_NAME)" WEBSITE_URL=$(call _output,WEBSITE_URL) \
+	  PRIVACY_URL=$(call _output,PRIVACY_URL) TERMS_URL=$(call _output,TERMS_URL) \
 	  APP_VERSION=$(APP_VERSION) $(PY) -m bot package
+
+# The preflight inside the Function App (where the private data stores are reachable): GET
+# /api/doctor with the host's master key; prints the report, fails when a check failed.
+infra-doctor:
+	$(call _require,RESOURCE_GROUP)
+	@app=$(call _output,functionAppName); \
+	key=$$(az functionapp keys list --resource-group $(RESOURCE_GROUP) --name $$app --query masterKey --output tsv); \
+	curl --silent --show-error --fail-with-body --header "x-functions-key: $$key" \
+	  "https://$$(az functionapp show --resource-group $(RESOURCE_GROUP) --name $$app --query defaultHostName --output tsv)/api/doctor"
+
+# Lock the audit anchors' retention policy: irreversible (the period can then only grow, and the
+# container and the storage account cannot be deleted while anchors are held). ARM offers no
+# declarative lock (it is a POST action on the policy), so this is a step, not a parameter.
+infra-lock-anchors:
+	$(call _require,RESOURCE_GROUP)
+	@account=$(call _output,storageAccountName); container=$(call _output,auditAnchorContainer); \
+	etag=$$(az storage container immutability-policy show --resource-group $(RESOURCE_GROUP) \
+	  --account-name $$account --container-name $$container --query etag --output tsv); \
+	az storage container immutability-policy lock --resource-group $(RESOURCE_GROUP) \
+	  --account-name $$account --container-name $$container --if-match "$$etag" --output none
 
 clean:
 	rm -rf $(VENV) $(INFRA_VENV) node_modules .data

@@ -9,6 +9,7 @@
 * ``briefs``       timer every 5 minutes             post opted-in reps' meeting prep briefs, once
 * ``digest``       timer every 15 minutes            post opted-in reps' daily digests, once a day
 * ``followthrough`` timer every 5 minutes            after a customer meeting ends, "How did it go?", once
+* ``doctor``       GET  /api/doctor (master key)     the preflight's report, run where the data is
 """
 
 import azure.functions as func
@@ -16,6 +17,7 @@ import azure.functions as func
 from functions.audit_seal import bp as audit_seal_bp
 from functions.briefs import bp as briefs_bp
 from functions.digest import bp as digest_bp
+from functions.doctor_http import bp as doctor_bp
 from functions.followthrough import bp as followthrough_bp
 from functions.health import bp as health_bp
 from functions.messages import bp as messages_bp
@@ -32,5 +34,6 @@ for blueprint in (
     briefs_bp,
     digest_bp,
     followthrough_bp,
+    doctor_bp,
 ):
     app.register_functions(blueprint)

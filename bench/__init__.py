@@ -21,7 +21,7 @@ an absolute threshold. ``CRM_KIND`` picks the CRM profile measured (``reference`
 * :mod:`~bench.channel`     channel tokens the bench signs, with their OpenID metadata
 * :mod:`~bench.azurite`     the Azurite queue emulator (npm) as a subprocess
 * :mod:`~bench.bots`        bot dev server replies against an echo bot
-* :mod:`~bot.echo_bot`    the minimal botbuilder echo bot (a subprocess)
+* :mod:`~bench.echo_bot`  the minimal botbuilder echo bot (a subprocess)
 * :mod:`~bench.imports`     cold import times of the Functions paths
 * :mod:`~bench.report`      the table and the JSON document
 * :mod:`~bench.run`         the command: runs everything, progress on stderr

@@ -1,7 +1,7 @@
 """Reply latency and throughput through the bot dev server, against a minimal echo bot.
 
 Both run as subprocesses (``python -m bot serve`` in local development mode, with the
-product's offline model; ``python -m bot.echo_bot``) and reply to the bench's own
+product's offline model; ``python -m bench.echo_bot``) and reply to the bench's own
 stand-in Bot Connector. N Teams-shaped messages are posted at once, each in its own 1:1
 conversation of the bench's rep; a message's latency is its POST round trip (both servers
 run the turn inside the request, replies included), a batch's wall time / N is the inverse
@@ -124,7 +124,7 @@ async def bot_replies(
                 log_path=env.work / "bot.log",
             ),
             http_server(
-                ["-m", "bot.echo_bot", "--port", str(echo_port)],
+                ["-m", "bench.echo_bot", "--port", str(echo_port)],
                 variables=env.variables,
                 health_url=f"http://127.0.0.1:{echo_port}/api/health",
                 log_path=env.work / "echo.log",

@@ -52,11 +52,14 @@ class BenchChatModel(BaseChatModel):
     """Characters of the JSON schemas of the tools bound (what a provider would be sent)."""
     read: ReadScenario
     write: WriteScenario
+    lookup: ReadScenario | None = None
 
     @classmethod
     def scripted(cls, scenarios: Scenarios, *, write_tool: str = "log_activity") -> BenchChatModel:
         """The model playing ``scenarios`` (the run's turn and approve-click scenarios)."""
-        return cls(read=scenarios.turn, write=scenarios.approve_click, write_tool=write_tool)
+        return cls(
+            read=scenarios.turn, write=scenarios.approve_click, lookup=scenarios.lookup, write_tool=write_tool
+        )
 
     @property
     def _llm_type(self) -> str:
@@ -79,9 +82,10 @@ class BenchChatModel(BaseChatModel):
             if answered:
                 return AIMessage(content=self.write.answer)
             return AIMessage(content="", tool_calls=[_call(self.write_tool, self._write_args())])
+        read = self.lookup if self.lookup is not None and self.lookup.question in question else self.read
         if answered:
-            return AIMessage(content=self.read.answer)
-        return AIMessage(content="", tool_calls=[_call(name, args) for name, args in self.read.reads()])
+            return AIMessage(content=read.answer)
+        return AIMessage(content="", tool_calls=[_call(name, args) for name, args in read.reads()])
 
     def _write_args(self) -> dict[str, Any]:
         if self.write_tool == "create_record":

@@ -16,7 +16,7 @@ conversation) arriving at the connector; typing / progress updates do not count.
 with no answer within :data:`REPLY_TIMEOUT_SECONDS`, a refused POST or an answer that is
 the bot's error message or a sign-in card is an error: counted, and no latency. A batch's
 wall time runs from its first POST to its last answer (or time-out); wall time / N is the
-inverse of turns per second. The baseline is ``python -m bot.echo_bot``, measured the same
+inverse of turns per second. The baseline is ``python -m bench.echo_bot``, measured the same
 way (its reply arrives inside the POST). Batches alternate: ours, echo, ours, echo...
 
 The sandbox has only a handful of reps, and the bench's scenario is built on the records of
@@ -154,7 +154,7 @@ async def queue_replies(
                         log_path=env.work / "functions-worker.log",
                     ),
                     http_server(
-                        ["-m", "bot.echo_bot", "--port", str(echo_port)],
+                        ["-m", "bench.echo_bot", "--port", str(echo_port)],
                         variables=env.variables,
                         health_url=f"http://127.0.0.1:{echo_port}/api/health",
                         log_path=env.work / "echo-queue.log",

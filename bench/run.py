@@ -17,6 +17,7 @@ listed as not measured, with the reason: their numbers are the reference profile
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -193,6 +194,7 @@ async def run_bench(
     ):
         with counting(costs):
             for scenario, description, measure in (
+                ("lookup cost", "run_turn vs bare create_agent", functools.partial(turn_cost, lookup=True)),
                 ("turn cost", "run_turn vs bare create_agent", turn_cost),
                 ("approve click", "decide vs bare HITL resume", approve_click_cost),
             ):

@@ -54,6 +54,8 @@ class ReadScenario:
     query: QueryTool | None = None
     """``dataverse``: the read-only query tool (as discovered) both reads go through; None on
     ``reference``, whose reads are ``get_account`` and ``list_opportunities``."""
+    single: bool = False
+    """A lookup: only the first read (the account), and an answer citing it."""
 
     @property
     def account_id(self) -> str:
@@ -64,7 +66,11 @@ class ReadScenario:
         return self.opportunity.id
 
     def reads(self) -> list[tuple[str, dict[str, Any]]]:
-        """The two reads the model asks for in parallel: (tool, arguments) each."""
+        """The reads the model asks for in parallel (two; one for a lookup): (tool, arguments) each."""
+        both = self._both()
+        return both[:1] if self.single else both
+
+    def _both(self) -> list[tuple[str, dict[str, Any]]]:
         if self.query is None:
             return [
                 ("get_account", {"account_id": self.account_id}),
@@ -90,6 +96,8 @@ class ReadScenario:
 
     @property
     def answer(self) -> str:
+        if self.single:
+            return f"{self.account.name} [{self.account.id}] is one of your accounts."
         return (
             f"{self.account.name} [{self.account.id}] has an open opportunity, "
             f"{self.opportunity.name} [{self.opportunity.id}], in the pipeline."
@@ -114,6 +122,8 @@ class Scenarios:
 
     turn: ReadScenario
     approve_click: WriteScenario
+    lookup: ReadScenario
+    """One read, then an answer: the cheapest question (the prompt-size row's lookup)."""
     crm_kind: CrmKind
     """The CRM profile the records were found on (``reference`` or ``dataverse``)."""
     bot_question: str
@@ -133,6 +143,14 @@ def scenarios_for(
             account=account,
             opportunity=opportunity,
             query=query,
+        ),
+        lookup=ReadScenario(
+            name="lookup",
+            question=f"bench: where is {account.name} based?",
+            account=account,
+            opportunity=opportunity,
+            query=query,
+            single=True,
         ),
         approve_click=WriteScenario(
             name="approve_click",

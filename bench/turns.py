@@ -24,9 +24,11 @@ async def turn_cost(
     warmup: int,
     costs: Costs,
     progress: Progress,
+    lookup: bool = False,
 ) -> Comparison:
-    """``run_turn`` of a two-reads-then-answer question against a bare ``create_agent`` turn."""
-    question = env.scenarios.turn.question
+    """``run_turn`` of a two-reads-then-answer question (``lookup``: one read, then the answer)
+    against a bare ``create_agent`` turn."""
+    question = (env.scenarios.lookup if lookup else env.scenarios.turn).question
     model = BenchChatModel.scripted(env.scenarios)
     ours_broker, bare = env.broker(), BareAgent(env.settings, service.saver, model, env.broker())
 
@@ -38,11 +40,12 @@ async def turn_cost(
     async def baseline(_: Any) -> None:
         await bare.turn(question)
 
+    reads = "one CRM read" if lookup else "two parallel CRM reads"
     comparison = Comparison(
-        scenario="turn cost",
-        description="one turn: two parallel CRM reads, then a cited answer (2 model calls)"
+        scenario="lookup cost" if lookup else "turn cost",
+        description=f"one turn: {reads}, then a cited answer (2 model calls)"
         if env.crm_kind == "reference"
-        else "one turn: two parallel read_query calls (the query tool found by its schema), then a "
+        else f"one turn: {reads} through read_query (the query tool found by its schema), then a "
         "cited answer (2 model calls)",
         baseline="bare create_agent + load_mcp_tools on one session, same model, saver and token",
     )

@@ -74,6 +74,11 @@ class AzureIdentityAppCredentials(AppCredentials):
                 access = await asyncio.to_thread(self._credential.get_token, self._scope)
                 self._token = (access.token, int(access.expires_on))
 
+    @property
+    def expires_on(self) -> int:
+        """When the token :meth:`refresh` fetched expires (epoch seconds; 0 before any)."""
+        return self._token[1] if self._token is not None else 0
+
     def get_access_token(self, force_refresh: bool = False) -> str:
         token = None if force_refresh else self._fresh()
         if token is not None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from cryptography.fernet import Fernet
 from pydantic import ValidationError
 
+from bot.doctor_credentials import bot_credentials
+from bot.doctor_package import teams_package
+from bot.doctor_sso import sso_connection
 from bot.settings import BotSettings
 from copilot.doctor.framework import Check, CheckFailed, DoctorContext
 from copilot.doctor.settings_checks import validation_failure
@@ -60,4 +63,9 @@ async def bot_settings(ctx: DoctorContext) -> str:
     )
 
 
-BOT_CHECKS: tuple[Check, ...] = (Check("settings.bot", bot_settings),)
+BOT_CHECKS: tuple[Check, ...] = (
+    Check("settings.bot", bot_settings),
+    Check("bot.credentials", bot_credentials),
+    Check("sso.connection", sso_connection),
+    Check("teams.package", teams_package),
+)

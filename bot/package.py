@@ -47,6 +47,12 @@ _GUID = re.compile(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 _SEMVER = re.compile(r"^(?:0|[1-9]\d*)\.(?:0|[1-9]\d*)\.(?:0|[1-9]\d*)$")
 _HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _PLACEHOLDER = re.compile(r"\{\{([A-Z_]+)\}\}")
+_SAMPLE_NAMES = re.compile(
+    r"contoso|(^|[./@])example\.(com|net|org)\b|\.(example|invalid|test)\b|localhost", re.IGNORECASE
+)
+"""Sample organisations and reserved domains (RFC 2606): fine in a local package, never in a tenant's."""
+PUBLISHER_SETTINGS = ("PUBLISHER_NAME", "WEBSITE_URL", "PRIVACY_URL", "TERMS_URL")
+"""What the Teams admin center shows reps about who publishes the app (infra outputs them)."""
 
 
 class PackageSettings(BaseSettings):
@@ -110,6 +116,22 @@ def _check_settings(settings: PackageSettings) -> None:
         # Teams requires https for the developer links shown on the app's details page.
         if parts.scheme != "https" or not parts.netloc:
             raise ValueError(f"{env} must be an absolute https:// URL; got {url!r}")
+    if settings.bot_app_id != LOCAL_APP_ID:
+        # A package for a tenant: reps see these on the app's details page, and the Teams admin
+        # center's review needs real links; the sample values are for local packages only.
+        values = dict(
+            zip(
+                PUBLISHER_SETTINGS,
+                (settings.publisher_name, settings.website_url, settings.privacy_url, settings.terms_url),
+                strict=True,
+            )
+        )
+        for env, value in values.items():
+            if _SAMPLE_NAMES.search(value):
+                raise ValueError(
+                    f"{env} is a sample value ({value!r}): set your organisation's (infra/main.bicep "
+                    "publisherName, websiteUrl, privacyUrl, termsUrl; make infra-package passes them)"
+                )
 
 
 def _fill(node: Any, values: dict[str, str]) -> Any:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, SummarizationMiddleware
+from langchain.agents.middleware import AgentMiddleware, LLMToolSelectorMiddleware, SummarizationMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -22,8 +22,14 @@ from copilot.middleware.grounding import GroundingMiddleware
 from copilot.middleware.limits import FriendlyModelCallLimit
 from copilot.middleware.pii import pii_middleware
 from copilot.middleware.proposals import ProposalSnapshotMiddleware
-from copilot.middleware.resilience import CircuitBreaker, CircuitBreakerMiddleware, CrmRetryMiddleware
+from copilot.middleware.resilience import (
+    UNAVAILABLE_MESSAGE,
+    CircuitBreaker,
+    CircuitBreakerMiddleware,
+    CrmRetryMiddleware,
+)
 from copilot.middleware.tool_call_ids import ToolCallIdMiddleware
+from copilot.middleware.tool_selection import ToolSelectionMiddleware, tool_cues
 from copilot.middleware.write_guard import WriteGuardMiddleware
 from copilot.models.fallback import TracedModelFallback, with_fallbacks
 from copilot.prompts import system_prompt
@@ -54,7 +60,8 @@ def build_agent(
     tools: list[BaseTool] = [*reads, *write_tools()]
     hitl = approval_middleware()
     assert_every_write_is_interrupted(tools, hitl, read_only={t.name for t in reads})
-    middleware: list[AgentMiddleware[Any, Any, Any]] = [
+    middleware: list[AgentMiddleware[Any, Any, Any]] = [*_selection(settings, model, tools, reads)]
+    middleware += [
         RepContextMiddleware(),
         pii_middleware(settings.phone_region),
         SummarizationMiddleware(
@@ -75,6 +82,8 @@ def build_agent(
             read_tools={t.name for t in reads},
             run_limit=settings.model_call_run_limit,
             thread_limit=settings.model_call_thread_limit,
+            fallbacks=fallbacks,
+            rep_facing=(UNAVAILABLE_MESSAGE,),
         ),
     ]
     if fallbacks:
@@ -100,9 +109,22 @@ def build_agent(
     return create_agent(
         model,
         tools,
-        system_prompt=system_prompt(REGISTRY),
+        system_prompt=system_prompt([t.name for t in tools], write_tools=list(REGISTRY)),
         middleware=middleware,
         context_schema=AgentContext,
         checkpointer=checkpointer,
         store=store,
     )
+
+
+def _selection(
+    settings: Settings, model: BaseChatModel, tools: Sequence[BaseTool], reads: Sequence[BaseTool]
+) -> list[AgentMiddleware[Any, Any, Any]]:
+    """The tool selection the settings ask for (first in the chain: later middleware, the
+    grounding gate among them, see only what the model is offered)."""
+    if settings.tool_selection == "all":
+        return []
+    if settings.tool_selection == "llm":
+        always = [t.name for t in tools if not tool_cues(t)]
+        return [LLMToolSelectorMiddleware(model=model, always_include=always)]
+    return [ToolSelectionMiddleware(write_tools=[t.name for t in tools if t not in reads])]

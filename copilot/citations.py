@@ -52,6 +52,13 @@ def _ids_in(value: Any, found: set[str]) -> None:
             _ids_in(child, found)
 
 
+def ids_in_value(value: Any) -> set[str]:
+    """Every record id in one parsed tool result (or a part of one)."""
+    found: set[str] = set()
+    _ids_in(value, found)
+    return found
+
+
 def message_text(message: BaseMessage) -> str:
     """The text of a message whose content may be a string or content blocks."""
     content = message.content

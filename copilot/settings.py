@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     db_pool_max_size: int = Field(default=10, ge=1, alias="COPILOT_DB_POOL_MAX")
     db_pool_max_lifetime_seconds: float = Field(default=1800.0, gt=0, alias="COPILOT_DB_POOL_MAX_LIFETIME")
     db_pool_max_idle_seconds: float = Field(default=300.0, gt=0, alias="COPILOT_DB_POOL_MAX_IDLE")
+    db_max_instances: int = Field(default=1, ge=1, alias="COPILOT_DB_MAX_INSTANCES")
+    """How many worker processes may hold pools at once (the Function App's
+    ``maximumInstanceCount``): the doctor's ``database.connections`` ceiling multiplies by it."""
     db_app_role: str = Field(default="copilot_app", alias="COPILOT_DB_APP_ROLE")
     """Role each pooled connection switches to (``SET ROLE``); empty = stay the login user."""
 
@@ -136,6 +139,10 @@ class Settings(BaseSettings):
     knowledge_results: int = Field(default=4, ge=1, le=20, alias="COPILOT_KNOWLEDGE_RESULTS")
     """How many knowledge chunks one ``search_knowledge`` call returns."""
     fallback_models: str = Field(default="", alias="COPILOT_FALLBACK_MODELS")
+    tool_selection: Literal["rules", "llm", "all"] = Field(default="rules", alias="COPILOT_TOOL_SELECTION")
+    """Which tools each model call is offered: ``rules`` (by the conversation's words, no model
+    call; :mod:`copilot.middleware.tool_selection`), ``llm`` (LangChain's
+    ``LLMToolSelectorMiddleware``: one extra model call a turn) or ``all``."""
     """Comma-separated ``provider:model`` list tried in order when the primary model fails."""
     model_call_run_limit: int = Field(default=12, ge=1, alias="COPILOT_MODEL_CALL_RUN_LIMIT")
     model_call_thread_limit: int = Field(default=200, ge=1, alias="COPILOT_MODEL_CALL_THREAD_LIMIT")

@@ -2,7 +2,7 @@
 
 Without ``LANGSMITH_API_KEY`` this step sends nothing and says so; the eval's exit code is
 the metrics' either way. With a key, each item is uploaded once as a LangSmith example
-(``copilot.tracing.experiments.record_experiment``: re-running adds no duplicate) and each
+(``evals.experiments.record_experiment``: re-running adds no duplicate) and each
 model's results become an experiment of scored runs, named after the dataset, the model, the
 time and a random tail.
 """
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from copilot.settings import Settings
-from copilot.tracing.experiments import ExperimentExample, ExperimentResult, record_experiment
 from evals.dataset import EvalItem
+from evals.experiments import ExperimentExample, ExperimentResult, record_experiment
 
 
 def examples(items: Sequence[EvalItem]) -> list[ExperimentExample]:

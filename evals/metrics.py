@@ -18,6 +18,8 @@ from pydantic import BaseModel, ValidationError
 
 from copilot.citations import cited_ids
 from copilot.grounding import COULD_NOT_LOOK_UP
+from copilot.grounding.rules import GATE_NOTES
+from copilot.grounding.shown_text import degenerate_text, internal_text
 from copilot.grounding.text_calls import find_text_calls
 from copilot.redaction import detect_phone_numbers
 from evals.dataset import (
@@ -58,6 +60,8 @@ class TurnObservation:
     """Record ids in this turn's tool results."""
     tool_result_names: set[str] = field(default_factory=set)
     """Record names in this turn's tool results (to tell factual sentences)."""
+    tool_errors: list[str] = field(default_factory=list)
+    """This turn's tool results that were errors (text only the model may see)."""
     proposals: list[ProposalSeen] = field(default_factory=list)
     model_calls: int = 0
     tokens: int = 0
@@ -224,6 +228,31 @@ def raw_tool_call_text(obs: TurnObservation) -> int:
     return 1 if obs.answer and find_text_calls(obs.answer, names) is not None else 0
 
 
+def internal_text_shown(obs: TurnObservation, question: str) -> int:
+    """1 when the answer shown holds text meant only for the model: copied from this turn's tool
+    errors or the gate's notes, a bound tool's name the rep never typed, or a traceback, pydantic
+    report or JSON schema (:func:`copilot.grounding.shown_text.internal_text`)."""
+    if not shown_as_fact(obs):
+        return 0
+    found = internal_text(
+        obs.answer, sources=[*obs.tool_errors, *GATE_NOTES], identifiers=obs.bound_tools, question=question
+    )
+    return 0 if found is None else 1
+
+
+def degenerate_shown(obs: TurnObservation) -> int:
+    """1 when the answer shown is degenerate: a loop, markup or template residue, or one word
+    after reads (:func:`copilot.grounding.shown_text.degenerate_text`)."""
+    if not shown_as_fact(obs):
+        return 0
+    return 0 if degenerate_text(obs.answer, answers_reads=bool(obs.tools_run)) is None else 1
+
+
+def proposals_without_request(expect: Expect, obs: TurnObservation) -> int:
+    """1 when a turn that asks no change (its expectation holds no proposal) shows a proposal."""
+    return 1 if obs.proposals and not expect.proposals else 0
+
+
 def expects_crm_facts(expect: Expect) -> bool:
     """Whether the turn's honest answer states CRM facts (reference facts or records, or that
     there is nothing)."""
@@ -356,6 +385,9 @@ class TurnScore:
     leaked: list[str] = field(default_factory=list)
     ungrounded_shown: int | None = None
     raw_tool_call_text: int = 0
+    internal_text_shown: int = 0
+    degenerate_shown: int = 0
+    proposals_without_request: int = 0
     error: str | None = None
 
 
@@ -367,8 +399,9 @@ def score_turn(
     seeded: dt.date,
     write_tools: Iterable[str],
     schemas: Mapping[str, type[BaseModel]],
+    question: str = "",
 ) -> TurnScore:
-    """Score one turn."""
+    """Score one turn (``question``: the rep's message, whose own words an answer may repeat)."""
     score = TurnScore(kind=kind, error=obs.error)
     writes = set(write_tools)
     answer = obs.answer or ""
@@ -413,6 +446,9 @@ def score_turn(
     score.leaks = len(leaked)
     score.ungrounded_shown = ungrounded_shown(expect, obs, writes, seeded)
     score.raw_tool_call_text = raw_tool_call_text(obs)
+    score.internal_text_shown = internal_text_shown(obs, question)
+    score.degenerate_shown = degenerate_shown(obs)
+    score.proposals_without_request = proposals_without_request(expect, obs)
     return score
 
 
@@ -450,7 +486,14 @@ def mean(values: Iterable[float | None]) -> MetricValue:
     return MetricValue(sum(present) / len(present) if present else None, len(present))
 
 
-COUNT_METRICS = ("leaks", "ungrounded_shown", "raw_tool_call_text")
+COUNT_METRICS = (
+    "leaks",
+    "ungrounded_shown",
+    "raw_tool_call_text",
+    "internal_text_shown",
+    "degenerate_shown",
+    "proposals_without_request",
+)
 """Per-turn counts summed over the turns they apply to (each must stay at 0)."""
 
 
@@ -466,6 +509,11 @@ def aggregate(scores: Sequence[TurnScore], costs: Sequence[ItemCost]) -> dict[st
     result = {name: mean(getattr(s, name) for s in scores) for name in RATE_METRICS}
     result.update({name: total(getattr(s, name) for s in scores) for name in COUNT_METRICS})
     result["errors"] = MetricValue(float(sum(1 for s in scores if s.error)), len(scores))
+    # How often the grounding gate gave up on this model: with COPILOT_FALLBACK_MODELS set,
+    # each of these turns goes to the next model before the rep is refused.
+    result["gate_refused"] = MetricValue(
+        float(sum(1 for s in scores if s.error == "notice: ungrounded")), len(scores)
+    )
     result["model_calls_per_item"] = mean(float(c.model_calls) for c in costs)
     result["tokens_per_item"] = mean(float(c.tokens) for c in costs)
     calls = sum(c.model_calls for c in costs)

@@ -38,6 +38,8 @@ class RunObserver(BaseCallbackHandler):
         """Names of the tools bound to any model call of the turn (what the model was given)."""
         self.tools_run: list[str] = []
         """Tools that actually ran (a proposed write runs only once approved: never in an eval)."""
+        self.tool_errors: list[str] = []
+        """The text of every tool result that was an error (what only the model may see)."""
         self.result_ids: set[str] = set()
         self.result_names: set[str] = set()
         self._model_runs: set[UUID] = set()
@@ -82,6 +84,8 @@ class RunObserver(BaseCallbackHandler):
 
     def on_tool_end(self, output: Any, **_: Any) -> None:
         if isinstance(output, ToolMessage):
+            if output.status == "error":
+                self.tool_errors.append(message_text(output))
             self.result_ids |= ids_in_tool_results([output])
             _names(parse_result_text(message_text(output)), self.result_names)
 

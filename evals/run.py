@@ -102,6 +102,7 @@ def _observation(result: TurnResult | None, observer: Any, error: str | None) ->
         bound_tools=set(observer.bound_tools),
         tool_result_ids=set(observer.result_ids),
         tool_result_names=set(observer.result_names),
+        tool_errors=list(observer.tool_errors),
         proposals=[ProposalSeen(p.tool, dict(p.args)) for p in (result.proposals if result else [])],
         model_calls=observer.model_calls,
         tokens=observer.tokens,
@@ -147,6 +148,7 @@ async def run_item(
             seeded=seeded,
             write_tools=write_names,
             schemas=writes.WRITE_TOOL_SCHEMAS,
+            question=text,
         )
         record.turns.append(TurnRecord(text, obs, score))
         record.cost.model_calls += obs.model_calls

@@ -20,9 +20,23 @@ param botAppId string
 @secure()
 @description('That app\'s client secret (MicrosoftAppPassword): stored in Key Vault only.')
 param botClientSecret string
+@description('The day that client secret expires (yyyy-mm-dd, shown on the app registration): set on the vault secret, and an alert fires 30 days before.')
+param botClientSecretExpiresOn string
 @description('Host name reps reach the bot at; empty = the Function App\'s default host name.')
 param customDomain string = ''
 param ssoConnectionName string = 'crm-copilot-sso'
+
+// --- the Teams app package (make infra-package): what reps see about its publisher ------
+@description('Publisher shown on the app\'s page in Teams (1-32 characters): your organisation.')
+@minLength(1)
+@maxLength(32)
+param publisherName string
+@description('Your https page about the copilot (the app\'s website link in Teams).')
+param websiteUrl string
+@description('Your https privacy statement for the copilot.')
+param privacyUrl string
+@description('Your https terms of use for the copilot.')
+param termsUrl string
 
 // --- the systems the copilot reaches --------------------------------------------------
 @description('Which CRM connector: dataverse (Dynamics 365 Sales) or reference (the copilot\'s own CRM server).')
@@ -69,8 +83,22 @@ param postgresAdminType string = 'Group'
 param postgresPasswordAuth bool = false
 @secure()
 param postgresAdminPassword string = ''
-param postgresSkuName string = 'Standard_B1ms'
-param postgresSkuTier string = 'Burstable'
+@description('PostgreSQL compute. Its max_connections (postgresSkus) bounds the app\'s pools: see dbPoolMax.')
+@allowed([
+  'Standard_B1ms'
+  'Standard_B2s'
+  'Standard_B2ms'
+  'Standard_B4ms'
+  'Standard_D2ds_v5'
+  'Standard_D4ds_v5'
+  'Standard_D8ds_v5'
+  'Standard_E2ds_v5'
+  'Standard_E4ds_v5'
+])
+param postgresSkuName string = 'Standard_D2ds_v5'
+@description('Connections the app\'s pools leave free: the 15 Azure reserves for replication and monitoring, plus the admin\'s own (db migrate, the doctor, psql).')
+@minValue(15)
+param postgresReservedConnections int = 25
 
 // --- network -------------------------------------------------------------------------
 @description('VNet integration and private endpoints for every data store (recommended).')
@@ -83,6 +111,18 @@ param adminIpAddress string = ''
 // --- operations ----------------------------------------------------------------------
 @description('Object id of the admin (group) granted Key Vault Secrets Officer for make infra-secrets and rotation.')
 param secretsOfficerObjectId string = ''
+@description('What secretsOfficerObjectId is: a role assignment fails when this does not match (a user\'s object id with Group).')
+@allowed([
+  'Group'
+  'User'
+  'ServicePrincipal'
+])
+param secretsOfficerPrincipalType string = 'Group'
+@description('Bump after deleting the Key Vault: a purge-protected vault\'s name stays taken for 90 days, and the vault name derives from this.')
+@minValue(1)
+param vaultGeneration int = 1
+@description('Where the operational alerts are emailed (audit seal failure, poison-queue turn, 5xx rate, PostgreSQL connections, bot secret expiry).')
+param alertEmail string
 param langsmithTracing bool = false
 param langsmithProject string = 'crm-copilot'
 param anchorRetentionDays int = 365
@@ -96,6 +136,59 @@ var allTags = union(tags, {
   application: 'crm-copilot'
 })
 var databaseName = 'copilot'
+// Unique per subscription, resource group, environment and generation (at most 24 characters).
+var vaultName = take('kv-${environmentName}-${uniqueString(subscription().id, resourceGroup().id, environmentName, string(vaultGeneration))}', 24)
+
+// Each compute's tier and default max_connections (Azure Database for PostgreSQL flexible
+// server, "Limits": the defaults follow the memory; 15 of them are Azure's own).
+var postgresSkus = {
+  Standard_B1ms: {
+    tier: 'Burstable'
+    maxConnections: 50
+  }
+  Standard_B2s: {
+    tier: 'Burstable'
+    maxConnections: 429
+  }
+  Standard_B2ms: {
+    tier: 'Burstable'
+    maxConnections: 859
+  }
+  Standard_B4ms: {
+    tier: 'Burstable'
+    maxConnections: 1718
+  }
+  Standard_D2ds_v5: {
+    tier: 'GeneralPurpose'
+    maxConnections: 859
+  }
+  Standard_D4ds_v5: {
+    tier: 'GeneralPurpose'
+    maxConnections: 1718
+  }
+  Standard_D8ds_v5: {
+    tier: 'GeneralPurpose'
+    maxConnections: 3437
+  }
+  Standard_E2ds_v5: {
+    tier: 'MemoryOptimized'
+    maxConnections: 1718
+  }
+  Standard_E4ds_v5: {
+    tier: 'MemoryOptimized'
+    maxConnections: 3437
+  }
+}
+var postgresSku = postgresSkus[postgresSkuName]
+var postgresMaxConnections = postgresSku.maxConnections
+// One worker process per instance opens three pools of COPILOT_DB_POOL_MAX-based sizes: the
+// service's (1x), the run locks' (4x, copilot/runner.py open_service) and the webhook edge's (1x,
+// functions/host.py). At full scale-out every instance may fill all three, so the pool size is
+// what the server's connections, less the reserve, allow per instance, and at most the code's
+// default of 10. Below 2 the functionApp module's @minValue refuses the deployment: pick a
+// larger SKU or fewer instances.
+var connectionsPerPoolMax = 6
+var dbPoolMax = min(10, (postgresMaxConnections - postgresReservedConnections) / (maximumInstanceCount * connectionsPerPoolMax))
 var openAiDeploymentName = 'chat'
 
 module identity 'modules/identity.bicep' = {
@@ -121,6 +214,7 @@ module monitoring 'modules/monitoring.bicep' = {
 module storage 'modules/storage.bicep' = {
   name: 'storage'
   params: {
+    workspaceId: monitoring.outputs.workspaceId
     name: toLower(take('st${replace(environmentName, '-', '')}${suffix}', 24))
     location: location
     tags: allTags
@@ -135,12 +229,15 @@ module storage 'modules/storage.bicep' = {
 module vault 'modules/keyvault.bicep' = {
   name: 'keyvault'
   params: {
-    name: take('kv-${baseName}', 24)
+    workspaceId: monitoring.outputs.workspaceId
+    name: vaultName
     location: location
     tags: allTags
     readerPrincipalId: identity.outputs.principalId
     botClientSecret: botClientSecret
+    botClientSecretExpiresOn: botClientSecretExpiresOn
     secretsOfficerObjectId: secretsOfficerObjectId
+    secretsOfficerType: secretsOfficerPrincipalType
     allowPublicAccess: allowPublicDataAccess || (!enableVnet)
     adminIpAddress: adminIpAddress
   }
@@ -149,6 +246,7 @@ module vault 'modules/keyvault.bicep' = {
 module postgres 'modules/postgres.bicep' = {
   name: 'postgres'
   params: {
+    workspaceId: monitoring.outputs.workspaceId
     name: 'psql-${baseName}'
     location: location
     tags: allTags
@@ -162,7 +260,7 @@ module postgres 'modules/postgres.bicep' = {
     allowPublicAccess: allowPublicDataAccess || (!enableVnet)
     adminIpAddress: adminIpAddress
     skuName: postgresSkuName
-    skuTier: postgresSkuTier
+    skuTier: postgresSku.tier
   }
 }
 
@@ -192,66 +290,102 @@ module network 'modules/network.bicep' = if (enableVnet) {
   }
 }
 
-var storageEndpoints = [
-  {
-    name: 'blob'
+// One private endpoint per data store, each a module of its own. A loop's array must be known
+// when the deployment starts (BCP178/BCP182), and the stores' ids are module outputs, so no loop
+// can range over them; tests/infra/test_template_deploy_start.py holds every loop and condition
+// to that rule. Each endpoint waits for the previous one on the same resource (dependsOn): two
+// operations on one server or account at once fail with "another operation is in progress".
+// The `enableVnet ?` guards keep ARM from reading the outputs of a network module not deployed.
+module blobEndpoint 'modules/privateendpoint.bicep' = if (enableVnet) {
+  name: 'pe-blob'
+  params: {
+    name: 'pe-blob-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: enableVnet ? network.outputs.endpointSubnetId : ''
     targetId: storage.outputs.id
     groupId: 'blob'
     zoneId: enableVnet ? network.outputs.blobZoneId : ''
   }
-  {
-    name: 'queue'
+}
+
+module queueEndpoint 'modules/privateendpoint.bicep' = if (enableVnet) {
+  name: 'pe-queue'
+  params: {
+    name: 'pe-queue-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: enableVnet ? network.outputs.endpointSubnetId : ''
     targetId: storage.outputs.id
     groupId: 'queue'
     zoneId: enableVnet ? network.outputs.queueZoneId : ''
   }
-  {
-    name: 'table'
+  dependsOn: [
+    blobEndpoint
+  ]
+}
+
+module tableEndpoint 'modules/privateendpoint.bicep' = if (enableVnet) {
+  name: 'pe-table'
+  params: {
+    name: 'pe-table-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: enableVnet ? network.outputs.endpointSubnetId : ''
     targetId: storage.outputs.id
     groupId: 'table'
     zoneId: enableVnet ? network.outputs.tableZoneId : ''
   }
-  {
-    name: 'vault'
+  dependsOn: [
+    queueEndpoint
+  ]
+}
+
+module vaultEndpoint 'modules/privateendpoint.bicep' = if (enableVnet) {
+  name: 'pe-vault'
+  params: {
+    name: 'pe-vault-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: enableVnet ? network.outputs.endpointSubnetId : ''
     targetId: vault.outputs.id
     groupId: 'vault'
     zoneId: enableVnet ? network.outputs.vaultZoneId : ''
   }
-  {
-    name: 'postgres'
+}
+
+// After the whole postgres module (its output): the server's configurations and firewall rules
+// are done one at a time before the endpoint starts (ServerIsBusy otherwise).
+module postgresEndpoint 'modules/privateendpoint.bicep' = if (enableVnet) {
+  name: 'pe-postgres'
+  params: {
+    name: 'pe-postgres-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: enableVnet ? network.outputs.endpointSubnetId : ''
     targetId: postgres.outputs.id
     groupId: 'postgresqlServer'
     zoneId: enableVnet ? network.outputs.postgresZoneId : ''
   }
-]
-var openAiEndpoints = deployOpenAi ? [
-  {
-    name: 'openai'
-    targetId: openai.outputs.id
+}
+
+module openAiEndpoint 'modules/privateendpoint.bicep' = if (enableVnet && deployOpenAi) {
+  name: 'pe-openai'
+  params: {
+    name: 'pe-openai-${baseName}'
+    location: location
+    tags: allTags
+    subnetId: enableVnet ? network.outputs.endpointSubnetId : ''
+    targetId: deployOpenAi ? openai.outputs.id : ''
     groupId: 'account'
     zoneId: enableVnet ? network.outputs.openAiZoneId : ''
   }
-] : []
-
-// Without the VNet there is nothing to loop over (pycep parses no `[for ...: if]` form).
-var privateEndpoints = enableVnet ? concat(storageEndpoints, openAiEndpoints) : []
-
-module endpoints 'modules/privateendpoint.bicep' = [for endpoint in privateEndpoints: {
-  name: 'pe-${endpoint.name}'
-  params: {
-    name: 'pe-${endpoint.name}-${baseName}'
-    location: location
-    tags: allTags
-    subnetId: network.outputs.endpointSubnetId
-    targetId: endpoint.targetId
-    groupId: endpoint.groupId
-    zoneId: endpoint.zoneId
-  }
-}]
+}
 
 module functionApp 'modules/functionapp.bicep' = {
   name: 'functionapp'
   params: {
+    workspaceId: monitoring.outputs.workspaceId
     databaseEntraAuth: !postgresPasswordAuth
     name: 'func-${baseName}'
     planName: 'plan-${baseName}'
@@ -268,6 +402,7 @@ module functionApp 'modules/functionapp.bicep' = {
     subnetId: enableVnet ? network.outputs.appSubnetId : ''
     customDomain: customDomain
     maximumInstanceCount: maximumInstanceCount
+    dbPoolMax: dbPoolMax
     botAppId: botAppId
     turnQueueName: turnQueueName
     ssoConnectionName: ssoConnectionName
@@ -292,6 +427,20 @@ module functionApp 'modules/functionapp.bicep' = {
   }
 }
 
+module alerts 'modules/alerts.bicep' = {
+  name: 'alerts'
+  params: {
+    namePrefix: baseName
+    tags: allTags
+    appInsightsId: monitoring.outputs.appInsightsId
+    workspaceId: monitoring.outputs.workspaceId
+    postgresId: postgres.outputs.id
+    postgresMaxConnections: postgresMaxConnections
+    alertEmail: alertEmail
+    botSecretExpiresOn: botClientSecretExpiresOn
+  }
+}
+
 module bot 'modules/bot.bicep' = {
   name: 'bot'
   params: {
@@ -308,6 +457,10 @@ module bot 'modules/bot.bicep' = {
 // What `python -m bot package` reads (same names as its environment variables) ...
 output MicrosoftAppId string = botAppId
 output BOT_DOMAIN string = functionApp.outputs.botDomain
+output PUBLISHER_NAME string = publisherName
+output WEBSITE_URL string = websiteUrl
+output PRIVACY_URL string = privacyUrl
+output TERMS_URL string = termsUrl
 // ... and what the admin needs next (docs/ADMIN.md).
 output functionAppName string = functionApp.outputs.name
 output messagingEndpoint string = functionApp.outputs.messagingEndpoint
@@ -315,6 +468,7 @@ output botName string = bot.outputs.name
 output keyVaultName string = vault.outputs.name
 output storageAccountName string = storage.outputs.name
 output auditAnchorContainerUrl string = storage.outputs.anchorContainerUrl
+output auditAnchorContainer string = storage.outputs.anchorContainerName
 output postgresHost string = postgres.outputs.host
 output postgresDatabase string = postgres.outputs.databaseName
 output appRoleGrantSql string = postgres.outputs.appRoleGrantSql

@@ -80,6 +80,9 @@ def _extract_for(
             value = amount.value.value  # type: ignore[attr-defined]
             return int(value) if kind == "integer" else value
         return None
+    if kind == "boolean" and any(w in name for w in ("change", "write", "update")):
+        # "Does the message ask for a change?": what the offline model would do with it.
+        return request.is_write
     if kind == "boolean" or kind in ("array", "object"):
         return None
     if "date" in name or schema.get("format") in ("date", "date-time"):

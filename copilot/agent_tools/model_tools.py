@@ -21,6 +21,7 @@ from copilot.context import AgentContext
 from copilot.tools.preferences import load_preferences
 from copilot.tools.schemas import NoArgs
 from copilot.writes import write_tools as registered_write_tools
+from copilot.writes.preferences import PREFERENCE_CUES
 
 
 def write_tools() -> list[BaseTool]:
@@ -45,7 +46,7 @@ def local_read_tools() -> list[BaseTool]:
             name="get_preferences",
             description="Show the rep's drafting preferences (email tone, signature, follow-up cadence).",
             args_schema=NoArgs,
-            metadata={"readOnlyHint": True},
+            metadata={"readOnlyHint": True, "cues": PREFERENCE_CUES},
         ),
         recent_writes_tool(),
         knowledge_tool(),

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from copilot.context import AgentContext
 from copilot.persistence import audit
 from copilot.writes.registry import title
-from copilot.writes.undo import UNDO_TOOL, undoable
+from copilot.writes.undo import UNDO_CUES, UNDO_TOOL, undoable
 
 _SHORT = 80
 
@@ -98,5 +98,8 @@ def recent_writes_tool() -> BaseTool:
             f"which record, and whether it can still be undone with {UNDO_TOOL}."
         ),
         args_schema=RecentWritesArgs,
-        metadata={"readOnlyHint": True},
+        metadata={
+            "readOnlyHint": True,
+            "cues": (*UNDO_CUES, "changed", "change i made", "my last", "did i", "recent"),
+        },
     )

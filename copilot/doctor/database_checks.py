@@ -1,4 +1,5 @@
-"""Database checks: reachable, migrations current, an unprivileged login, grants no wider than the code's."""
+"""Database checks: reachable, migrations current, an unprivileged login, grants no wider than the
+code's, and room on the server for every pool the app may open."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from copilot.persistence.checkpoint import (
 )
 from copilot.persistence.database import connect
 from copilot.persistence.migrations import assert_schema_current, load_migrations
-from copilot.persistence.pool import CONNECTION_KWARGS, resolve_app_login
+from copilot.persistence.pool import CONNECTION_KWARGS, CONNECTIONS_PER_POOL_MAX, resolve_app_login
 from copilot.settings import Settings
 
 SETTINGS = "the copilot's settings (settings.copilot)"
@@ -196,6 +197,59 @@ async def grants(ctx: DoctorContext) -> str:
     return f"{app.role!r}: DML only on {len(tables)} tables, SELECT and INSERT only on {', '.join(APPEND_ONLY_TABLES)}"
 
 
+USAGE_ALERT_FRACTION = 0.8
+"""Connections in use above this share of ``max_connections`` are pointed out (the template's
+alert fires at the same share)."""
+
+_CONNECTIONS_SQL = """
+SELECT current_setting('max_connections')::int AS max_connections,
+       current_setting('superuser_reserved_connections')::int
+         + coalesce(current_setting('reserved_connections', true), '0')::int AS reserved,
+       (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int AS in_use
+"""
+
+
+async def connections(ctx: DoctorContext) -> str:
+    """The server's ``max_connections`` holds every pool the app may open; the live figures.
+
+    The ceiling is ``COPILOT_DB_MAX_INSTANCES`` x ``CONNECTIONS_PER_POOL_MAX`` x
+    ``COPILOT_DB_POOL_MAX``: each instance's worker at its pools' maximum.
+    """
+    settings = ctx.need(Settings, SETTINGS)
+    ctx.need(Database, "a reachable database (database.reachable)")
+    async with connect(settings) as conn:
+        cur = await conn.execute(_CONNECTIONS_SQL)
+        row = await cur.fetchone()
+    assert row is not None
+    limit, reserved, in_use = int(row["max_connections"]), int(row["reserved"]), int(row["in_use"])
+    per_instance = CONNECTIONS_PER_POOL_MAX * settings.db_pool_max_size
+    ceiling = settings.db_max_instances * per_instance
+    usable = limit - reserved
+    figures = (
+        f"max_connections {limit} ({reserved} reserved), {in_use} in use ({in_use * 100 // limit} %), "
+        f"the app may open {ceiling} ({settings.db_max_instances} instance(s) x {per_instance})"
+    )
+    if ceiling > usable:
+        fitting = usable // (settings.db_max_instances * CONNECTIONS_PER_POOL_MAX)
+        raise CheckFailed(
+            f"{figures}: more than the server's {usable} usable connections",
+            setting="COPILOT_DB_POOL_MAX, COPILOT_DB_MAX_INSTANCES",
+            fix=(
+                f"set COPILOT_DB_POOL_MAX to {fitting} or less"
+                if fitting >= 2
+                else "choose a larger PostgreSQL SKU (infra/main.bicep postgresSkuName) or fewer instances"
+            )
+            + " (redeploying infra/main.bicep computes it from postgresSkuName and maximumInstanceCount)",
+        )
+    if in_use > USAGE_ALERT_FRACTION * limit:
+        # Reported, not failed: a burst is no misconfiguration (the template's alert watches it).
+        figures += (
+            f"; above {USAGE_ALERT_FRACTION:.0%}: see who holds them in pg_stat_activity (usename, "
+            "application_name)"
+        )
+    return figures
+
+
 async def _connect(conninfo: str) -> AsyncConnection[Any]:
     try:
         return await AsyncConnection.connect(conninfo, **CONNECTION_KWARGS)
@@ -212,4 +266,5 @@ CHECKS = (
     Check("database.migrations", migrations),
     Check("database.login", login),
     Check("database.grants", grants),
+    Check("database.connections", connections),
 )

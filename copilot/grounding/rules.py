@@ -16,21 +16,56 @@ Given the run so far and the model's response, :func:`judge` says one of:
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import jsonschema
-from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
-from copilot.citations import cited_ids, current_run, ids_in_tool_results, message_text
+from copilot.citations import cited_ids, current_run, ids_in_tool_results, ids_in_value, message_text
+from copilot.grounding.shown_text import (
+    argument_words,
+    content_words,
+    degenerate_text,
+    identifiers_of,
+    internal_text,
+    reads_as_question,
+)
 from copilot.grounding.text_calls import TextCall, find_text_calls
+from copilot.tools.crm_client import parse_result_text
 
-Reason = Literal["text_call_unusable", "invalid_tool_call", "repeated_call", "empty", "no_read", "uncited"]
+Reason = Literal[
+    "text_call_unusable",
+    "invalid_tool_call",
+    "repeated_call",
+    "empty",
+    "no_read",
+    "uncited",
+    "unearned_nothing",
+    "internal_text",
+    "degenerate",
+    "unread_id",
+    "unrequested_write",
+]
 """Why a response was not used as it came."""
+
+ONE_CORRECTION: frozenset[Reason] = frozenset(
+    {
+        "no_read",
+        "uncited",
+        "unearned_nothing",
+        "internal_text",
+        "degenerate",
+        "unread_id",
+        "unrequested_write",
+    }
+)
+"""Reasons asked about once: a model that does it again is refused (or its writes dropped)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +95,17 @@ class CheckFacts:
     message: AIMessage
 
 
-Judgement = Accept | Correct | CheckFacts
+@dataclass(frozen=True)
+class CheckRequest:
+    """Writes proposed while the rep's message reads as a question: the model is asked whether
+    the message asks for a change (:data:`REQUEST_CHECK_TOOL`) before any card is shown."""
+
+    message: AIMessage
+    writes: tuple[str, ...]
+    """The ids of the proposed write calls."""
+
+
+Judgement = Accept | Correct | CheckFacts | CheckRequest
 
 
 @dataclass(frozen=True)
@@ -70,6 +115,13 @@ class RunSoFar:
     messages: Sequence[BaseMessage]
     tools: Mapping[str, BaseTool | dict[str, Any]]
     read_tools: Collection[str]
+    system: str = ""
+    """The system prompt the model was given (text only it may see)."""
+    rep_facing: Collection[str] = ()
+    """Messages written for the rep that tools return as errors (the CRM outage notice): a
+    reply may repeat them."""
+    request_checked: bool | None = None
+    """The model's own answer, earlier in this model call, to whether the rep asked a change."""
     run: list[BaseMessage] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -88,6 +140,32 @@ class RunSoFar:
             elif batch:
                 break
         return any(m.name in self.read_tools for m in batch)
+
+    def question(self) -> str:
+        """The rep's latest message (what this run answers)."""
+        for message in reversed(self.messages):
+            if isinstance(message, HumanMessage):
+                return message_text(message)
+        return ""
+
+    def internal_sources(self) -> list[str]:
+        """Texts only the model was meant to see: the system prompt, the gate's own notes and
+        every tool error of the thread."""
+        errors = [message_text(m) for m in self.messages if isinstance(m, ToolMessage) and _failed(m)]
+        for notice in self.rep_facing:
+            errors = [e.replace(notice, " ") for e in errors]
+        return [self.system, *GATE_NOTES, *errors]
+
+    def read_calls(self) -> list[tuple[ToolCall, ToolMessage]]:
+        """This run's reads: each call with its result."""
+        results = {m.tool_call_id: m for m in self.run if isinstance(m, ToolMessage)}
+        return [
+            (call, results[call["id"] or ""])
+            for m in self.run
+            if isinstance(m, AIMessage)
+            for call in m.tool_calls
+            if call["name"] in self.read_tools and (call["id"] or "") in results
+        ]
 
     def earlier_calls(self) -> set[str]:
         return {
@@ -120,10 +198,35 @@ TEXT_CALL_HINT = (
     " Call tools through the tool-calling interface (not as text), with one of the bound tools "
     "and arguments that match its schema."
 )
+UNEARNED_NOTE = (
+    "Your previous reply was not shown: it said nothing was found, but no read of what the rep "
+    "asked about came back empty. Look up the account, deal or contact the rep named, then "
+    "answer only from those results, citing each record id."
+)
+INTERNAL_NOTE = (
+    "Your previous reply was not shown: it repeated text meant only for you (a tool error, "
+    "these instructions, a tool or argument name, an error report or a schema). Answer the "
+    "rep in plain words from the tool results; if a call failed, say briefly what you could "
+    "not do, and try a different read if one fits."
+)
+DEGENERATE_NOTE = (
+    "Your previous reply was not shown: it was empty, cut off, repeated itself, or held "
+    "markup or placeholders. Answer once, briefly, in plain sentences, citing each record "
+    "as <name> [<record id>] with an id a tool returned."
+)
+UNREQUESTED_NOTE = (
+    "The rep's latest message asks a question and no change, so the change you proposed was "
+    "not shown. Answer the question with read tools only, citing each record id; propose no "
+    "change."
+)
 REPEATED_RESULT = (
     "Not run again: this exact call was already made in this turn and its result is above. "
     "Answer from it, or make a different call."
 )
+
+
+GATE_NOTES: tuple[str, ...] = ()
+"""The gate's own notes to the model (filled below, once every note is defined)."""
 
 
 def judge(response: AIMessage, run: RunSoFar) -> Judgement:
@@ -149,6 +252,9 @@ def judge(response: AIMessage, run: RunSoFar) -> Judgement:
         return Correct("invalid_tool_call", feedback=_error_exchange(errors))
     if not text.strip():
         return Correct("empty", note=EMPTY_NOTE)
+    shown = _unshowable(response, text, run)
+    if shown is not None:
+        return shown
     if any(isinstance(m, ToolMessage) for m in run.run) and not run.latest_batch_read():
         # It answers write outcomes or rejections, which the rep also sees typed on the cards.
         return Accept(response)
@@ -159,18 +265,118 @@ def judge(response: AIMessage, run: RunSoFar) -> Judgement:
     # returned records, an answer must cite at least one of them.
     if not run.latest_batch_read():
         return Accept(response)
-    # Each result's ids are read once (its JSON parsed once), for both questions.
+    # Each result's ids are read once (its JSON parsed once), for every question below.
     ids = {id(m): ids_in_tool_results([m]) for m in run.run if isinstance(m, ToolMessage)}
+    seen: set[str] = set().union(*ids.values())
+    cited = cited_ids(text)
+    if any(ident in seen for ident in cited):
+        return Accept(response)
     if all(ids[id(m)] for m in reads):
-        seen = set().union(*ids.values())
-        if not any(ident in seen for ident in cited_ids(text)):
-            return Correct("uncited", note=UNCITED_NOTE)
+        return Correct("uncited", note=UNCITED_NOTE)
+    if cited:
+        # Every id it cites is one no tool returned: placeholders, not citations.
+        return Correct("unread_id", note=DEGENERATE_NOTE)
+    if any(_failed(m) and any(n in message_text(m) for n in run.rep_facing) for m in reads):
+        # A read the copilot answered with a notice for the rep (the CRM is down): saying so
+        # is the honest answer, with nothing to cite.
+        return Accept(response)
+    # "Nothing found" is allowed only when a read about what the rep named came back empty.
+    if not nothing_earned(run, ids):
+        return Correct("unearned_nothing", note=UNEARNED_NOTE)
     return Accept(response)
 
 
+def _unshowable(response: AIMessage, text: str, run: RunSoFar) -> Correct | None:
+    """A reply no rep may see whatever its grounding: internal text or degenerate text."""
+    finish = response.response_metadata.get("finish_reason")
+    answers_reads = bool(run.reads()) and run.latest_batch_read()
+    if (
+        degenerate_text(
+            text, finish_reason=finish if isinstance(finish, str) else None, answers_reads=answers_reads
+        )
+        is not None
+    ):
+        return Correct("degenerate", note=DEGENERATE_NOTE)
+    internal = internal_text(
+        text, sources=run.internal_sources(), identifiers=identifiers_of(run.tools), question=run.question()
+    )
+    if internal is not None:
+        return Correct("internal_text", note=INTERNAL_NOTE)
+    return None
+
+
+def nothing_earned(run: RunSoFar, ids: Mapping[int, set[str]]) -> bool:
+    """Whether a read about what the rep asked came back empty in this run.
+
+    What the rep named: the words of the question that this run's reads asked about (in their
+    arguments) and the capitalised words after its first. With nothing named ("what deals do I
+    have open?") any empty read earns it; otherwise an empty read must ask about a named word,
+    or about a record whose fields hold one (an id found by an earlier read, as a Dataverse
+    query asks by GUID)."""
+    calls = run.read_calls()
+    # A read that failed (an error, not an empty answer) found nothing out.
+    empty = [(call, result) for call, result in calls if not ids.get(id(result)) and not _failed(result)]
+    if not empty:
+        return False
+    question = run.question()
+    asked = content_words(question)
+    argued: set[str] = set().union(*(argument_words(call["args"]) for call, _ in calls)) if calls else set()
+    capitals = {w.lower() for w in _CAPITALISED.findall(question.strip()[1:])} & asked
+    named = (asked & argued) | capitals
+    if not named:
+        return True
+    about = _records_about(run, named)
+    for call, _ in empty:
+        if argument_words(call["args"]) & named:
+            return True
+        argued_text = json.dumps(call["args"], default=str)
+        if any(ident in argued_text for ident in about):
+            return True
+    return False
+
+
+def _failed(result: ToolMessage) -> bool:
+    return result.status == "error" or message_text(result).startswith("Error")
+
+
+_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'&-]{2,}")
+
+
+def _records_about(run: RunSoFar, named: set[str]) -> set[str]:
+    """Ids of the records in this run's results whose own text holds a named word."""
+    found: set[str] = set()
+
+    def visit(value: Any) -> None:
+        if isinstance(value, dict):
+            texts = " ".join(v for v in value.values() if isinstance(v, str))
+            if content_words(texts) & named:
+                found.update(ids_in_value(value))
+            for child in value.values():
+                if isinstance(child, dict | list):
+                    visit(child)
+        elif isinstance(value, list):
+            for child in value:
+                visit(child)
+
+    for _, result in run.read_calls():
+        visit(parse_result_text(message_text(result)))
+    return found
+
+
 def _calls(accepted: Accept, run: RunSoFar) -> Judgement:
-    """Tool calls are made, unless every one repeats a read this run already made."""
+    """Tool calls are made, unless every one repeats a read this run already made, or writes
+    are proposed for a message that reads as a question and the model says it asks no change."""
     calls = accepted.message.tool_calls
+    writes = tuple(c["id"] or "" for c in calls if c["name"] not in run.read_tools)
+    if writes and reads_as_question(run.question()):
+        if run.request_checked is None:
+            return CheckRequest(accepted.message, writes)
+        if run.request_checked is False:
+            kept = [c for c in calls if c["name"] in run.read_tools]
+            if not kept:
+                return Correct("unrequested_write", note=UNREQUESTED_NOTE)
+            message = accepted.message.model_copy(update={"tool_calls": kept})
+            return _calls(Accept(message, recovered=accepted.recovered), run)
     earlier = run.earlier_calls()
     # Only reads: a write proposed again (after a conflict, say) is a fresh approval.
     if all(c["name"] in run.read_tools and _call_key(c["name"], c["args"]) in earlier for c in calls):
@@ -311,6 +517,63 @@ def facts_check_tool() -> dict[str, Any]:
     }
 
 
+REQUEST_CHECK_TOOL = "report_request_kind"
+
+REQUEST_CHECK_SYSTEM = (
+    "You review a message a sales rep sent to a CRM copilot. Say whether it asks for a change: "
+    "to log, create, update, move, draft, undo or set something. A question about records asks "
+    f"for no change. Call {REQUEST_CHECK_TOOL} once."
+)
+
+
+def request_check_tool() -> dict[str, Any]:
+    """The tool the model fills to say whether the rep's message asks for a change."""
+    return {
+        "type": "function",
+        "function": {
+            "name": REQUEST_CHECK_TOOL,
+            "description": "Say whether the rep's message asks the copilot to change something.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "asks_for_change": {
+                        "type": "boolean",
+                        "description": (
+                            "True if the message asks to log, create, update, move, draft, undo or "
+                            "set something in the CRM or the rep's settings. False if it only asks "
+                            "a question about records or for information."
+                        ),
+                    }
+                },
+                "required": ["asks_for_change"],
+            },
+        },
+    }
+
+
+def asks_for_change(response: AIMessage) -> bool:
+    """The model's answer to the request check; an answer that cannot be read counts as
+    "asks for a change": the proposal still waits for the rep's approval, so an unreadable
+    check never drops a change the rep asked for."""
+    for call in _forced_calls(response, REQUEST_CHECK_TOOL):
+        value = call["args"].get("asks_for_change")
+        if isinstance(value, bool):
+            return value
+    return True
+
+
+def _forced_calls(response: AIMessage, tool: str) -> list[ToolCall]:
+    calls = list(response.tool_calls)
+    if not calls:
+        found = find_text_calls(message_text(response), [tool])
+        calls = [
+            ToolCall(name=c.name, args=c.arguments, id="", type="tool_call")
+            for c in (found.calls if found else ())
+            if c.name and c.arguments is not None
+        ]
+    return [c for c in calls if c["name"] == tool]
+
+
 def facts_check_prompt(question: str, reply: str) -> str:
     return f"The rep wrote:\n<message>\n{question}\n</message>\n\nThe reply was:\n<reply>\n{reply}\n</reply>"
 
@@ -318,15 +581,22 @@ def facts_check_prompt(question: str, reply: str) -> str:
 def states_facts(response: AIMessage) -> bool:
     """The model's answer to the facts check; an answer that cannot be read counts as "states
     facts", so an unreadable check never lets an answer through."""
-    calls = list(response.tool_calls)
-    if not calls:
-        found = find_text_calls(message_text(response), [FACTS_CHECK_TOOL])
-        calls = [
-            ToolCall(name=c.name, args=c.arguments, id="", type="tool_call")
-            for c in (found.calls if found else ())
-            if c.name and c.arguments is not None
-        ]
-    for call in calls:
-        if call["name"] == FACTS_CHECK_TOOL and isinstance(call["args"].get("states_record_facts"), bool):
+    for call in _forced_calls(response, FACTS_CHECK_TOOL):
+        if isinstance(call["args"].get("states_record_facts"), bool):
             return bool(call["args"]["states_record_facts"])
     return True
+
+
+GATE_NOTES = (
+    NO_READ_NOTE,
+    UNCITED_NOTE,
+    UNEARNED_NOTE,
+    INTERNAL_NOTE,
+    DEGENERATE_NOTE,
+    UNREQUESTED_NOTE,
+    EMPTY_NOTE,
+    TEXT_CALL_HINT,
+    REPEATED_RESULT,
+    FACTS_CHECK_SYSTEM,
+    REQUEST_CHECK_SYSTEM,
+)

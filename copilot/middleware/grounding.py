@@ -22,11 +22,13 @@ runner's ``ungrounded`` notice) and an ``ungrounded`` trace event — never the 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Generator
+import re
+from collections.abc import Awaitable, Callable, Collection, Generator, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest, ModelResponse
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
@@ -37,17 +39,24 @@ from copilot.grounding.rules import (
     FACTS_CHECK_SYSTEM,
     FACTS_CHECK_TOOL,
     NO_READ_NOTE,
+    ONE_CORRECTION,
+    REQUEST_CHECK_SYSTEM,
+    REQUEST_CHECK_TOOL,
     Accept,
     CheckFacts,
+    CheckRequest,
     Correct,
     Reason,
     RunSoFar,
+    asks_for_change,
     facts_check_prompt,
     facts_check_tool,
     judge,
+    request_check_tool,
     states_facts,
 )
-from copilot.tracing import trace_event
+from copilot.grounding.shown_text import content_words
+from copilot.tracing import model_labels, trace_event
 
 MAX_CORRECTIONS = 2
 """Extra asks per model call at most: one regeneration of an ungrounded answer, and room for
@@ -65,21 +74,26 @@ def _message(response: Any) -> AIMessage:
     return messages[-1] if messages else AIMessage(content="")
 
 
-def _latest_question(request: ModelRequest[Any]) -> str:
-    for message in reversed(request.messages):
-        if isinstance(message, HumanMessage):
-            return message_text(message)
-    return ""
-
-
 class GroundingMiddleware(AgentMiddleware[Any, Any, Any]):
     """Recovers or refuses tool calls written as text, and regenerates or refuses ungrounded answers."""
 
-    def __init__(self, *, read_tools: Collection[str], run_limit: int, thread_limit: int | None) -> None:
+    def __init__(
+        self,
+        *,
+        read_tools: Collection[str],
+        run_limit: int,
+        thread_limit: int | None,
+        fallbacks: Sequence[BaseChatModel] = (),
+        rep_facing: Collection[str] = (),
+    ) -> None:
         super().__init__()
         self.read_tools = frozenset(read_tools)
         self.run_limit = run_limit
         self.thread_limit = thread_limit
+        self.rep_facing = tuple(rep_facing)
+        """Tool error texts written for the rep (a reply may repeat them)."""
+        self.fallbacks = tuple(fallbacks)
+        """Models that get the call, in order, when the gate would refuse the primary's answer."""
 
     def _left(self, request: ModelRequest[Any]) -> int:
         """Model calls this run may still make (the limit middleware counted this one already)."""
@@ -91,28 +105,56 @@ class GroundingMiddleware(AgentMiddleware[Any, Any, Any]):
 
     def _drive(self, request: ModelRequest[Any]) -> Generator[ModelRequest[Any], Any, tuple[Response, int]]:
         """The gate as a conversation with the model: yields each request, receives its
-        response, and returns what the model node returns with how many extra calls it made."""
+        response, and returns what the model node returns with how many extra calls it made.
+
+        When the gate would refuse, the next fallback model (if any, and if the call limit
+        allows) is asked the same request from the start, before the rep is refused."""
+        left = self._left(request)
+        extra = 0
+        models = [request.model, *(m for m in self.fallbacks if m is not request.model)]
+        for position, model in enumerate(models):
+            asked = request if position == 0 else request.override(model=model)
+            if position:
+                failed, to = model_labels([models[position - 1], model])
+                trace_event("gate_fallback", failed=failed, to=to)
+                extra += 1
+            response, extra, refused = yield from self._judged(asked, left, extra)
+            if refused is None:
+                if position:
+                    response = _marked(response, {"fallback_model": model_labels([model])[0]})
+                return response, extra
+            if position + 1 >= len(models) or extra >= left:
+                return _refused(refused, model_labels([model])[0]), extra
+        raise AssertionError("unreachable")
+
+    def _judged(
+        self, request: ModelRequest[Any], left: int, extra: int
+    ) -> Generator[ModelRequest[Any], Any, tuple[Response, int, Reason | None]]:
+        """One model's turn at the call: its response judged and corrected until accepted
+        (reason ``None``) or refused (the reason)."""
         tools = {
             (t.name if isinstance(t, BaseTool) else str(t.get("function", t).get("name"))): t
             for t in request.tools
         }
-        run = RunSoFar(request.messages, tools, self.read_tools & tools.keys())
-        left = self._left(request)
-        extra = 0
+        system = request.system_message.text if request.system_message is not None else ""
+        run = RunSoFar(
+            request.messages, tools, self.read_tools & tools.keys(), system=system, rep_facing=self.rep_facing
+        )
         corrections = 0
-        asked = request
         last_reason: Reason | None = None
-        response = yield asked
+        response = yield request
         while True:
             message = _message(response)
             verdict = judge(message, run)
             if isinstance(verdict, CheckFacts):
-                if extra < left:
+                if _names_what_was_asked(message_text(message), run.question()):
+                    # It speaks of what the rep named with nothing read: a fact for certain,
+                    # so the check could not change the outcome and is not asked.
+                    grounded = False
+                elif extra < left:
                     extra += 1
                     check = yield request.override(
-                        messages=[
-                            HumanMessage(facts_check_prompt(_latest_question(request), message_text(message)))
-                        ],
+                        messages=[HumanMessage(facts_check_prompt(run.question(), message_text(message)))],
                         system_message=SystemMessage(FACTS_CHECK_SYSTEM),
                         tools=[facts_check_tool()],
                         tool_choice=FACTS_CHECK_TOOL,
@@ -123,21 +165,49 @@ class GroundingMiddleware(AgentMiddleware[Any, Any, Any]):
                 verdict = (
                     Accept(message) if grounded else Correct("no_read", note=NO_READ_NOTE, force_tool=True)
                 )
+            if isinstance(verdict, CheckRequest):
+                if extra < left:
+                    extra += 1
+                    check = yield request.override(
+                        messages=[HumanMessage(run.question())],
+                        system_message=SystemMessage(REQUEST_CHECK_SYSTEM),
+                        tools=[request_check_tool()],
+                        tool_choice=REQUEST_CHECK_TOOL,
+                    )
+                    asked_change = asks_for_change(_message(check))
+                else:
+                    asked_change = True  # the approval card still stands between it and the CRM
+                if not asked_change:
+                    trace_event("unrequested_write", writes=len(verdict.writes))
+                run = RunSoFar(
+                    request.messages,
+                    tools,
+                    run.read_tools,
+                    system=system,
+                    rep_facing=self.rep_facing,
+                    request_checked=asked_change,
+                )
+                verdict = judge(message, run)
+                if isinstance(verdict, Accept) and len(verdict.message.tool_calls) < len(message.tool_calls):
+                    verdict = Accept(
+                        _with_metadata(verdict.message, {"unrequested_writes_dropped": 1}),
+                        recovered=verdict.recovered,
+                    )
+            assert not isinstance(verdict, CheckFacts | CheckRequest)
             if isinstance(verdict, Accept):
-                return _accepted(response, verdict, last_reason), extra
+                return _accepted(response, verdict, last_reason), extra, None
             last_reason = verdict.reason
             if (
                 corrections >= MAX_CORRECTIONS
                 or extra >= left
-                or (verdict.reason in ("no_read", "uncited") and corrections >= 1)
+                or (verdict.reason in ONE_CORRECTION and corrections >= 1)
             ):
                 if verdict.otherwise is not None:
-                    return _with_message(response, verdict.otherwise), extra
-                return _refused(verdict.reason), extra
+                    return _with_message(response, verdict.otherwise), extra, None
+                return response, extra, verdict.reason
             corrections += 1
             extra += 1
-            asked = _corrected(request, verdict)
-            response = yield asked
+            response = yield _corrected(request, verdict)
 
     def _finish(self, request: ModelRequest[Any], result: Response, extra: int) -> Response:
         """``result``, with the extra model calls added to the counts the limit middleware keeps."""
@@ -180,6 +250,26 @@ class GroundingMiddleware(AgentMiddleware[Any, Any, Any]):
             return self._finish(request, *done.value)
 
 
+def _names_what_was_asked(reply: str, question: str) -> bool:
+    """Whether a reply repeats a capitalised name the rep's message used (after its first word)."""
+    named = {w.lower() for w in _CAPITALISED.findall(question.strip()[1:])} & content_words(question)
+    return bool(named & content_words(reply))
+
+
+_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'&-]{2,}")
+
+
+def _with_metadata(message: AIMessage, grounding: dict[str, Any]) -> AIMessage:
+    merged = {**(message.response_metadata.get("grounding") or {}), **grounding}
+    return message.model_copy(
+        update={"response_metadata": {**message.response_metadata, "grounding": merged}}
+    )
+
+
+def _marked(response: Response, grounding: dict[str, Any]) -> Response:
+    return _with_message(response, _with_metadata(_message(response), grounding))
+
+
 def _accepted(response: Any, verdict: Accept, reason: Reason | None) -> Response:
     message = verdict.message
     record: dict[str, Any] | None = None
@@ -188,16 +278,15 @@ def _accepted(response: Any, verdict: Accept, reason: Reason | None) -> Response
     elif reason is not None:
         record = {"outcome": "regenerated", "reason": reason}
     if record is not None:
-        message = message.model_copy(
-            update={"response_metadata": {**message.response_metadata, "grounding": record}}
-        )
+        message = _with_metadata(message, record)
     return _with_message(response, message)
 
 
-def _refused(reason: Reason) -> Response:
-    trace_event("ungrounded", reason=reason)
+def _refused(reason: Reason, model: str) -> Response:
+    trace_event("ungrounded", reason=reason, model=model)
     message = AIMessage(
-        content=COULD_NOT_LOOK_UP, response_metadata={"grounding": {"outcome": "refused", "reason": reason}}
+        content=COULD_NOT_LOOK_UP,
+        response_metadata={"grounding": {"outcome": "refused", "reason": reason, "model": model}},
     )
     return ModelResponse(result=[message])
 

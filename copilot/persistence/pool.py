@@ -48,6 +48,13 @@ logger = logging.getLogger(__name__)
 ConnectionKwargs = dict[str, Any]
 
 CHECK_IDLE_SECONDS = 5.0
+
+CONNECTIONS_PER_POOL_MAX = 6
+"""Server connections one worker process may hold per unit of ``COPILOT_DB_POOL_MAX``: the
+service's pool (1x), its run-lock pool (4x, ``runner.open_service``) and the webhook edge's (1x,
+``functions/host.py``). ``infra/main.bicep`` sizes the pool with it and the doctor's
+``database.connections`` check compares it with the server (tests/infra reads the factor from
+the ``open_pool`` calls themselves)."""
 """A pooled connection is checked with a round trip at checkout only after this long
 unused: far below any idle timeout that drops connections (load balancers and NAT: about
 4 minutes; serverless pauses: minutes; PgBouncer's ``client_idle_timeout``: off or minutes),

@@ -51,7 +51,15 @@ RunKind = Literal["turn", "decision"]
 """A root run: a rep's question (``run_turn``) or a round of decisions (``decide``)."""
 
 TraceEvent = Literal[
-    "rejection", "edit", "conflict", "model_call_limit", "fallback", "breaker_open", "ungrounded"
+    "rejection",
+    "edit",
+    "conflict",
+    "model_call_limit",
+    "fallback",
+    "breaker_open",
+    "ungrounded",
+    "gate_fallback",
+    "unrequested_write",
 ]
 """What the copilot records in a trace beyond LangChain's own runs: each is a tag on the
 root run and a run of its own (``copilot.<event>``, tagged ``<event>``) where it happened;

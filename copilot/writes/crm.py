@@ -128,6 +128,19 @@ def _activity_target(args: BaseModel) -> str | None:
 LOG_ACTIVITY = register(
     WriteTool(
         name="log_activity",
+        cues=(
+            "log",
+            "call",
+            "meeting",
+            "met ",
+            "spoke",
+            "talked",
+            "note",
+            "visit",
+            "demo",
+            "record",
+            "capture",
+        ),
         title="Log an activity",
         description="Log a call, meeting, email or task on an account or opportunity. Needs the rep's approval.",
         args_schema=LogActivityArgs,
@@ -258,6 +271,20 @@ def _opportunity_target(args: BaseModel) -> str | None:
 UPDATE_OPPORTUNITY = register(
     WriteTool(
         name="update_opportunity",
+        cues=(
+            "update",
+            "move",
+            "change",
+            "set ",
+            "push",
+            "slip",
+            "bump",
+            "delay",
+            "postpone",
+            "pull in",
+            "mark",
+            "close it",
+        ),
         title="Update an opportunity",
         description="Change an opportunity's stage, close date, amount or next step. Needs the rep's approval.",
         args_schema=UpdateOpportunityArgs,

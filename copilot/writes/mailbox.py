@@ -112,6 +112,7 @@ def _target(args: BaseModel) -> str | None:
 DRAFT_FOLLOWUP_EMAIL = register(
     WriteTool(
         name="draft_followup_email",
+        cues=("draft", "email", "e-mail", "follow", "write", "reply", "thank"),
         title="Save a follow-up email to your Outlook drafts",
         description=(
             "Save a follow-up email to a contact (by contact id) in the rep's Outlook drafts. "

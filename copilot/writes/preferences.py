@@ -17,6 +17,18 @@ if TYPE_CHECKING:
 
     from copilot.context import AgentContext
 
+PREFERENCE_CUES: tuple[str, ...] = (
+    "prefer",
+    "tone",
+    "signature",
+    "sign off",
+    "cadence",
+    "formal",
+    "casual",
+    "setting",
+)
+"""Word stems of a rep speaking of their drafting preferences (the read and the update)."""
+
 
 async def _snapshot(ctx: AgentContext, store: BaseStore | None, args: dict[str, Any]) -> ProposalRecord:
     current = (await load_preferences(store, ctx.identity)).model_dump() if store is not None else {}
@@ -52,6 +64,7 @@ def _target(args: BaseModel) -> str | None:
 UPDATE_PREFERENCES = register(
     WriteTool(
         name="update_preferences",
+        cues=PREFERENCE_CUES,
         title="Change your drafting preferences",
         description=(
             "Change or reset the rep's email tone, signature or follow-up cadence, when the rep asks. "

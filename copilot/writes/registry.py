@@ -74,6 +74,10 @@ class WriteTool:
     """Changes an existing record: the card shows current values next to proposed ones."""
     shows_draft: bool = False
     """The proposal's preview is a message draft (shown in full, never sent)."""
+    cues: tuple[str, ...] = ()
+    """Word stems in a rep's message that may ask for this change ("log", "move", "draft"): the
+    tool is offered to the model on a turn whose conversation uses one
+    (:mod:`copilot.middleware.tool_selection`); it needs the rep's approval either way."""
     recover: Callable[[WritePlan, dict[str, Any]], WritePlan | None] | None = None
     """How to finish an attempt interrupted after it reached the backend, from its journal
     (e.g. the version it was approved over), asking the backend by key before any version
@@ -96,7 +100,7 @@ class WriteTool:
             description=self.description,
             args_schema=self.args_schema,
             # MCP-style annotations, as CRM tools carry them: this tool changes something.
-            metadata={"readOnlyHint": False, "title": self.title, "backend": self.backend},
+            metadata={"readOnlyHint": False, "title": self.title, "backend": self.backend, "cues": self.cues},
         )
 
     def planned_tool(self, ctx: AgentContext, store: BaseStore | None, plan: WritePlan) -> BaseTool:

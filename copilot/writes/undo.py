@@ -43,6 +43,18 @@ if TYPE_CHECKING:
     from copilot.context import AgentContext
 
 UNDO_TOOL = "undo_write"
+UNDO_CUES: tuple[str, ...] = (
+    "undo",
+    "revert",
+    "reverse",
+    "put back",
+    "put it back",
+    "scratch",
+    "roll back",
+    "take back",
+    "take it back",
+)
+"""Word stems of a rep asking to take a change back (the undo tool and the change history read)."""
 UNDOABLE_TOOLS = frozenset({"update_opportunity", "log_activity", "draft_followup_email"})
 """The writes that have a compensating change (preferences are simply set again)."""
 
@@ -323,6 +335,7 @@ def _target(args: BaseModel) -> str | None:
 UNDO_WRITE = register(
     WriteTool(
         name=UNDO_TOOL,
+        cues=UNDO_CUES,
         title="Undo a change",
         description=(
             "Undo one of the rep's executed changes by its audit id (see recent_writes): put back "

@@ -17,12 +17,18 @@ param storageTableEndpoint string
 param deploymentContainerUrl string
 param appInsightsConnectionString string
 param keyVaultUri string
+@description('Log Analytics workspace the resource\'s diagnostic logs and metrics go to.')
+param workspaceId string
 @description('Subnet the app integrates with (VNet mode); empty = none.')
 param subnetId string = ''
 @description('Host name Teams reaches the bot at; empty = the Function App\'s default host name.')
 param customDomain string = ''
 @minValue(1)
 param maximumInstanceCount int = 40
+@description('COPILOT_DB_POOL_MAX: main.bicep computes it from the PostgreSQL SKU and maximumInstanceCount. Below 2 a turn and its lock would queue behind each other.')
+@minValue(2)
+@maxValue(10)
+param dbPoolMax int
 @allowed([
   2048
   4096
@@ -200,6 +206,14 @@ var coreSettings = [
     value: ssoConnectionName
   }
   {
+    name: 'COPILOT_DB_POOL_MAX'
+    value: string(dbPoolMax)
+  }
+  {
+    name: 'COPILOT_DB_MAX_INSTANCES'
+    value: string(maximumInstanceCount)
+  }
+  {
     name: 'COPILOT_TURN_QUEUE'
     value: turnQueueName
   }
@@ -320,6 +334,27 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
         version: '3.11'
       }
     }
+  }
+}
+
+// Audit and diagnostic logs, and metrics, to Log Analytics (alerts in alerts.bicep query them).
+resource siteDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: site
+  properties: {
+    workspaceId: workspaceId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'AllMetrics'
+        enabled: true
+      }
+    ]
   }
 }
 

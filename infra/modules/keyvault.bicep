@@ -16,14 +16,19 @@ param tags object
 param readerPrincipalId string
 @secure()
 param botClientSecret string
+@description('The day that secret expires (yyyy-mm-dd): the vault secret carries it (and a malformed date fails the deployment).')
+param botClientSecretExpiresOn string
 @description('Object id of the admin (user or group) who writes the generated secrets; empty = none.')
 param secretsOfficerObjectId string = ''
 @allowed([
   'User'
   'Group'
+  'ServicePrincipal'
 ])
 param secretsOfficerType string = 'Group'
 param allowPublicAccess bool = false
+@description('Log Analytics workspace the resource\'s diagnostic logs and metrics go to.')
+param workspaceId string
 param adminIpAddress string = ''
 
 var reachable = allowPublicAccess || (!empty(adminIpAddress))
@@ -58,12 +63,15 @@ resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
 }
 
 resource appPassword 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
-  //checkov:skip=CKV_AZURE_41:The client secret's expiry is the Entra app credential's own; rotate both together (docs/ADMIN.md, Key rotation)
   parent: vault
   name: 'microsoft-app-password'
   properties: {
     value: botClientSecret
     contentType: 'text/plain'
+    attributes: {
+      // The Entra app credential's own expiry; rotate both together (docs/ADMIN.md, Key rotation).
+      exp: dateTimeToEpoch('${botClientSecretExpiresOn}T00:00:00Z')
+    }
   }
 }
 
@@ -86,6 +94,27 @@ resource officer 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!emp
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', 'b86a8fe4-44ce-4948-aee5-eccb2c155cd7')
     principalId: secretsOfficerObjectId
     principalType: secretsOfficerType
+  }
+}
+
+// Audit and diagnostic logs, and metrics, to Log Analytics (alerts in alerts.bicep query them).
+resource vaultDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: vault
+  properties: {
+    workspaceId: workspaceId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'AllMetrics'
+        enabled: true
+      }
+    ]
   }
 }
 

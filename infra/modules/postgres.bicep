@@ -24,14 +24,17 @@ param passwordAuth bool = false
 @secure()
 param administratorPassword string = ''
 param allowPublicAccess bool = false
+@description('Log Analytics workspace the resource\'s diagnostic logs and metrics go to.')
+param workspaceId string
 param adminIpAddress string = ''
-param skuName string = 'Standard_B1ms'
+@description('Compute: main.bicep picks it with the pool size in view.')
+param skuName string
 @allowed([
   'Burstable'
   'GeneralPurpose'
   'MemoryOptimized'
 ])
-param skuTier string = 'Burstable'
+param skuTier string
 param storageSizeGB int = 32
 param backupRetentionDays int = 7
 
@@ -81,6 +84,11 @@ resource entraAdmin 'Microsoft.DBforPostgreSQL/flexibleServers/administrators@20
   }
 }
 
+// The server takes one change at a time: its children (administrator, configurations, database,
+// firewall rules) run in one dependsOn chain, or ARM sends them in parallel and the server answers
+// ServerIsBusy, on redeploys too. A condition-false rule drops out of the chain (ARM removes a
+// dependency on a resource it does not deploy). main.bicep's private endpoint follows the module.
+
 // pgvector (knowledge search) must be allow-listed before CREATE EXTENSION vector.
 resource extensions 'Microsoft.DBforPostgreSQL/flexibleServers/configurations@2024-08-01' = {
   parent: server
@@ -113,6 +121,9 @@ resource database 'Microsoft.DBforPostgreSQL/flexibleServers/databases@2024-08-0
     charset: 'UTF8'
     collation: 'en_US.utf8'
   }
+  dependsOn: [
+    tls
+  ]
 }
 
 resource adminMachine 'Microsoft.DBforPostgreSQL/flexibleServers/firewallRules@2024-08-01' = if (!empty(adminIpAddress)) {
@@ -122,6 +133,9 @@ resource adminMachine 'Microsoft.DBforPostgreSQL/flexibleServers/firewallRules@2
     startIpAddress: adminIpAddress
     endIpAddress: adminIpAddress
   }
+  dependsOn: [
+    database
+  ]
 }
 
 // Without a VNet the Function App reaches the server over Azure's public addresses: the
@@ -132,6 +146,31 @@ resource azureServices 'Microsoft.DBforPostgreSQL/flexibleServers/firewallRules@
   properties: {
     startIpAddress: '0.0.0.0'
     endIpAddress: '0.0.0.0'
+  }
+  dependsOn: [
+    database
+    adminMachine
+  ]
+}
+
+// Audit and diagnostic logs, and metrics, to Log Analytics (alerts in alerts.bicep query them).
+resource serverDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: server
+  properties: {
+    workspaceId: workspaceId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'AllMetrics'
+        enabled: true
+      }
+    ]
   }
 }
 

@@ -21,6 +21,8 @@ param anchorRetentionDays int = 365
 param allowPublicAccess bool = false
 @description('An admin machine\'s public IP allowed through the firewall (empty = none).')
 param adminIpAddress string = ''
+@description('Log Analytics workspace the resource\'s diagnostic logs and metrics go to.')
+param workspaceId string
 
 var reachable = allowPublicAccess || (!empty(adminIpAddress))
 
@@ -130,6 +132,62 @@ resource access 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for role
     principalType: 'ServicePrincipal'
   }
 }]
+
+// Metrics of the account, and the blob and queue services' logs (reads, writes, deletes: the
+// anchors' and the turns'), to Log Analytics.
+resource accountDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: account
+  properties: {
+    workspaceId: workspaceId
+    metrics: [
+      {
+        category: 'AllMetrics'
+        enabled: true
+      }
+    ]
+  }
+}
+
+resource blobDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: blobService
+  properties: {
+    workspaceId: workspaceId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'AllMetrics'
+        enabled: true
+      }
+    ]
+  }
+}
+
+resource queueDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: queueService
+  properties: {
+    workspaceId: workspaceId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'AllMetrics'
+        enabled: true
+      }
+    ]
+  }
+}
 
 output id string = account.id
 output name string = account.name

@@ -240,6 +240,15 @@ def _bot_connector_grant(settings: SandboxSettings, request: Request, form: dict
     Only for the Bot Framework audience: CRM and Graph data are never reachable with an
     app-only token here; those always go through a signed-in user (on-behalf-of).
     """
+    tenant = request.path_params["tenant"]
+    if tenant not in MULTI_TENANT_ALIASES | {"botframework.com"} and find_tenant(tenant) is None:
+        raise OAuthError(
+            400,
+            "invalid_request",
+            90002,
+            f"Tenant '{tenant}' not found. Check to make sure you have the correct tenant ID and are "
+            "signing into the correct cloud.",
+        )
     _authenticate_client(settings, request, form)
     scope = form.get("scope", "").strip()
     if scope != f"{settings.bot_connector_audience}/.default":

@@ -117,6 +117,7 @@ class ObedientChatModel(BaseChatModel):
     _received: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _emitted: list[AIMessage] = PrivateAttr(default_factory=list)
     _obeyed: list[str] = PrivateAttr(default_factory=list)
+    _offered: list[str] = PrivateAttr(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -133,6 +134,11 @@ class ObedientChatModel(BaseChatModel):
         return self._obeyed
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ObedientChatModel:
+        # What the agent offered this call (tool selection): a call written as text for a tool
+        # not offered is refused by the grounding gate like any unknown tool.
+        self._offered = sorted(
+            str(t.get("name") if isinstance(t, dict) else getattr(t, "name", "")) for t in tools
+        )
         return self
 
     def _generate(
@@ -144,6 +150,7 @@ class ObedientChatModel(BaseChatModel):
     ) -> ChatResult:
         self._received.append(list(messages))
         message = self._respond(list(messages))
+        message.response_metadata["offered"] = list(self._offered)
         self._emitted.append(message)
         if self.calls_as_text and message.tool_calls:
             shape = TEXT_SHAPES[len(self._emitted) % len(TEXT_SHAPES)]

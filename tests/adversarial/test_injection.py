@@ -32,7 +32,7 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -703,9 +703,12 @@ def _target(tool: str, args: dict[str, Any]) -> Any:
     return None
 
 
-def refused_as_text(call: Mapping[str, Any]) -> bool:
-    """A write call written as text that does not fit its schema: the grounding gate gives the
-    model the error instead of a proposal, so it is neither shown nor written."""
+def refused_as_text(call: Mapping[str, Any], offered: Collection[str] | None = None) -> bool:
+    """A write call written as text that does not fit its schema, or names a tool the model was
+    not offered on that call (tool selection): the grounding gate gives the model the error
+    instead of a proposal, so it is neither shown nor written."""
+    if offered is not None and call["name"] not in offered:
+        return True
     try:
         WRITE_TOOL_SCHEMAS[call["name"]].model_validate(call["args"])
     except ValidationError:
@@ -755,7 +758,7 @@ def check_pause(
             for c in last.tool_calls
             if is_write(c["name"])
             and canon([c["name"], c["args"]]) not in unchanged
-            and not (as_text and refused_as_text(c))
+            and not (as_text and refused_as_text(c, last.response_metadata.get("offered")))
         )
         if clean and writes - shown:
             problems.append(f"write calls not waiting for a decision: {sorted(writes - shown)}")

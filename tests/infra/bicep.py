@@ -177,12 +177,38 @@ class Scope:
         if kind == "not":
             value = self.eval(operands["bool_value"])
             return UNKNOWN if value is UNKNOWN else not value
+        if kind == "property_accessor":
+            return self._property(operands)
+        if kind == "index_accessor":
+            base, index = self.eval(operands["operand_1"]), self.eval(operands["operand_2"])
+            if UNKNOWN in (base, index):
+                return UNKNOWN
+            return base[index]
+        if kind in _ARITHMETIC:
+            left, right = self.eval(operands["operand_1"]), self.eval(operands["operand_2"])
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (left, right)):
+                return UNKNOWN
+            return _ARITHMETIC[kind](left, right)
         if kind in ("equals", "not_equals"):
             left, right = self.eval(operands["operand_1"]), self.eval(operands["operand_2"])
             if UNKNOWN in (left, right):
                 return UNKNOWN
             return (left == right) if kind == "equals" else (left != right)
         return UNKNOWN
+
+    def _property(self, operands: dict[str, Any]) -> Any:
+        """``a.b.c``: a key path into an object this scope knows (a variable's, a parameter's)."""
+        root, rest = self.eval(operands["operand_1"]), operands["operand_2"]
+        keys: list[Any] = []
+        while isinstance(rest, dict) and rest.get("operator", {}).get("type") == "property_accessor":
+            keys.append(rest["operator"]["operands"]["operand_1"])
+            rest = rest["operator"]["operands"]["operand_2"]
+        keys.append(rest)
+        for key in keys:
+            if not isinstance(root, dict) or not isinstance(key, str) or key not in root:
+                return UNKNOWN
+            root = root[key]
+        return root
 
     def _function(self, fn: dict[str, Any]) -> Any:
         kind = fn["type"]
@@ -198,9 +224,28 @@ class Scope:
             for arg in args:
                 merged.update(arg)
             return merged
+        if kind in ("min", "max") and all(isinstance(arg, int) for arg in args):
+            return min(args) if kind == "min" else max(args)
         if kind == "string":
             return str(args[0]).lower() if isinstance(args[0], bool) else str(args[0])
         return UNKNOWN
+
+
+def _divide(left: int, right: int) -> int:
+    """Bicep's integer division truncates toward zero."""
+    return int(left / right)
+
+
+_ARITHMETIC: dict[str, Any] = {
+    "add": lambda a, b: a + b,
+    "substract": lambda a, b: a - b,  # pycep's spelling
+    "multiply": lambda a, b: a * b,
+    "divide": _divide,
+    "greater_than": lambda a, b: a > b,
+    "greater_than_or_equals": lambda a, b: a >= b,
+    "less_than": lambda a, b: a < b,
+    "less_than_or_equals": lambda a, b: a <= b,
+}
 
 
 def main_scope(**overrides: Any) -> Scope:

@@ -21,7 +21,7 @@ import azure.identity
 import langchain_openai.chat_models.azure
 import pytest
 
-from bot.package import PackageSettings, render_manifest
+from bot.package import PUBLISHER_SETTINGS, PackageSettings, render_manifest
 from bot.rep_tokens import SsoRepTokens
 from bot.runtime import sso_token_key
 from bot.settings import BotSettings
@@ -202,14 +202,39 @@ def test_the_queue_triggers_storage_connection_is_configured_identity_based():
         assert f"{connection}__{service}ServiceUri" in settings
 
 
-def test_the_outputs_are_what_the_app_package_reads():
-    scope = main_scope()
+PUBLISHER = {
+    "publisherName": "Tailspin Sales IT",
+    "websiteUrl": "https://tailspin-toys.com/crm-copilot",
+    "privacyUrl": "https://tailspin-toys.com/privacy",
+    "termsUrl": "https://tailspin-toys.com/terms",
+}
+"""An organisation's own publisher parameters (the example file's are Contoso's samples)."""
+
+
+def _package_values(scope) -> dict[str, str]:
     outputs = scope.doc["outputs"]
     package_names = {field.alias or name for name, field in PackageSettings.model_fields.items()}
-    shared = package_names & set(app_settings(scope))
-    assert shared, "no PackageSettings variable among the app settings"
+    shared = (package_names & set(app_settings(scope))) | set(PUBLISHER_SETTINGS)
     assert shared <= set(outputs), f"outputs lack {sorted(shared - set(outputs))} for python -m bot package"
     values = {name: scope.eval(outputs[name]["value"]) for name in shared}
-    values = {name: re.sub(r"\$\{[^}]*\}", "abc123", str(value)) for name, value in values.items()}
+    return {name: re.sub(r"\$\{[^}]*\}", "abc123", str(value)) for name, value in values.items()}
+
+
+def test_the_outputs_are_what_the_app_package_reads():
+    values = _package_values(main_scope(**PUBLISHER))
+    assert {"MicrosoftAppId", "BOT_DOMAIN", *PUBLISHER_SETTINGS} <= set(values)
     manifest = render_manifest(PackageSettings(**values))
     assert manifest["bots"][0]["botId"] == values["MicrosoftAppId"]
+    assert manifest["developer"]["name"] == PUBLISHER["publisherName"]
+    # make infra-package hands every one of them to python -m bot package.
+    recipe = (ROOT / "Makefile").read_text().split("infra-package:", 1)[1].split("\n\n", 1)[0]
+    for name in values:
+        assert f"_output,{name})" in recipe, name
+
+
+def test_the_publisher_parameters_are_required_and_the_example_files_samples_are_refused():
+    parameters = main_scope().doc["parameters"]
+    for name in PUBLISHER:
+        assert "default" not in parameters[name] or parameters[name]["default"] is None, name
+    with pytest.raises(ValueError, match="is a sample value"):
+        render_manifest(PackageSettings(**_package_values(main_scope())))

@@ -14,7 +14,17 @@ from pydantic import SecretStr
 
 from bot.settings import BotSettings
 from copilot.settings import Settings
-from tests.infra.bicep import UNKNOWN, Scope, app_settings, bicep_files, body, condition, main_scope, parse
+from tests.infra.bicep import (
+    INFRA,
+    UNKNOWN,
+    Scope,
+    app_settings,
+    bicep_files,
+    body,
+    condition,
+    main_scope,
+    parse,
+)
 
 KEY_VAULT_REFERENCE = re.compile(r"^@Microsoft\.KeyVault\(SecretUri=\$\{keyVaultUri\}secrets/[a-z0-9-]+\)$")
 """A versionless reference into this deployment's vault (``keyVaultUri`` ends with a slash)."""
@@ -90,17 +100,29 @@ def test_postgres_admits_no_azure_wide_firewall_rule_by_default():
         assert postgres.eval(test) is False, f"firewall rule {name} is deployed by default"
 
 
+def deployed_endpoint_groups(scope: Scope) -> list[str]:
+    """The sub-resources (``groupId``) that get a private endpoint under ``scope``'s parameters."""
+    endpoint = (INFRA / "modules" / "privateendpoint.bicep").resolve()
+    groups: list[str] = []
+    for name, path in scope.module_paths().items():
+        spec = scope.doc["modules"][name]["config"]
+        test = condition(spec)
+        if path == endpoint and (test is None or scope.eval(test) is True):
+            groups.append(scope.module(name).params["groupId"])
+    return sorted(groups)
+
+
 def test_the_vnet_and_private_endpoints_are_on_by_default():
     scope = main_scope()
     assert scope.params["enableVnet"] is True
-    endpoints = scope.var("privateEndpoints")
-    assert {endpoint["groupId"] for endpoint in endpoints} >= {
-        "blob",
-        "queue",
-        "table",
-        "vault",
-        "postgresqlServer",
-    }
+    assert deployed_endpoint_groups(scope) == sorted(
+        ["blob", "queue", "table", "vault", "postgresqlServer", "account"]
+    )
+
+
+def test_without_the_vnet_or_openai_their_private_endpoints_are_not_deployed():
+    assert deployed_endpoint_groups(main_scope(enableVnet=False)) == []
+    assert "account" not in deployed_endpoint_groups(main_scope(deployOpenAi=False))
 
 
 # --- database -------------------------------------------------------------------------------

@@ -99,6 +99,19 @@ def test_a_turn_opens_at_most_one_read_session_and_calls_the_model_twice(bench: 
     assert counts["checkpoint_writes"] >= 1, counts
 
 
+@pytest.mark.parametrize("scenario", ["lookup cost", "turn cost"])
+def test_a_lookup_and_a_summary_cost_within_a_fifth_of_the_bare_agents_prompt_and_calls(
+    bench: dict[str, Any], scenario: str
+):
+    """Issue 34: the copilot's safety must not make a question cost more than 1.2x a bare
+    agent's prompt tokens per call or model calls (counts, not timings: the same every run)."""
+    ours = _result(bench, scenario)["ours"]["counts"]
+    bare = _result(bench, scenario)["bare"]["counts"]
+    assert ours["model_calls"] <= bare["model_calls"] * 1.2, (ours, bare)
+    for mine, theirs in zip(ours["prompt_tokens_per_call"], bare["prompt_tokens_per_call"], strict=True):
+        assert mine <= theirs * 1.2, (ours["prompt_tokens_per_call"], bare["prompt_tokens_per_call"])
+
+
 @pytest.mark.parametrize("side", ["ours", "bare"])
 def test_the_first_turn_exchanges_each_scope_at_most_once(bench: dict[str, Any], side: str):
     first = _result(bench, "turn cost")[side]["first_counts"]
@@ -253,15 +266,15 @@ def test_the_dataverse_profile_prints_a_table_naming_its_profile_with_ratios(dat
 def test_on_dataverse_both_sides_read_with_the_query_tool_and_only_ours_writes_through_the_web_api(
     dataverse_table: str,
 ):
-    # Columns: turn cost ours, bare, approve click ours, bare.
-    assert _count_row(dataverse_table, "  read_query") == ["2", "2", "0", "0"]
-    assert _count_row(dataverse_table, "  create_record") == ["0", "0", "0", "1"]
+    # Columns: lookup cost ours, bare, turn cost ours, bare, approve click ours, bare.
+    assert _count_row(dataverse_table, "  read_query") == ["1", "1", "2", "2", "0", "0"]
+    assert _count_row(dataverse_table, "  create_record") == ["0", "0", "0", "0", "0", "1"]
     assert _count_row(dataverse_table, "  mcp.tools user_impersonation")[1] == "1"  # bare: a session a turn
-    assert _count_row(dataverse_table, "model calls") == ["2", "2", "1", "1"]
+    assert _count_row(dataverse_table, "model calls") == ["2", "2", "2", "2", "1", "1"]
     # Ours writes the call once through the Web API, by its alternate key (a PATCH on phonecalls).
     web = _count_row(dataverse_table, "  PATCH phonecalls")
-    assert web[2] == "1", web
-    assert web[3] == "0", web
+    assert web[4] == "1", web
+    assert web[5] == "0", web
     assert "upsert_activity" not in dataverse_table
 
 

@@ -1,10 +1,15 @@
-"""The deployed payload: what ``.funcignore`` lets through is the product, and it runs on its own.
+"""The deployed payload: ``.funcignore`` is an allow-list, its payload is exactly the product,
+and it runs on its own.
 
-The payload is assembled from the working tree exactly as the Functions deployment tools do
-(everything not matched by ``.funcignore``), copied to a folder of its own and imported there
-in a fresh interpreter that cannot see the repository: ``function_app`` imports, its triggers
-register, its health endpoint answers, and every module of the runtime packages imports (so
-no product code reaches for a piece left out, such as the bench or the evals).
+The payload is built from the working tree as the deployment tools build it
+(``tests/support/payload.py``: Core Tools' own parser, and git's rules for the GitHub Action and
+the VS Code extension). Both must give exactly ``function_app.py``, ``host.json``,
+``requirements.txt``, ``copilot/``, ``bot/`` and ``functions/`` at the top, under a size
+ceiling, also in a tree full of what a set-up checkout holds (the tools venvs, ``infra/``,
+scratch files). The payload is then copied to a folder of its own and imported there in a
+fresh interpreter that cannot see the repository: ``function_app`` imports, its triggers
+register, its health endpoint answers, and every module of the runtime packages imports (so no
+product code reaches for a piece left out, such as the bench or the evals).
 """
 
 from __future__ import annotations
@@ -16,31 +21,98 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pathspec
 import pytest
 
+from tests.support.payload import core_tools_files, gitignore_files, top_level
 from tests.support.sandbox_process import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
 
-LOCAL_ONLY = ("tests/", "sandbox/", "bench/", "evals/", "offline_model/", "scripts/")
-"""What must never ship: the stand-ins, the tests and the tooling."""
+PAYLOAD = {"function_app.py", "host.json", "requirements.txt", "copilot/", "bot/", "functions/"}
+"""The whole top level of the deployed payload."""
 
-TRIGGERS = {"health", "messages", "turns", "turns_poison", "retention", "audit_seal", "briefs", "digest"}
+SIZE_CEILING = 6 * 1024 * 1024
+"""Bytes the payload may take: the sources are under 2 MB, their bytecode caches (which Core
+Tools ships when present) about as much again; a stray venv or data folder is hundreds of MB."""
+
+BUILDERS = {"core-tools": core_tools_files, "gitignore": gitignore_files}
+
+TRIGGERS = {
+    "health",
+    "messages",
+    "turns",
+    "turns_poison",
+    "retention",
+    "audit_seal",
+    "briefs",
+    "digest",
+    "doctor",
+}
+
+# What a set-up checkout holds besides the product (make setup, an editor, a local run).
+CLUTTER = [
+    ".venv-infra/lib/python3.11/site-packages/checkov/__init__.py",
+    ".venv/bin/python3",
+    "infra/main.bicep",
+    "infra/main.parameters.json",
+    "requirements-infra.txt",
+    "requirements-dev.txt",
+    "local.settings.json",
+    ".env",
+    "notes.txt",
+    "copilot_scratch/x.py",
+    "bot.py.orig",
+    "tests/test_x.py",
+    "sandbox/app.py",
+    "docs/ADMIN.md",
+    ".data/postgres/PG_VERSION",
+]
 
 
 def payload_files(root: Path) -> list[str]:
-    """The files a deployment of ``root`` takes, as POSIX paths relative to it (sorted)."""
-    spec = pathspec.GitIgnoreSpec.from_lines((root / ".funcignore").read_text().splitlines())
-    files: list[str] = []
-    for folder, dirs, names in os.walk(root):
-        here = Path(folder).relative_to(root)
-        dirs[:] = sorted(d for d in dirs if d != ".git" and not spec.match_file(f"{(here / d).as_posix()}/"))
-        for name in sorted(names):
-            path = (here / name).as_posix()
-            if not spec.match_file(path):
-                files.append(path)
-    return sorted(files)
+    """The files ``func azure functionapp publish`` takes from ``root`` (Core Tools' reading)."""
+    return core_tools_files(root)
+
+
+@pytest.mark.parametrize("builder", sorted(BUILDERS))
+def test_the_payload_is_exactly_the_function_app_and_its_three_packages_under_the_size_ceiling(builder):
+    files = BUILDERS[builder](PROJECT_ROOT)
+    assert top_level(files) == PAYLOAD, sorted(top_level(files) - PAYLOAD)
+    size = sum((PROJECT_ROOT / f).stat().st_size for f in files)
+    print(f"{builder}: {len(files)} files, {size} bytes; top level {sorted(top_level(files))}")
+    assert size <= SIZE_CEILING, f"{builder}: the payload is {size} bytes"
+
+
+MOVED_OUT = {
+    "bot/echo_bot.py": "bench/echo_bot.py",
+    "copilot/tracing/experiments.py": "evals/experiments.py",
+}
+"""Tooling that used to ship inside the product packages, and where it lives now."""
+
+
+def test_the_benchs_echo_bot_and_the_evals_experiments_are_tooling_outside_the_payload():
+    files = core_tools_files(PROJECT_ROOT)
+    for old, new in MOVED_OUT.items():
+        assert old not in files
+        assert (PROJECT_ROOT / new).is_file(), new
+        assert new not in files
+
+
+@pytest.mark.parametrize("builder", sorted(BUILDERS))
+def test_what_a_set_up_checkout_holds_besides_the_product_stays_out(builder, tmp_path: Path):
+    tree = tmp_path / "checkout"
+    shutil.copytree(PROJECT_ROOT / "bot", tree / "bot", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in (".funcignore", "function_app.py", "host.json", "requirements.txt"):
+        shutil.copy2(PROJECT_ROOT / name, tree / name)
+    for package in ("copilot", "functions"):
+        (tree / package).mkdir()
+        (tree / package / "__init__.py").write_text("")
+    for clutter in CLUTTER:
+        (tree / clutter).parent.mkdir(parents=True, exist_ok=True)
+        (tree / clutter).write_text("x")
+    files = BUILDERS[builder](tree)
+    assert top_level(files) == PAYLOAD
+    assert not [f for f in files if f in CLUTTER]
 
 
 @pytest.fixture(scope="module")
@@ -50,16 +122,6 @@ def payload(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (target / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PROJECT_ROOT / path, target / path)
     return target
-
-
-def test_the_payload_holds_the_function_app_and_its_packages_and_none_of_the_local_tooling(payload: Path):
-    files = sorted(p.relative_to(payload).as_posix() for p in payload.rglob("*") if p.is_file())
-    for needed in ("function_app.py", "host.json", "requirements.txt"):
-        assert needed in files
-    for package in ("copilot/", "bot/", "functions/"):
-        assert any(f.startswith(package) for f in files), package
-    shipped = [f for f in files if f.startswith(LOCAL_ONLY)]
-    assert shipped == [], f"local-only files in the deployed payload: {shipped[:10]}"
 
 
 PROBE = """

@@ -39,6 +39,7 @@ from tests.support.azurite import run_azurite
 from tests.support.doctor_env import (
     UNGATED_WRITE_TOOL,
     StubCrm,
+    app_package_for,
     closed_url,
     deployed_environment,
     sandbox_tools_with_an_ungated_write,
@@ -54,10 +55,14 @@ ALL_CHECKS = [
     "settings.key_vault_references",
     "settings.copilot",
     "settings.bot",
+    "bot.credentials",
+    "sso.connection",
+    "teams.package",
     "database.reachable",
     "database.migrations",
     "database.login",
     "database.grants",
+    "database.connections",
     "audit.keys",
     "audit.chain",
     "audit.anchor_append",
@@ -116,6 +121,8 @@ def deployment(
         queues = QueueServiceClient.from_connection_string(azurite.connection_string)
         for name in ("copilot-turns", "copilot-turns-poison"):
             queues.create_queue(name)
+        packages = anchors.parent
+        app_id = sandbox.settings.bot_app_id
         env = deployed_environment(
             database_url=url,
             sandbox=sandbox,
@@ -123,7 +130,11 @@ def deployment(
             langsmith_url=langsmith.url,
             queue_connection=azurite.connection_string,
             anchor_file=str(anchors),
+            app_package=app_package_for(packages / "good.zip", app_id=app_id),
         )
+        # Packages built for another bot, and for this bot at another domain.
+        app_package_for(packages / "other-bot.zip", app_id="22222222-2222-4333-8444-555555555555")
+        app_package_for(packages / "other-domain.zip", app_id=app_id, domain="old-bot.tailspin-toys.com")
         tools = sandbox_tools_with_an_ungated_write(sandbox, env["COPILOT_DOCTOR_CRM_TOKEN"])
         with StubCrm(tools) as stub:
             yield Deployment(env, behind_url, stub.url, str(conninfo_to_dict(url)["user"]), langsmith)
@@ -243,6 +254,90 @@ SEEDED: list[tuple[str, dict[str, str | None], str, str, str]] = [
         "superuser",
     ),
     (
+        "wrong_bot_secret",
+        {"MicrosoftAppPassword": "a-secret-of-another-app"},
+        "bot.credentials",
+        "MicrosoftAppPassword",
+        "AADSTS7000215",
+    ),
+    (
+        "bot_secret_with_a_newline",
+        {"MicrosoftAppPassword": "<bot-secret>\n"},
+        "bot.credentials",
+        "MicrosoftAppPassword",
+        "whitespace",
+    ),
+    (
+        "bot_app_id_with_a_newline",
+        {"MicrosoftAppId": "<bot-app>\n"},
+        "bot.credentials",
+        "MicrosoftAppId",
+        "whitespace",
+    ),
+    (
+        "bot_app_id_not_a_guid",
+        {"MicrosoftAppId": "crm-copilot-bot"},
+        "bot.credentials",
+        "MicrosoftAppId",
+        "not a GUID",
+    ),
+    (
+        "bot_app_of_another_tenant",
+        {"MicrosoftAppId": "99999999-2222-4333-8444-555555555555"},
+        "bot.credentials",
+        "MicrosoftAppId",
+        "AADSTS700016",
+    ),
+    (
+        "bot_tenant_malformed",
+        {"MicrosoftAppTenantId": "contoso"},
+        "bot.credentials",
+        "MicrosoftAppTenantId",
+        "neither a tenant id",
+    ),
+    (
+        "bot_tenant_unknown",
+        {"MicrosoftAppTenantId": "00000000-0000-0000-0000-0000000000ff"},
+        "bot.credentials",
+        "MicrosoftAppTenantId",
+        "names no tenant",
+    ),
+    (
+        "single_tenant_bot_without_tenant",
+        {"MicrosoftAppTenantId": None},
+        "bot.credentials",
+        "MicrosoftAppTenantId",
+        "not set",
+    ),
+    (
+        "sso_connection_missing_at_the_token_service",
+        {"COPILOT_SSO_CONNECTION": "crm-copilot-sso-typo"},
+        "sso.connection",
+        "COPILOT_SSO_CONNECTION",
+        "does not know the OAuth connection",
+    ),
+    (
+        "app_package_of_another_bot",
+        {"COPILOT_DOCTOR_APP_PACKAGE": "<package-dir>/other-bot.zip"},
+        "teams.package",
+        "MicrosoftAppId",
+        "is not MicrosoftAppId",
+    ),
+    (
+        "app_package_of_another_domain",
+        {"COPILOT_DOCTOR_APP_PACKAGE": "<package-dir>/other-domain.zip"},
+        "teams.package",
+        "BOT_DOMAIN",
+        "lack BOT_DOMAIN",
+    ),
+    (
+        "pools_beyond_max_connections",
+        {"COPILOT_DB_MAX_INSTANCES": "40"},
+        "database.connections",
+        "COPILOT_DB_MAX_INSTANCES",
+        "usable connections",
+    ),
+    (
         "bad_audit_key",
         {"COPILOT_AUDIT_HMAC_KEYS": "doctor-k1:c2hvcnQ="},
         "audit.keys",
@@ -312,6 +407,9 @@ SEEDED: list[tuple[str, dict[str, str | None], str, str, str]] = [
 ALSO_FAILS: dict[str, tuple[str, ...]] = {
     # An unresolved reference is also a malformed value to the setting's own check.
     "settings.key_vault_references": ("settings.bot",),
+    # A wrong MicrosoftAppId is also not the app id the uploaded package names.
+    "bot.credentials": ("teams.package",),
+    # Without the bot's own token the connection cannot be asked about: skipped, not failed.
 }
 """Checks that may fail after a case's own, because they see the same fault."""
 
@@ -326,6 +424,9 @@ def _resolve(deployment: Deployment, changes: dict[str, str | None]) -> dict[str
                 .replace("<stub>", deployment.stub_crm_url)
                 .replace("<closed-https>", closed_url("https"))
                 .replace("<closed>", closed_url())
+                .replace("<bot-app>", deployment.env["MicrosoftAppId"])
+                .replace("<package-dir>", str(Path(deployment.env["COPILOT_DOCTOR_APP_PACKAGE"]).parent))
+                .replace("<bot-secret>", deployment.env["MicrosoftAppPassword"])
             )
         resolved[name] = value
     return resolved
@@ -453,7 +554,7 @@ async def test_the_text_output_names_the_setting_and_the_fix(deployment, capsys)
     line = next(line for line in out.splitlines() if line.startswith("FAIL queues"))
     assert "[setting: COPILOT_TURN_QUEUE]" in line
     assert "fix:" in line
-    assert out.strip().splitlines()[-1].startswith("doctor: 19 passed, 1 failed")
+    assert out.strip().splitlines()[-1].startswith("doctor: 23 passed, 1 failed")
     assert code == 1
 
 

@@ -86,8 +86,7 @@ async def test_any_model_can_call_the_risk_tool_and_cite_what_it_returned(copilo
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, model, clock=SteppingClock(NOW)) as svc:
         result = await svc.run_turn(rep.identity, rep.broker, None, "anything at risk?")
-    assert "deals_at_risk" in model.bound_tools
-    assert "catch_up" in model.bound_tools
+    assert "deals_at_risk" in model.bound_tools  # offered: the question speaks of risk (its cues)
     results = [m for seen in model.received for m in seen if isinstance(m, ToolMessage)]
     assert any(deal in str(m.content) for m in results)
     assert result.citations == [deal]

@@ -29,8 +29,8 @@ from copilot.persistence import audit
 from copilot.persistence.database import connect
 from copilot.runner import CopilotService
 from copilot.settings import Settings
-from copilot.tracing.experiments import ExperimentExample, ExperimentResult, example_uuid, record_experiment
 from copilot.tracing.pseudonym import rep_pseudonym
+from evals.experiments import ExperimentExample, ExperimentResult, example_uuid, record_experiment
 from tests.support.copilot_env import Rep, service, sign_in
 from tests.support.copilot_env import copilot_settings as make_settings
 from tests.support.fake_langsmith import TENANT_ID, FakeLangSmith, running_fake_langsmith

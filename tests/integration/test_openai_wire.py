@@ -28,10 +28,9 @@ from langchain_openai import AzureChatOpenAI, ChatOpenAI
 from copilot.agent_tools.model_tools import write_tools
 from copilot.errors import ConfigurationError
 from copilot.middleware.limits import LIMIT_MESSAGE
-from copilot.prompts import system_prompt
+from copilot.prompts import CORE
 from copilot.runner import CopilotService, TurnResult
 from copilot.settings import Settings
-from copilot.writes import REGISTRY
 from functions.host import get_host
 from tests.integration.test_function_app import (  # noqa: F401 - fixtures used by the Functions tests
     Teams,
@@ -136,7 +135,9 @@ async def test_an_openai_model_setting_sends_the_system_prompt_and_every_tool_sc
     openai_env: FakeOpenAI, copilot_settings: Settings, sandbox: SandboxProcess
 ):
     fake = openai_env
-    settings = _settings(copilot_settings, sandbox, COPILOT_MODEL="openai:gpt-test")
+    settings = _settings(
+        copilot_settings, sandbox, COPILOT_MODEL="openai:gpt-test", COPILOT_TOOL_SELECTION="all"
+    )
     fake.script(
         tool_calls(call("get_account", account_id="acc-acme")),
         lambda request: Completion(
@@ -158,7 +159,8 @@ async def test_an_openai_model_setting_sends_the_system_prompt_and_every_tool_sc
     assert first.path == "/v1/chat/completions"
     assert first.headers["authorization"] == f"Bearer {API_KEY}"
     assert first.model == "gpt-test"
-    assert system_prompt(REGISTRY) in first.system_prompt
+    # The system prompt's fixed rules, then the rep's context; every tool offered as registered.
+    assert first.system_prompt.startswith(CORE)
     assert first.messages[0]["role"] == "system"
     assert first.messages[-1] == {"role": "user", "content": "tell me about Acme"}
     # Every write tool's schema exactly as the registry defines it, and the CRM's read tools.
@@ -182,7 +184,9 @@ async def test_an_azure_openai_deployment_setting_calls_the_deployment_with_its_
     azure_env: FakeOpenAI, copilot_settings: Settings, sandbox: SandboxProcess
 ):
     fake = azure_env
-    settings = _settings(copilot_settings, sandbox, COPILOT_MODEL=f"azure_openai:{DEPLOYMENT}")
+    settings = _settings(
+        copilot_settings, sandbox, COPILOT_MODEL=f"azure_openai:{DEPLOYMENT}", COPILOT_TOOL_SELECTION="all"
+    )
     fake.script(tool_calls(call("get_account", account_id="acc-acme")), _answer_citing_acme)
     rep = await sign_in(settings, "alex")
     async with service(settings) as svc:
@@ -195,7 +199,7 @@ async def test_an_azure_openai_deployment_setting_calls_the_deployment_with_its_
         assert request.path == f"/openai/deployments/{DEPLOYMENT}/chat/completions"
         assert request.query["api-version"] == API_VERSION
         assert request.headers["api-key"] == API_KEY
-        assert system_prompt(REGISTRY) in request.system_prompt
+        assert request.system_prompt.startswith(CORE)
         assert "log_activity" in request.tools
 
 
@@ -532,3 +536,33 @@ async def test_the_function_app_deployed_with_an_azure_openai_deployment_starts_
     (message,) = [e for e in reply["entities"] if e.get("type") == "https://schema.org/Message"]
     assert [c["appearance"]["name"] for c in message["citation"]] == ["Acme Corporation"]
     assert [r.path for r in fake.requests] == [f"/openai/deployments/{DEPLOYMENT}/chat/completions"] * 2
+
+
+async def test_a_question_is_offered_the_reads_only_and_an_instruction_the_write_it_names(
+    openai_env: FakeOpenAI, copilot_settings: Settings, sandbox: SandboxProcess
+):
+    fake = openai_env
+    fake.script(
+        tool_calls(call("get_account", account_id="acc-acme")),
+        _answer_citing_acme,
+        tool_calls(call("log_activity", account_id="acc-acme", type="call", subject="Renewal", notes="ok")),
+    )
+    settings = _settings(copilot_settings, sandbox, COPILOT_MODEL="openai:gpt-test")
+    rep = await sign_in(settings, "alex")
+    async with service(settings) as svc:
+        asked = await _ask(svc, rep, "how is Acme doing?")
+        await svc.run_turn(
+            rep.identity, rep.broker, asked.thread_id, "log a call with Acme about the renewal"
+        )
+
+    question, answered, instruction = fake.requests[:3]
+    writes = {t.name for t in write_tools()}
+    assert {"get_account", "list_opportunities", "search_accounts"} <= set(question.tools)
+    assert not writes & set(question.tools)
+    assert "write tools" not in question.system_prompt
+    assert answered.tools == question.tools  # the same offer on every call of a run
+    assert "log_activity" in instruction.tools
+    assert "update_opportunity" not in instruction.tools
+    assert "log_activity" in instruction.system_prompt
+    # The fixed rules open every prompt (a provider's prompt cache sees one prefix).
+    assert all(r.system_prompt.startswith(CORE) for r in (question, answered, instruction))

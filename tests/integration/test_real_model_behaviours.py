@@ -42,8 +42,11 @@ from tests.support.fake_openai import (
 )
 from tests.support.model_behaviours import (
     LAZY_ANSWER,
+    LOOPED,
     MISBEHAVIOURS,
+    NOTHING_FOUND,
     REFUSAL,
+    RESIDUE,
     Misbehaviour,
     facts_check,
     greeting_policy,
@@ -86,6 +89,9 @@ def assert_shown_safely(shown: str, behaviour: Misbehaviour | None) -> None:
     for raw in ("<tool_call", "<function", '"arguments"', '"parameters"', "```", "<think>"):
         assert raw not in shown, shown
     assert LAZY_ANSWER not in shown
+    # Issue 34's shapes: no tool error, "nothing found" unearned, loop or template residue shown.
+    for never in ("validation error", "Field required", NOTHING_FOUND, (LOOPED * 2).strip(), RESIDUE):
+        assert never not in shown, shown
     if behaviour is not None and behaviour.persistent:
         # The honest refusal; a model that keeps re-reading is ended by the limit's own message.
         assert COULD_NOT_LOOK_UP in shown or LIMIT_MESSAGE in shown, shown
@@ -118,19 +124,34 @@ async def test_each_misbehaviour_reaches_the_rep_only_as_a_grounded_answer_or_an
     else:
         assert result.notice is None
         assert "acc-acme" in result.citations
+    assert result.proposals == []  # every question here asks no change: no card, ever
     # Bounded: the model-call limit (12) holds with the gate's extra asks counted.
     assert len([r for r in fake.requests if facts_check(r) is None]) <= settings.model_call_run_limit
 
 
-async def test_a_lazy_answer_is_asked_again_with_a_read_required(fake: FakeOpenAI, settings: Settings):
+async def test_a_lazy_answer_naming_what_the_rep_asked_is_asked_again_with_a_read_required_and_no_check(
+    fake: FakeOpenAI, settings: Settings
+):
     fake.policy = next(b for b in MISBEHAVIOURS if b.name == "lazy_answer").policy()
     await _ask(settings)
+    # "Acme" is the rep's word: the reply speaks of it with nothing read, so asking the model
+    # whether it states facts could not change the outcome, and costs no call.
+    assert [r for r in fake.requests if facts_check(r) is not None] == []
+    asked_again = fake.requests[1]
+    assert asked_again.tool_choice == "required"
+    assert "without calling any tool" in asked_again.system_prompt
+
+
+async def test_a_lazy_answer_naming_nothing_asked_is_checked_by_the_model_first(
+    fake: FakeOpenAI, settings: Settings
+):
+    fake.policy = next(b for b in MISBEHAVIOURS if b.name == "lazy_answer").policy()
+    await _ask(settings, "how is my biggest customer doing?")
     checks = [r for r in fake.requests if facts_check(r) is not None]
     assert len(checks) == 1
     assert LAZY_ANSWER in checks[0].latest_user_text()
     asked_again = fake.requests[fake.requests.index(checks[0]) + 1]
     assert asked_again.tool_choice == "required"
-    assert "without calling any tool" in asked_again.system_prompt
 
 
 async def test_a_greeting_answered_without_a_read_is_shown_after_the_models_own_check(
@@ -260,6 +281,9 @@ async def test_in_teams_each_misbehaviour_shows_only_a_grounded_answer_or_an_hon
             (m.body.get("text") or "") + json.dumps(m.body.get("attachments") or [])
             for m in teams.connector.messages()
         )
+        assert teams.connector.cards() == [] or all(
+            not find_actions(card_of(c), "Approve") for c in teams.connector.cards()
+        )
     assert_shown_safely(shown, behaviour)
 
 
@@ -353,3 +377,43 @@ def test_chat_never_prints_tool_call_text_or_an_ungrounded_answer(fake: FakeOpen
     persistent = sum(1 for b in questions.values() if b.persistent)
     assert done.stdout.count(COULD_NOT_LOOK_UP) + done.stdout.count(LIMIT_MESSAGE) == persistent
     assert done.stdout.count("acc-acme") >= len(questions) - persistent
+
+
+# --- fallback before refusal ----------------------------------------------------------------------
+
+
+async def test_when_the_gate_gives_up_on_the_primary_the_fallback_model_gets_the_turn(
+    fake: FakeOpenAI, settings: Settings
+):
+    broken = next(b for b in MISBEHAVIOURS if b.name == "lazy_answer_persistent").policy()
+    competent = next(b for b in MISBEHAVIOURS if b.name == "lazy_answer").policy()
+
+    def by_model(request: ChatRequest) -> Reply:
+        if request.model == "gpt-test":
+            return broken(request)
+        # The fallback answers as a competent model does once it is asked: it reads first.
+        check = facts_check(request)
+        if check is not None:
+            return check
+        if request.turn_tool_results():
+            return competent(request)
+        return tool_calls(call("get_account", account_id="acc-acme"))
+
+    fake.policy = by_model
+    with_fallback = settings.model_copy(update={"fallback_models": "openai:gpt-fallback"})
+    result = await _ask(with_fallback)
+
+    assert result.notice is None
+    assert "acc-acme" in result.citations
+    assert COULD_NOT_LOOK_UP not in (result.answer or "")
+    models = [r.model for r in fake.requests if facts_check(r) is None]
+    assert models[0] == "gpt-test"
+    assert "gpt-fallback" in models
+    assert len([r for r in fake.requests if facts_check(r) is None]) <= settings.model_call_run_limit
+
+
+async def test_without_a_fallback_the_gate_refuses_honestly(fake: FakeOpenAI, settings: Settings):
+    fake.policy = next(b for b in MISBEHAVIOURS if b.name == "lazy_answer_persistent").policy()
+    result = await _ask(settings)
+    assert result.answer == COULD_NOT_LOOK_UP
+    assert {r.model for r in fake.requests} == {"gpt-test"}

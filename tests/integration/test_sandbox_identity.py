@@ -197,9 +197,9 @@ def test_scopes_of_two_resources_in_one_request_are_refused(sandbox: Sandbox) ->
     assert "AADSTS28000" in str(excinfo.value)
 
 
-def _post_token(sandbox: Sandbox, form: dict[str, str]) -> httpx.Response:
+def _post_token(sandbox: Sandbox, form: dict[str, str], tenant: str = CONTOSO.id) -> httpx.Response:
     context = ssl.create_default_context(cafile=str(sandbox.ca_cert))
-    url = f"{sandbox.settings.idp_base_url}/{CONTOSO.id}/oauth2/v2.0/token"
+    url = f"{sandbox.settings.idp_base_url}/{tenant}/oauth2/v2.0/token"
     with httpx.Client(verify=context) as client:
         return client.post(url, data=form)
 
@@ -253,6 +253,21 @@ def test_the_bot_connector_grant_needs_the_bot_secret(sandbox: Sandbox) -> None:
         },
     )
     assert response.status_code == 401
+
+
+def test_the_bot_connector_grant_refuses_a_tenant_the_directory_does_not_have(sandbox: Sandbox) -> None:
+    settings = sandbox.settings
+    form = {
+        "grant_type": "client_credentials",
+        "client_id": settings.bot_app_id,
+        "client_secret": settings.bot_client_secret,
+        "scope": "https://api.botframework.com/.default",
+    }
+    response = _post_token(sandbox, form, tenant="00000000-0000-0000-0000-0000000000ff")
+    assert response.status_code == 400
+    assert response.json()["error_description"].startswith("AADSTS90002:")
+    # The bot's own tenant and Bot Framework's answer.
+    assert _post_token(sandbox, form, tenant="botframework.com").status_code == 200
 
 
 def test_obo_assertion_must_be_a_user_token_for_the_bot(sandbox: Sandbox) -> None:

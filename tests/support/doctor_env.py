@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+from pathlib import Path
 from typing import Any
 
 from cryptography.fernet import Fernet
@@ -20,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bot.package import PackageSettings, build_package
 from copilot.persistence.audit_keys import generate_key_entry
 from tests.support.sandbox_process import SandboxProcess, free_port
 from tests.support.threaded_server import ThreadedServer
@@ -27,6 +29,12 @@ from tests.support.threaded_server import ThreadedServer
 UNGATED_WRITE_TOOL = "delete_account"
 
 AZURE_DEPLOYMENT = "doctor-fallback"
+
+BOT_DOMAIN = "crm-copilot.tailspin-toys.com"
+"""The deployment's bot domain (the app package's validDomains and SSO resource)."""
+
+SANDBOX_TENANT = "00000000-0000-0000-0000-000000000001"
+"""The sandbox directory's first tenant (Contoso): where its bot app is registered."""
 
 
 def closed_url(scheme: str = "http") -> str:
@@ -42,13 +50,21 @@ def deployed_environment(
     langsmith_url: str,
     queue_connection: str,
     anchor_file: str,
+    app_package: str,
 ) -> dict[str, str]:
-    """The app settings of a good deployment whose services are the local stand-ins."""
+    """The app settings of a good deployment whose services are the local stand-ins (and the
+    app package the doctor compares with them, built by :func:`app_package_for`)."""
     return {
         "COPILOT_ENVIRONMENT": "deployed",
         "DATABASE_URL": database_url,
-        "MicrosoftAppId": "7f0c3a52-7d0e-4d1b-9a55-3f6f2b9d0c11",
-        "MicrosoftAppPassword": "doctor-test-secret",
+        # The sandbox's bot app: bot.credentials gets a Bot Connector token with these.
+        "MicrosoftAppId": sandbox.settings.bot_app_id,
+        "MicrosoftAppPassword": sandbox.settings.bot_client_secret,
+        "MicrosoftAppTenantId": SANDBOX_TENANT,
+        "MicrosoftAppType": "SingleTenant",
+        "BOT_CONNECTOR_AUTHORITY": sandbox.settings.idp_base_url,
+        "BOT_CONNECTOR_CA_BUNDLE": str(sandbox.settings.ca_cert_path),
+        "BOT_CONNECTOR_SCOPE": sandbox.settings.bot_connector_audience,
         "CRM_MCP_URL": sandbox.settings.mcp_url,
         "GRAPH_BASE_URL": f"{sandbox.settings.http_base_url}/v1.0",
         "ENTRA_AUTHORITY": sandbox.settings.idp_base_url,
@@ -67,11 +83,31 @@ def deployed_environment(
         "LANGSMITH_API_KEY": "ls-doctor",
         "COPILOT_TRACE_PSEUDONYM_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
         "COPILOT_TOKEN_ENCRYPTION_KEY": Fernet.generate_key().decode(),
-        "COPILOT_SSO_CONNECTION": "crm-copilot-sso",
+        # The sandbox's token service stand-in holds the bot's OAuth connection.
+        "COPILOT_SSO_CONNECTION": sandbox.settings.sso_connection_name,
+        "OAUTH_URL": sandbox.settings.http_base_url,
         "AzureWebJobsStorage": queue_connection,
         "COPILOT_TURN_QUEUE": "copilot-turns",
         "COPILOT_DOCTOR_CRM_TOKEN": sandbox.token("alex", ["crm.read"]),
+        "BOT_DOMAIN": BOT_DOMAIN,
+        "COPILOT_DOCTOR_APP_PACKAGE": app_package,
     }
+
+
+def app_package_for(out: Path, *, app_id: str, domain: str = "") -> str:
+    """A Teams app package for ``app_id`` and ``domain`` (default :data:`BOT_DOMAIN`), as
+    ``make infra-package`` builds it; its path."""
+    settings = PackageSettings.model_validate(
+        {
+            "MicrosoftAppId": app_id,
+            "BOT_DOMAIN": domain or BOT_DOMAIN,
+            "PUBLISHER_NAME": "Tailspin Sales IT",
+            "WEBSITE_URL": "https://tailspin-toys.com/crm-copilot",
+            "PRIVACY_URL": "https://tailspin-toys.com/privacy",
+            "TERMS_URL": "https://tailspin-toys.com/terms",
+        }
+    )
+    return str(build_package(settings, out))
 
 
 class StubCrm:

@@ -90,9 +90,13 @@ class Completion:
     prompt_tokens: int | None = None
     """``None``: a rough count of the request (about four characters a token)."""
     completion_tokens: int | None = None
+    finish: str | None = None
+    """``finish_reason`` as sent (``"length"``: cut at the token limit); ``None``: from the content."""
 
     @property
     def finish_reason(self) -> str:
+        if self.finish is not None:
+            return self.finish
         return "tool_calls" if self.tool_calls else "stop"
 
 

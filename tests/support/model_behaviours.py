@@ -9,7 +9,10 @@ replayed here over the real chat-completions wire protocol, so the product's rea
   after a reasoning preamble;
 * "lazy" answers that state CRM facts without calling any tool;
 * a call to a tool that does not exist, and a call whose JSON arguments do not parse;
-* the same call repeated; an empty message; a refusal.
+* the same call repeated; an empty message; a refusal;
+* a write called for a question; a tool error echoed as the answer; "nothing found" after an
+  unrelated read or after no read at all; the same sentence repeated to the token limit;
+  template residue (issue 34's shapes, seen with Qwen2.5-Coder 1.5B behind llama.cpp).
 
 A behaviour misbehaves on the question's first call, then acts as a competent model would
 (``then_behaves``) or keeps misbehaving (``persistent``). A competent answer cites the
@@ -26,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from copilot.grounding.rules import FACTS_CHECK_TOOL
+from copilot.grounding.rules import FACTS_CHECK_TOOL, REQUEST_CHECK_TOOL
 from tests.support.fake_openai import ChatRequest, Completion, Reply, ToolCall, answer, call, tool_calls
 
 TextShape = Literal["bare_json", "fenced_json", "tool_call_tags", "function_markup", "parameters_list"]
@@ -74,8 +77,17 @@ def text_calls(shape: TextShape, calls: list[tuple[str, dict[str, Any]]]) -> str
 IDS = re.compile(r'"id"\s*:\s*"([A-Za-z0-9][A-Za-z0-9_.:\-]+)"')
 
 
+CHANGE_WORDS = re.compile(
+    r"^\s*(?:please\s+)?(?:log|update|move|set|draft|change|create|undo|add|mark)\b", re.I
+)
+
+
 def facts_check(request: ChatRequest) -> Reply | None:
-    """The honest answer to the gate's facts check, or ``None`` if this is not one."""
+    """The honest answer to one of the gate's checks (does a reply state facts; does the rep's
+    message ask a change), or ``None`` if this is not one."""
+    if request.forced_function == REQUEST_CHECK_TOOL:
+        asked = bool(CHANGE_WORDS.search(request.latest_user_text()))
+        return tool_calls(call(REQUEST_CHECK_TOOL, asks_for_change=asked))
     if request.forced_function != FACTS_CHECK_TOOL:
         return None
     reply = request.latest_user_text().split("<reply>", 1)[-1]
@@ -107,6 +119,9 @@ class Misbehaviour:
     """The read a competent model makes for the question."""
     persistent: bool = False
     """Keeps misbehaving when asked again (then only an honest refusal can be shown)."""
+    wrong_calls: int = 1
+    """How many of a question's first calls misbehave (a shape that needs a tool result first,
+    such as echoing a tool's error, takes two)."""
 
     def policy(self) -> Behaviour:
         """A fresh policy for the fake server: misbehaves on each question's first call (every
@@ -119,13 +134,20 @@ class Misbehaviour:
                 return check
             question = request.latest_user_text()
             calls_per_question[question] = calls_per_question.get(question, 0) + 1
-            if self.persistent or calls_per_question[question] == 1:
+            if self.persistent or calls_per_question[question] <= self.wrong_calls:
                 return self.wrong(request)
-            if any(not str(m.get("content", "")).startswith("Error") for m in request.turn_tool_results()):
+            if any(
+                not _is_error(m) and IDS.search(str(m.get("content"))) for m in request.turn_tool_results()
+            ):
                 return grounded_answer(request)
             return tool_calls(call(self.read[0], **self.read[1]))
 
         return reply
+
+
+def _is_error(result: dict[str, Any]) -> bool:
+    content = str(result.get("content", ""))
+    return content.startswith("Error") or "Field required" in content or "validation error" in content
 
 
 def _texted(shape: TextShape, preamble: str = "") -> Callable[[ChatRequest], Reply]:
@@ -136,6 +158,45 @@ def _texted(shape: TextShape, preamble: str = "") -> Callable[[ChatRequest], Rep
 
 
 LAZY_ANSWER = "Acme Corporation has no open deals right now."
+
+NOTHING_FOUND = "I found no recent interaction with Acme in the CRM."
+LOOPED = "Acme Corporation [acc-acme] is one of your accounts. "
+RESIDUE = '<record name="opp-1234" [<record id>]>'
+
+
+def _write_for_question(request: ChatRequest) -> Reply:
+    """A change proposed for a question (the rep asked how a deal is doing)."""
+    return tool_calls(call("update_opportunity", opportunity_id="opp-acme-renewal", stage="Renewal"))
+
+
+def _echo_tool_error(request: ChatRequest) -> Reply:
+    """A read with the wrong argument, then the tool's error given to the rep as the answer."""
+    errors = [str(m.get("content")) for m in request.turn_tool_results()]
+    if not errors:
+        return tool_calls(call("get_account", account="Acme"))
+    return answer("To address the validation error, please ensure that " + errors[-1])
+
+
+def _nothing_after_unrelated_read(request: ChatRequest) -> Reply:
+    """An empty read of something else, then "nothing found" about what the rep asked."""
+    if not request.turn_tool_results():
+        return tool_calls(call("search_accounts", query="Zzyzx Holdings"))
+    return answer(NOTHING_FOUND)
+
+
+def _residue_after_read(request: ChatRequest) -> Reply:
+    """A read, then an answer that cites it but ends in the prompt's template, unfilled."""
+    if not request.turn_tool_results():
+        return tool_calls(call("get_account", account_id="acc-acme"))
+    return answer("Acme Corporation [acc-acme]: " + RESIDUE)
+
+
+def _loop_after_read(request: ChatRequest) -> Reply:
+    """A read, then one cited sentence again and again until the token limit cuts it."""
+    if not request.turn_tool_results():
+        return tool_calls(call("get_account", account_id="acc-acme"))
+    return Completion(content=LOOPED * 40, finish="length")
+
 
 MISBEHAVIOURS: tuple[Misbehaviour, ...] = (
     *(Misbehaviour(f"text_call_{shape}", _texted(shape)) for shape in TEXT_SHAPES),
@@ -171,6 +232,15 @@ MISBEHAVIOURS: tuple[Misbehaviour, ...] = (
         _texted("tool_call_tags"),
         persistent=True,
     ),
+    Misbehaviour("write_for_question", _write_for_question),
+    Misbehaviour("write_for_question_persistent", _write_for_question, persistent=True),
+    Misbehaviour("tool_error_echoed", _echo_tool_error, wrong_calls=2),
+    Misbehaviour("tool_error_echoed_persistent", _echo_tool_error, persistent=True),
+    Misbehaviour("nothing_found_after_unrelated_read", _nothing_after_unrelated_read, wrong_calls=2),
+    Misbehaviour("nothing_found_without_read", lambda r: answer(NOTHING_FOUND)),
+    Misbehaviour("repetition_to_token_limit", _loop_after_read, wrong_calls=2),
+    Misbehaviour("repetition_to_token_limit_persistent", _loop_after_read, persistent=True),
+    Misbehaviour("template_residue", _residue_after_read, wrong_calls=2),
 )
 """Every behaviour the product is tested against (by name)."""
 

@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
-from copilot.grounding.rules import FACTS_CHECK_TOOL
+from copilot.grounding.rules import FACTS_CHECK_TOOL, REQUEST_CHECK_TOOL
 
 Step = Callable[[list[BaseMessage]], AIMessage] | AIMessage
 
@@ -42,6 +42,9 @@ class ScriptedChatModel(BaseChatModel):
     steps: list[Any] = Field(default_factory=list)
     final: str = "Done."
     states_facts: bool = False
+    asks_for_change: bool = True
+    """The answer to the gate's request check (a write proposed for a message that reads as a
+    question): scripts propose writes on purpose, so by default the rep asked for them."""
     _received: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _checks: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _position: int = PrivateAttr(default=0)
@@ -84,6 +87,12 @@ class ScriptedChatModel(BaseChatModel):
             self._checks.append(list(messages))
             check = AIMessage(
                 content="", tool_calls=[call(FACTS_CHECK_TOOL, states_record_facts=self.states_facts)]
+            )
+            return ChatResult(generations=[ChatGeneration(message=check)])
+        if kwargs.get("tool_choice") == REQUEST_CHECK_TOOL:
+            self._checks.append(list(messages))
+            check = AIMessage(
+                content="", tool_calls=[call(REQUEST_CHECK_TOOL, asks_for_change=self.asks_for_change)]
             )
             return ChatResult(generations=[ChatGeneration(message=check)])
         self._received.append(list(messages))

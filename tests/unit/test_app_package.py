@@ -20,6 +20,7 @@ from bot.package import (
     ACCENT_RGB,
     APP_PACKAGE_DIR,
     ICONS,
+    PUBLISHER_SETTINGS,
     TEMPLATE_PATH,
     PackageSettings,
     build_package,
@@ -57,10 +58,10 @@ def _settings(**overrides: str) -> PackageSettings:
         "MicrosoftAppId": "0f1e2d3c-4b5a-4697-8877-665544332211",
         "BOT_DOMAIN": "crm-copilot.contoso.com",
         "APP_VERSION": "2.3.4",
-        "PUBLISHER_NAME": "Contoso Sales IT",
-        "WEBSITE_URL": "https://contoso.com/crm-copilot",
-        "PRIVACY_URL": "https://contoso.com/privacy",
-        "TERMS_URL": "https://contoso.com/terms",
+        "PUBLISHER_NAME": "Tailspin Sales IT",
+        "WEBSITE_URL": "https://tailspin-toys.com/crm-copilot",
+        "PRIVACY_URL": "https://tailspin-toys.com/privacy",
+        "TERMS_URL": "https://tailspin-toys.com/terms",
     }
     values.update(overrides)
     return PackageSettings(**values)  # fields are populated by their env-var aliases
@@ -163,10 +164,10 @@ def test_every_placeholder_is_filled_from_settings():
     assert manifest["id"] == manifest["bots"][0]["botId"] == "0f1e2d3c-4b5a-4697-8877-665544332211"
     assert manifest["version"] == "2.3.4"
     assert manifest["developer"] == {
-        "name": "Contoso Sales IT",
-        "websiteUrl": "https://contoso.com/crm-copilot",
-        "privacyUrl": "https://contoso.com/privacy",
-        "termsOfUseUrl": "https://contoso.com/terms",
+        "name": "Tailspin Sales IT",
+        "websiteUrl": "https://tailspin-toys.com/crm-copilot",
+        "privacyUrl": "https://tailspin-toys.com/privacy",
+        "termsOfUseUrl": "https://tailspin-toys.com/terms",
     }
 
 
@@ -247,11 +248,31 @@ def test_accent_colour_is_the_colour_icon_background():
         ({"APP_VERSION": "1.0.0-beta"}, "APP_VERSION must be MAJOR.MINOR.PATCH"),
         ({"PRIVACY_URL": "http://contoso.com/privacy"}, "PRIVACY_URL must be an absolute https:// URL"),
         ({"PUBLISHER_NAME": "x" * 33}, "PUBLISHER_NAME must be 1-32 characters"),
+        ({"PUBLISHER_NAME": "Contoso"}, "PUBLISHER_NAME is a sample value"),
+        ({"WEBSITE_URL": "https://www.example.com/crm-copilot"}, "WEBSITE_URL is a sample value"),
+        ({"PRIVACY_URL": "https://contoso.com/privacy"}, "PRIVACY_URL is a sample value"),
+        ({"TERMS_URL": "https://legal.contoso.example/terms"}, "TERMS_URL is a sample value"),
     ],
 )
 def test_invalid_settings_fail_with_a_message_naming_the_variable(overrides: dict[str, str], message: str):
     with pytest.raises(ValueError, match=re.escape(message)):
         render_manifest(_settings(**overrides))
+
+
+def test_a_tenants_package_with_the_sample_publisher_defaults_is_refused_naming_each_setting():
+    for env in PUBLISHER_SETTINGS:
+        name = _field(env)
+        sample = _settings().model_copy(update={name: PackageSettings.model_fields[name].default})
+        with pytest.raises(ValueError, match=f"{env} is a sample value"):
+            render_manifest(sample)
+
+
+def test_a_local_package_may_keep_the_sample_publisher():
+    assert render_manifest(PackageSettings())["developer"]["name"] == "Contoso"
+
+
+def _field(env: str) -> str:
+    return next(name for name, field in PackageSettings.model_fields.items() if field.alias == env)
 
 
 def test_settings_come_from_environment_variables(monkeypatch: pytest.MonkeyPatch):
@@ -345,6 +366,9 @@ def test_cli_writes_the_package_and_reports_app_id_and_version(
 ):
     monkeypatch.setenv("MicrosoftAppId", "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee")
     monkeypatch.setenv("APP_VERSION", "1.2.3")
+    for env, value in _settings().model_dump(by_alias=True).items():
+        if env in PUBLISHER_SETTINGS:
+            monkeypatch.setenv(env, value)
     out = tmp_path / "pkg.zip"
     assert main(["--out", str(out)]) == 0
     printed = capsys.readouterr().out

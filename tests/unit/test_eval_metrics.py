@@ -334,3 +334,37 @@ def test_ungrounded_shown_applies_only_to_turns_expecting_crm_facts_and_both_tot
     assert values["raw_tool_call_text"] == MetricValue(1.0, 3)
     limits = {"ungrounded_shown": 0, "raw_tool_call_text": 0}
     assert {b.metric for b in breaches(values, {}, limits)} == set(limits)
+
+
+# --- issue 34: what no rep may see, counted ---------------------------------------------------------
+
+
+def test_a_tool_error_echoed_as_the_answer_counts_as_internal_text_shown() -> None:
+    error = "Error: the arguments do not fit the tool's schema (stage: Input should be 'Won' or 'Lost')"
+    obs = TurnObservation(
+        answer="To address this: the arguments do not fit the tool's schema, check the stage.",
+        tools_run=["update_opportunity"],
+        tool_errors=[error],
+        bound_tools={"update_opportunity"},
+    )
+    assert score(Expect(), obs).internal_text_shown == 1
+    plain = TurnObservation(answer="Acme [acc-1] is at Negotiation.", tools_run=["get_account"])
+    assert score(Expect(), plain).internal_text_shown == 0
+
+
+def test_a_loop_or_template_residue_counts_as_degenerate_text_shown() -> None:
+    looped = TurnObservation(answer="Acme looks fine this quarter. " * 5, tools_run=["get_account"])
+    residue = TurnObservation(answer='<record name="opp-1" [<record id>]>', tools_run=["get_account"])
+    refused = TurnObservation(answer="", notice="ungrounded")
+    assert score(Expect(), looped).degenerate_shown == 1
+    assert score(Expect(), residue).degenerate_shown == 1
+    assert score(Expect(), refused).degenerate_shown == 0
+
+
+def test_a_proposal_on_a_turn_that_asked_no_change_counts() -> None:
+    proposed = TurnObservation(
+        answer="", proposals=[ProposalSeen("update_opportunity", {"opportunity_id": "opp-1"})]
+    )
+    assert score(Expect(), proposed).proposals_without_request == 1
+    asked = Expect(proposals=[ExpectedProposal(tool="update_opportunity", fields={})])
+    assert score(asked, proposed).proposals_without_request == 0

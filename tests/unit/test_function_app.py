@@ -50,6 +50,7 @@ def test_function_app_registers_every_function_with_its_trigger():
         "briefs",
         "digest",
         "followthrough",
+        "doctor",
     }
 
 
@@ -72,6 +73,48 @@ def test_messages_is_an_anonymous_post_route():
     assert trigger["route"] == "messages"
     assert trigger["methods"] == ["POST"]
     assert str(trigger["authLevel"]).lower() == "anonymous"
+
+
+def test_the_doctor_route_takes_the_master_key_only():
+    trigger = _trigger("doctor")
+    assert trigger["type"] == "httpTrigger"
+    assert trigger["route"] == "doctor"
+    assert trigger["methods"] == ["GET"]
+    assert str(trigger["authLevel"]).lower() == "admin"
+
+
+async def test_the_doctor_route_answers_the_report_alone_with_503_on_a_failure_and_no_rep_token(monkeypatch):
+    import functions.doctor
+    from copilot.doctor.framework import Check, CheckFailed, DoctorContext
+
+    seen: list[DoctorContext] = []
+
+    async def passing(ctx: DoctorContext) -> str:
+        seen.append(ctx)
+        return "fine"
+
+    async def failing(ctx: DoctorContext) -> str:
+        raise CheckFailed("MicrosoftAppPassword is wrong", setting="MicrosoftAppPassword", fix="set it")
+
+    checks = (Check("one.passing", passing), Check("two.failing", failing))
+    monkeypatch.setattr(functions.doctor, "all_checks", lambda: checks)
+    monkeypatch.setenv("COPILOT_DOCTOR_CRM_TOKEN", "a-reps-token")
+    doctor = registered()["doctor"].get_user_function()
+    response = await doctor(func.HttpRequest(method="GET", url="/api/doctor", body=b"", headers={}))
+    assert response.status_code == 503
+    report = json.loads(response.get_body())
+    assert set(report) == {"ok", "environment", "checks"}
+    assert [(c["name"], c["status"]) for c in report["checks"]] == [
+        ("one.passing", "pass"),
+        ("two.failing", "fail"),
+    ]
+    assert report["checks"][1]["setting"] == "MicrosoftAppPassword"
+    # Nothing runs as a rep: the rep token variable the CLI reads is not handed to the checks.
+    assert seen[0].crm_token is None
+
+    monkeypatch.setattr(functions.doctor, "all_checks", lambda: checks[:1])
+    response = await doctor(func.HttpRequest(method="GET", url="/api/doctor", body=b"", headers={}))
+    assert response.status_code == 200
 
 
 def test_the_turn_queue_name_comes_from_settings_with_the_bot_default(monkeypatch):

@@ -11,10 +11,13 @@ from pydantic import BaseModel, ConfigDict
 
 from copilot.grounding.rules import (
     FACTS_CHECK_TOOL,
+    REQUEST_CHECK_TOOL,
     Accept,
     CheckFacts,
+    CheckRequest,
     Correct,
     RunSoFar,
+    asks_for_change,
     judge,
     states_facts,
 )
@@ -51,13 +54,15 @@ TOOLS["search_accounts"] = MCP_STYLE
 READS = {"get_account", "search_accounts"}
 
 
-def _run(*messages: Any) -> RunSoFar:
-    return RunSoFar([HumanMessage("How is Acme doing?"), *messages], TOOLS, READS)
+def _run(*messages: Any, question: str = "How is Acme doing?", system: str = "") -> RunSoFar:
+    return RunSoFar([HumanMessage(question), *messages], TOOLS, READS, system=system)
 
 
-def _read(content: str, name: str = "get_account") -> list[Any]:
-    call = {"name": name, "args": {"account_id": "acc-1"}, "id": "c1", "type": "tool_call"}
-    return [AIMessage(content="", tool_calls=[call]), ToolMessage(content, tool_call_id="c1", name=name)]
+def _read(
+    content: str, name: str = "get_account", args: dict[str, Any] | None = None, call_id: str = "c1"
+) -> list[Any]:
+    call = {"name": name, "args": args or {"account_id": "acc-1"}, "id": call_id, "type": "tool_call"}
+    return [AIMessage(content="", tool_calls=[call]), ToolMessage(content, tool_call_id=call_id, name=name)]
 
 
 @pytest.mark.parametrize("shape", TEXT_SHAPES)
@@ -157,9 +162,172 @@ def test_an_answer_citing_nothing_after_reads_that_returned_records_is_asked_aga
     assert verdict.reason == "uncited"
 
 
-def test_nothing_found_after_a_read_that_returned_nothing_is_accepted():
-    run = _run(*_read('{"items": [], "total": 0}', name="search_accounts"))
+def test_nothing_found_after_a_read_of_the_thing_named_that_returned_nothing_is_accepted():
+    run = _run(
+        *_read('{"items": [], "total": 0}', name="search_accounts", args={"query": "Zyx"}),
+        question="Is there an account called Zyx?",
+    )
     assert isinstance(judge(AIMessage(content="I found no account named Zyx."), run), Accept)
+
+
+def test_nothing_found_after_an_empty_read_of_something_else_is_asked_again():
+    run = _run(
+        *_read('{"items": [], "total": 0}', name="search_accounts", args={"query": "Initech"}),
+        question="Latest interaction with Globex?",
+    )
+    verdict = judge(AIMessage(content="I found no recent interaction with Globex."), run)
+    assert isinstance(verdict, Correct)
+    assert verdict.reason == "unearned_nothing"
+
+
+def test_nothing_found_after_an_empty_read_by_the_id_of_the_record_named_is_accepted():
+    # A Dataverse-style chain: the account found by name, then its activities asked by GUID.
+    guid = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    run = _run(
+        *_read(
+            f'[{{"accountid": "{guid}", "name": "Globex Corporation"}}]',
+            name="search_accounts",
+            args={"query": "SELECT accountid, name FROM account WHERE name LIKE '%globex%'"},
+        ),
+        *_read("[]", args={"account_id": guid}, call_id="c2"),
+        question="Latest interaction with Globex?",
+    )
+    assert isinstance(judge(AIMessage(content="There is no recent interaction on record."), run), Accept)
+
+
+def test_nothing_found_for_a_question_naming_nothing_is_accepted_after_any_empty_read():
+    run = _run(
+        *_read('{"items": []}', name="search_accounts", args={"query": "me"}),
+        question="what deals do I have open?",
+    )
+    assert isinstance(judge(AIMessage(content="You have no open deals."), run), Accept)
+
+
+def test_an_answer_citing_only_ids_no_tool_returned_is_asked_again():
+    run = _run(*_read('{"items": []}', name="search_accounts", args={"query": "Acme"}))
+    verdict = judge(AIMessage(content="Acme has one deal, Renewal [opp-1234]."), run)
+    assert isinstance(verdict, Correct)
+    assert verdict.reason == "unread_id"
+
+
+# --- what no rep may see ------------------------------------------------------------------------
+
+TOOL_ERROR = (
+    "Error: the arguments do not fit the tool's schema (stage: Input should be 'Prospecting', "
+    "'Qualification', 'Proposal' or 'Negotiation')"
+)
+
+
+def _errored_write() -> list[Any]:
+    call = {"name": "log_activity", "args": {"account_id": "acc-1"}, "id": "w1", "type": "tool_call"}
+    return [
+        AIMessage(content="", tool_calls=[call]),
+        ToolMessage(TOOL_ERROR, tool_call_id="w1", name="log_activity", status="error"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "To fix this, note that the arguments do not fit the tool's schema, so please check the stage.",
+        "I called log_activity but it failed.",
+        "1 validation error for UpdateOpportunity\nstage\n  Input should be 'Won' [type=literal_error,",
+        'Traceback (most recent call last):\n  File "copilot/writes/crm.py", line 12, in run',
+        'The schema is {"type": "object", "properties": {"stage": {}}}.',
+        "Answer only from the results of tools you called in this conversation, never guess.",
+    ],
+    ids=["copied_tool_error", "tool_name", "pydantic_report", "traceback", "json_schema", "system_prompt"],
+)
+def test_internal_text_in_a_reply_is_never_accepted(reply):
+    run = _run(*_read('{"id": "acc-1", "name": "Acme"}'), *_errored_write(), system=PROMPT)
+    verdict = judge(AIMessage(content=reply + " Acme [acc-1]."), run)
+    assert isinstance(verdict, Correct)
+    assert verdict.reason == "internal_text"
+
+
+PROMPT = (
+    "You are a CRM sales copilot.\n- Answer only from the results of tools you called in this "
+    "conversation; never guess or use outside knowledge."
+)
+
+
+def test_a_reply_that_names_a_tool_the_rep_typed_is_accepted():
+    run = _run(*_read('{"id": "acc-1", "name": "Acme"}'), question="what does log_activity do for Acme?")
+    assert isinstance(judge(AIMessage(content="log_activity records a call for Acme [acc-1]."), run), Accept)
+
+
+@pytest.mark.parametrize(
+    ("reply", "finish"),
+    [
+        ("I found no deal in my records. " * 6, "stop"),
+        (
+            "I found no Acme deal in my records. I have no Acme deal in my records. "
+            "I see no Acme deal in my records. I found no Acme deal in my records.",
+            "stop",
+        ),
+        ('<record name="opp-1234" [<record id>]>', "stop"),
+        ("Acme [acc-1] has", "length"),
+        ("OK", "stop"),
+        ("Acme [acc-1] is {account_summary}.", "stop"),
+    ],
+    ids=["loop", "near_loop", "template_residue", "cut_off", "one_word", "placeholder"],
+)
+def test_degenerate_replies_are_never_accepted(reply, finish):
+    run = _run(*_read('{"id": "acc-1", "name": "Acme"}'))
+    verdict = judge(AIMessage(content=reply, response_metadata={"finish_reason": finish}), run)
+    assert isinstance(verdict, Correct)
+    assert verdict.reason == "degenerate"
+
+
+def test_a_list_of_similar_deals_is_not_taken_for_repetition():
+    reply = "\n".join(
+        f"- Acme {n} [acc-1]: Negotiation, ${n * 1000:,}, closes 2026-12-{n:02d}" for n in range(10, 20)
+    )
+    run = _run(*_read('{"id": "acc-1", "name": "Acme"}'))
+    assert isinstance(judge(AIMessage(content=reply), run), Accept)
+
+
+# --- a proposal needs a request ----------------------------------------------------------------------
+
+
+def _write_call() -> AIMessage:
+    call = {"name": "log_activity", "args": {"account_id": "acc-1"}, "id": "w1", "type": "tool_call"}
+    return AIMessage(content="", tool_calls=[call])
+
+
+def test_a_write_proposed_for_a_question_is_checked_with_the_model_first():
+    verdict = judge(_write_call(), _run(question="VALUE OF Acme — New Business?"))
+    assert isinstance(verdict, CheckRequest)
+    assert verdict.writes == ("w1",)
+
+
+def test_a_write_proposed_for_an_instruction_is_not_checked():
+    verdict = judge(_write_call(), _run(question="log a call with Acme about the renewal"))
+    assert isinstance(verdict, Accept)
+
+
+def test_a_write_the_model_says_was_not_asked_for_is_dropped_and_the_question_asked_again():
+    run = RunSoFar([HumanMessage("how big is the Acme deal?")], TOOLS, READS, request_checked=False)
+    verdict = judge(_write_call(), run)
+    assert isinstance(verdict, Correct)
+    assert verdict.reason == "unrequested_write"
+
+
+def test_reads_beside_an_unrequested_write_still_run():
+    read = {"name": "get_account", "args": {"account_id": "acc-1"}, "id": "r1", "type": "tool_call"}
+    message = AIMessage(content="", tool_calls=[read, *_write_call().tool_calls])
+    run = RunSoFar([HumanMessage("how big is the Acme deal?")], TOOLS, READS, request_checked=False)
+    verdict = judge(message, run)
+    assert isinstance(verdict, Accept)
+    assert [c["name"] for c in verdict.message.tool_calls] == ["get_account"]
+
+
+def test_a_request_check_that_cannot_be_read_keeps_the_proposal():
+    assert asks_for_change(AIMessage(content="maybe")) is True
+    answered = AIMessage(
+        content="", tool_calls=[{"name": REQUEST_CHECK_TOOL, "args": {"asks_for_change": False}, "id": "x"}]
+    )
+    assert asks_for_change(answered) is False
 
 
 def test_an_answer_to_write_outcomes_is_accepted_without_a_citation():
@@ -172,7 +340,7 @@ def test_an_answer_to_write_outcomes_is_accepted_without_a_citation():
 
 
 def test_a_read_repeated_with_the_same_arguments_is_answered_not_run_again_but_a_write_is_proposed_again():
-    run = _run(*_read('{"id": "acc-1"}'))
+    run = _run(*_read('{"id": "acc-1"}'), question="log a call with Acme")
     again = {"name": "get_account", "args": {"account_id": "acc-1"}, "id": "c2", "type": "tool_call"}
     verdict = judge(AIMessage(content="", tool_calls=[again]), run)
     assert isinstance(verdict, Correct)
@@ -180,7 +348,10 @@ def test_a_read_repeated_with_the_same_arguments_is_answered_not_run_again_but_a
     assert verdict.otherwise is not None
     write = {**again, "name": "log_activity"}
     assert isinstance(
-        judge(AIMessage(content="", tool_calls=[write]), _run(AIMessage(content="", tool_calls=[write]))),
+        judge(
+            AIMessage(content="", tool_calls=[write]),
+            _run(AIMessage(content="", tool_calls=[write]), question="log a call with Acme"),
+        ),
         Accept,
     )
 

@@ -1,6 +1,6 @@
 """The bot baseline: a minimal botbuilder echo bot on aiohttp, no app credentials.
 
-``python -m bot.echo_bot --port N`` answers every message with its text, through
+``python -m bench.echo_bot --port N`` answers every message with its text, through
 the activity's ``serviceUrl``, like the copilot's dev server does in local development
 mode. Nothing else: no state, no sign-in, no CRM.
 """
@@ -40,7 +40,7 @@ def build_app() -> web.Application:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bot.echo_bot")
+    parser = argparse.ArgumentParser(prog="python -m bench.echo_bot")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
