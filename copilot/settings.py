@@ -136,7 +136,7 @@ class Settings(BaseSettings):
         default=DEFAULT_AUDIT_RETENTION_DAYS, ge=1, le=36500, alias="COPILOT_AUDIT_RETENTION_DAYS"
     )
     """Days an audit row is kept after its write (``data delete`` keeps a rep's rows this long and
-    says until when; ``retention status`` counts the rows past it)."""
+    says until when). Rows past it are not yet removed automatically (docs/ADMIN.md)."""
 
     # --- model -------------------------------------------------------------------------
     copilot_model: str = Field(default=OFFLINE_MODEL, alias="COPILOT_MODEL")
