@@ -627,7 +627,7 @@ class CopilotBot(TeamsActivityHandler):
         elif progress is not None and progress.open:
             # No answer to close the stream with: close it before the first card, so no
             # "Working on it…" stays open above the cards (one stream per turn, ended first).
-            await progress.end(approvals_lead(len(new)))
+            await progress.end(approvals_lead(len(new)) if result.proposals else TURN_DONE)
         for proposal in new:
             await self._send_card(turn_context, result.thread_id, proposal)
 
@@ -862,15 +862,19 @@ class CopilotBot(TeamsActivityHandler):
 
         built: list[dict[str, Any]] = []
 
+        progress = self._progress(turn_context)
+
         def decision_for(pending: Mapping[str, Proposal]) -> list[dict[str, Any]]:
             # Built against the proposal actually pending, inside the one decide call.
             proposal = pending.get(submission.tool_call_id)
             if proposal is None:
                 raise ProposalNotPending(submission.tool_call_id)
             built.append(to_decision(submission, proposal))
+            # A real decision: the write and the model's follow-up may take a while, so the
+            # stream opens now ("Working on it…", then keep-alives), not at the first lookup.
+            progress.start_soon()
             return built
 
-        progress = self._progress(turn_context)
         result: TurnResult | Literal["not_pending"] = "not_pending"
         async with conversations.deciding(
             self.service.pool, submission.thread_id, submission.tool_call_id

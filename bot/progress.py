@@ -93,6 +93,7 @@ class TurnProgress:
         self._held: ProgressEvent | None = None
         self._flush: asyncio.Task[None] | None = None
         self._keepalive: asyncio.Task[None] | None = None
+        self._starting: asyncio.Task[None] | None = None
         self._sequence = 0
         self._started: float | None = None
         self._last_sent: float | None = None
@@ -134,6 +135,18 @@ class TurnProgress:
     async def start(self) -> None:
         """Acknowledge at once, before any lookup."""
         await self.update(ProgressEvent("status", "Working on it…"))
+
+    def start_soon(self) -> None:
+        """``start`` from synchronous code: a task of its own; a failure is logged, never raised."""
+
+        async def acknowledge() -> None:
+            try:
+                await self.start()
+            except Exception as exc:  # noqa: BLE001 - progress is best effort; the turn goes on
+                logger.warning("a progress update was not delivered: %s", exc)
+
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(acknowledge())
 
     def _expired(self, now: float) -> bool:
         return self._started is not None and now - self._started >= STREAM_MAX_SECONDS
@@ -225,7 +238,7 @@ class TurnProgress:
         """
         self._stopped = True
         sending = self._sender if self._in_flight is not None else None
-        for task in (self._flush, self._keepalive):
+        for task in (self._flush, self._keepalive, self._starting):
             # Not the task whose update is on its way: it ends by itself once it arrived.
             if task is not None and task is not asyncio.current_task() and task is not sending:
                 task.cancel()

@@ -21,7 +21,7 @@ from pydantic import PrivateAttr
 
 from bot.progress import KEEPALIVE_SECONDS
 from copilot.settings import Settings
-from tests.support.fake_connector import Recorded
+from tests.support.fake_connector import Recorded, card_of, find_actions
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.scripted_model import ScriptedChatModel, call, calls
 from tests.support.teams_client import Teams, running_bot
@@ -34,11 +34,13 @@ COPILOT_CHAT_FIRST_RESPONSE_SECONDS = 15
 
 
 class SlowModel(ScriptedChatModel):
-    """A scripted model whose first call takes ``thinking`` seconds of the injected time."""
+    """A scripted model whose call number ``slow_call`` (0: the first; the gate's checks are not
+    counted) takes ``thinking`` seconds of the injected time."""
 
     thinking: float = 50.0
+    slow_call: int = 0
     _time: VirtualTime = PrivateAttr(default_factory=VirtualTime)
-    _slowed: bool = PrivateAttr(default=False)
+    _calls: int = PrivateAttr(default=0)
 
     async def _agenerate(
         self,
@@ -47,9 +49,10 @@ class SlowModel(ScriptedChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        if not self._slowed:
-            self._slowed = True
-            await self._time.advance(self.thinking)
+        if kwargs.get("tool_choice") is None:
+            if self._calls == self.slow_call:
+                await self._time.advance(self.thinking)
+            self._calls += 1
         return self._generate(messages, stop, **kwargs)
 
 
@@ -118,3 +121,39 @@ async def test_a_fifty_second_turn_keeps_its_stream_alive_and_closes_it_before_t
     gaps = [b - a for a, b in itertools.pairwise(stamped)]
     assert max(gaps) <= COPILOT_CHAT_FIRST_RESPONSE_SECONDS, stamped
     assert max(gaps) <= KEEPALIVE_SECONDS + 0.5, stamped
+
+
+async def test_an_approval_whose_follow_up_takes_fifty_seconds_streams_at_once_and_closes_once(teams: Teams):
+    """After Approve the write runs and the model answers: the stream opens at the decision,
+    stays alive through a 50-second model call and is closed by the answer."""
+    time = VirtualTime()
+    model = SlowModel(
+        steps=[calls(call("log_activity", type="call", subject="Pricing call", account_id="acc-acme"))],
+        final="Logged the call.",
+        slow_call=1,
+    )
+    model._time = time
+    assert teams.runtime is not None
+    teams.runtime.service.model = model
+    teams.runtime.bot.progress_clock = time.now
+    teams.runtime.bot.progress_sleep = time.sleep
+    teams.connector.clock = time.now
+    await teams.say("log a call with Acme about pricing")
+    card = teams.connector.cards()[-1]
+    before = len(teams.connector.calls)
+
+    [approve] = find_actions(card_of(card), "Approve")
+    await teams.submit(card.activity_id or "", approve["data"])
+
+    posted = [c for c in teams.connector.calls[before:] if c.method == "POST"]
+    informative = [c for c in posted if (_streaminfo(c) or {}).get("streamType") == "informative"]
+    assert informative, "the decision opened no stream"
+    assert informative[0].body.get("text") == "Working on it…"
+    finals = [i for i, c in enumerate(posted) if (_streaminfo(c) or {}).get("streamType") == "final"]
+    assert len(finals) == 1
+    closing = posted[finals[0]]
+    assert (_streaminfo(closing) or {}).get("streamId") == informative[0].activity_id
+    assert not any(_streaminfo(c) for c in posted[finals[0] + 1 :])
+    stamped = [float(c.at) for c in [*informative, closing] if c.at is not None]
+    assert stamped[-1] - stamped[0] >= model.thinking
+    assert max(b - a for a, b in itertools.pairwise(stamped)) <= KEEPALIVE_SECONDS + 0.5, stamped
