@@ -43,8 +43,9 @@ def streaminfo(stream_type: str, sequence: int | None = None, stream_id: str | N
 STREAM_UPDATE_SECONDS = 1.0
 """Teams accepts about one streaming update per second; faster ones are throttled."""
 STREAM_MAX_SECONDS = 110.0
-"""Teams ends a stream after two minutes: updates stop short of that, and the answer then
-arrives as a plain message instead of closing a stream Teams already closed."""
+"""Teams ends a stream after two minutes: at this age the bot closes it itself with
+``LONG_TURN`` (its final message), and the answer then arrives as a message of its own."""
+LONG_TURN = "This is taking longer than usual: the answer follows in its own message."
 KEEPALIVE_SECONDS = 10.0
 """The longest a personal chat's stream stays without an informative update while the turn
 works: Microsoft 365 Copilot Chat expects a response within 15 s of the question and ends a
@@ -71,7 +72,8 @@ class TurnProgress:
     one is sent once the second is up, from a task of its own (the turn never waits for
     the pace), unless the answer comes first. While the turn works and nothing else was
     shown for ``KEEPALIVE_SECONDS``, the last line is shown again (a keep-alive, from a task
-    of its own). No update after ``STREAM_MAX_SECONDS``, nor after the stream ended.
+    of its own). At ``STREAM_MAX_SECONDS`` the keep-alive closes the stream with ``LONG_TURN``;
+    no update after that, nor after the stream ended.
     Elsewhere: a typing indicator at most every ``TYPING_EVERY_SECONDS`` (streaming is for
     personal chats only).
     """
@@ -185,19 +187,37 @@ class TurnProgress:
             await self._send_quietly(event.message)
 
     async def _keep_alive(self) -> None:
-        """Show the last line again whenever the stream was silent for ``keepalive`` seconds."""
+        """Show the last line again whenever the stream was silent for ``keepalive`` seconds;
+        close the stream before Teams' two minutes run out (the answer then comes on its own)."""
         while not self._stopped:
-            last = self._last_sent if self._last_sent is not None else self._clock()
-            wait = last + self._keepalive_every - self._clock()
-            if wait > 0:
-                await self._sleep(wait)
-                continue
             now = self._clock()
-            if self._stopped or self._expired(now):
+            last = self._last_sent if self._last_sent is not None else now
+            close_at = (self._started if self._started is not None else now) + STREAM_MAX_SECONDS
+            due = min(last + self._keepalive_every, close_at)
+            if due > now:
+                await self._sleep(due - now)
+                continue
+            if self._stopped:
+                return
+            if now >= close_at:
+                await self._close_long_stream()
                 return
             self._last_sent = now
             text = self._last_text
             await self._send_quietly(STILL_WORKING if text in (None, "Working on it…") else text)
+
+    async def _close_long_stream(self) -> None:
+        """End a stream that reached ``STREAM_MAX_SECONDS`` with a final message of its own."""
+        if self.stream_id is None:
+            return
+        message = MessageFactory.text(LONG_TURN)
+        message.entities = [JsonEntity(streaminfo("final", stream_id=self.stream_id))]
+        self._stopped = True
+        self._ended = True
+        try:
+            await self._deliver(message)
+        except Exception as exc:  # noqa: BLE001 - progress is best effort; the turn goes on
+            logger.warning("the long turn's stream was not closed: %s", exc)
 
     async def _send_quietly(self, text: str) -> None:
         """An update from a task of its own: a failure to show progress never fails the turn."""
@@ -218,17 +238,21 @@ class TurnProgress:
             entities=[JsonEntity(entity)],
             channel_data={k: v for k, v in entity.items() if k != "type"},
         )
-        in_flight = self._in_flight = asyncio.get_running_loop().create_future()
-        self._sender = asyncio.current_task()
-        try:
-            response = await self._context.send_activity(activity)
-        finally:
-            in_flight.set_result(None)
-            self._in_flight = None
+        response = await self._deliver(activity)
         if self.stream_id is None and response is not None and getattr(response, "id", None):
             self.stream_id = response.id
         if self._keepalive is None and not self._stopped:
             self._keepalive = asyncio.create_task(self._keep_alive())
+
+    async def _deliver(self, activity: Activity) -> Any:
+        """Send ``activity``, marked in flight (``stop`` waits for it)."""
+        in_flight = self._in_flight = asyncio.get_running_loop().create_future()
+        self._sender = asyncio.current_task()
+        try:
+            return await self._context.send_activity(activity)
+        finally:
+            in_flight.set_result(None)
+            self._in_flight = None
 
     def close(self) -> None:
         """Stop sending: drop a held update and the keep-alive (the turn's result is on its way).

@@ -9,7 +9,15 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from bot.progress import KEEPALIVE_SECONDS, STREAM_MAX_SECONDS, TYPING_EVERY_SECONDS, TurnProgress
+import pytest
+
+from bot.progress import (
+    KEEPALIVE_SECONDS,
+    LONG_TURN,
+    STREAM_MAX_SECONDS,
+    TYPING_EVERY_SECONDS,
+    TurnProgress,
+)
 from copilot.progress import ProgressEvent
 from tests.support.virtual_time import VirtualTime
 
@@ -130,6 +138,29 @@ async def test_no_update_after_the_streams_two_minutes_and_the_answer_then_close
     await progress.update(_event(1))
     assert len(context.sent) == count
     assert progress.final_entities() == []
+
+
+async def test_a_turn_longer_than_a_stream_may_last_closes_its_stream_itself_and_answers_apart():
+    """Teams ends a stream at two minutes: the keep-alive closes it at ``STREAM_MAX_SECONDS``
+    with a final message of its own; the answer then opens nothing and closes nothing."""
+    context, time = FakeContext("personal"), VirtualTime()
+    sent_at: list[float] = []
+    context.on_send = lambda: sent_at.append(time.now())
+    progress = TurnProgress(context, clock=time.now, sleep=time.sleep)
+    await progress.start()
+    await time.advance(STREAM_MAX_SECONDS + 30)
+    final = context.sent[-1]
+    assert final.type == "message"
+    assert final.text == LONG_TURN
+    assert final.entities[0].serialize()["streamType"] == "final"
+    assert sent_at[-1] == pytest.approx(sent_at[0] + STREAM_MAX_SECONDS)
+    assert all(a.type == "typing" for a in context.sent[:-1])
+    assert max(b - a for a, b in itertools.pairwise(sent_at)) <= KEEPALIVE_SECONDS
+    assert not progress.open
+    assert progress.final_entities() == [], "the answer closes no stream: it was closed"
+    await progress.end("the answer")
+    assert context.sent[-1].text == "the answer"
+    assert not context.sent[-1].entities
 
 
 async def test_outside_one_to_one_chats_only_typing_and_sparingly():
