@@ -8,6 +8,7 @@
 * ``audit_seal``   timer every 5 minutes             verify the audit log, anchor its head
 * ``briefs``       timer every 5 minutes             post opted-in reps' meeting prep briefs, once
 * ``digest``       timer every 15 minutes            post opted-in reps' daily digests, once a day
+* ``followthrough`` timer every 5 minutes            after a customer meeting ends, "How did it go?", once
 * ``doctor``       GET  /api/doctor (master key)     the preflight's report, run where the data is
 """
 
@@ -17,6 +18,7 @@ from functions.audit_seal import bp as audit_seal_bp
 from functions.briefs import bp as briefs_bp
 from functions.digest import bp as digest_bp
 from functions.doctor_http import bp as doctor_bp
+from functions.followthrough import bp as followthrough_bp
 from functions.health import bp as health_bp
 from functions.messages import bp as messages_bp
 from functions.retention import bp as retention_bp
@@ -31,6 +33,7 @@ for blueprint in (
     audit_seal_bp,
     briefs_bp,
     digest_bp,
+    followthrough_bp,
     doctor_bp,
 ):
     app.register_functions(blueprint)

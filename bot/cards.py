@@ -1032,7 +1032,9 @@ def help_card() -> Card:
         _text("**Answer questions** from live CRM data, with your permissions, citing each record:"),
         _text(
             "account summaries, your pipeline (by stage or closing this quarter), deal amounts, "
-            "close dates and next steps, contacts by title, the last activity on an account.",
+            "close dates and next steps, contacts by title, the last activity on an account; "
+            "**deals at risk** (and why) and **catch me up** (what changed since you last looked, "
+            "or since a day you name).",
             spacing="Small",
         ),
         _text("**Propose changes** that you approve, edit or reject on their own card:", spacing="Medium"),
@@ -1046,7 +1048,8 @@ def help_card() -> Card:
             "**brief on** / **brief off** (a meeting prep brief before each customer meeting), "
             "**brief 30 minutes before**, **brief me** (your next customer meeting, now); "
             "**digest on** / **digest off** (your day each working morning), **digest at 8:00**, "
-            "**digest me** (today's, now).",
+            "**digest me** (today's, now); with briefs on, a **How did it go?** card after each "
+            "customer meeting.",
             spacing="Small",
         ),
         _text(
@@ -1222,6 +1225,12 @@ def suggestion_request(suggestion: Suggestion) -> str:
                 f"move the close date of {suggestion.record_name} ({suggestion.record_id}) "
                 f"to {suggestion.value}"
             )
+        case "log_meeting":
+            return f"log a meeting on {suggestion.record_name} ({suggestion.record_id}) — {suggestion.value}"
+        case "set_next_step":
+            return f"change the next step for {suggestion.record_name} ({suggestion.record_id}): {suggestion.value}"
+        case "follow_up_task":
+            return f"log a task on {suggestion.record_name} ({suggestion.record_id}) — {suggestion.value}"
         case _:
             assert_never(suggestion.kind)
 
@@ -1231,6 +1240,12 @@ def suggestion_button_title(suggestion: Suggestion) -> str:
     match suggestion.kind:
         case "close_date_passed":
             return "Move the close date"
+        case "log_meeting":
+            return "Log this meeting"
+        case "set_next_step":
+            return "Set the next step"
+        case "follow_up_task":
+            return "Add the task"
         case _:
             assert_never(suggestion.kind)
 

@@ -7,9 +7,12 @@ updates the same card in place to its outcome.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
 from http import HTTPStatus
 from typing import Any, Literal, assert_never, get_args
 
@@ -29,7 +32,7 @@ from botbuilder.schema import (
 from botframework.connector.models import ErrorResponseException
 from botframework.connector.token_api.models import TokenExchangeResource
 
-from bot import brief_store, cards, conversations, delegations, digest_store, feedback
+from bot import brief_store, cards, conversations, delegations, digest_store, feedback, insight_cards
 from bot.ai_entities import (
     FEEDBACK_CHANNEL_DATA,
     answer_style,
@@ -61,7 +64,7 @@ from bot.card_submit import (
 from bot.delegation_commands import parse_delegation_command
 from bot.digests import rep_digest
 from bot.json_entity import JsonEntity
-from bot.progress import TurnProgress
+from bot.progress import Clock, Sleep, TurnProgress
 from bot.rep_tokens import RepTokens, SignedInRep, SsoRepTokens
 from bot.settings import BotSettings
 from bot.stats_card import stats_card
@@ -69,11 +72,14 @@ from bot.token_service_sign_in import exchange_at_token_service
 from copilot.analytics.team import StatsUnavailable, approval_stats
 from copilot.auth.tokens import OboTokenBroker, identity_from_assertion
 from copilot.briefs import ledger
+from copilot.briefs.evidence import Evidence
 from copilot.briefs.mailbox_settings import rep_schedule
 from copilot.briefs.service import briefs_at
+from copilot.crm import connector
 from copilot.errors import (
     AuthError,
     CalendarUnavailable,
+    CrmCallError,
     CrmUnavailable,
     InvalidDecision,
     ProposalNotPending,
@@ -81,7 +87,11 @@ from copilot.errors import (
     ThreadNotFound,
 )
 from copilot.identity import RepIdentity
+from copilot.insight.catchup import catch_up_at
+from copilot.insight.risk import RiskSettings, deal_risks
+from copilot.models.factory import build_model
 from copilot.runner import CopilotService, Proposal, TurnResult
+from copilot.settings import is_offline_model
 from copilot.writes.undo import undoable
 
 logger = logging.getLogger(__name__)
@@ -109,6 +119,17 @@ DIGEST_OFF = 'The daily digest is off. Say "digest on" to get it again.'
 NO_UPCOMING_MEETING = "You have no upcoming customer meeting in the next 7 days."
 BRIEF_ME_DAYS = 7
 """How far ahead ``brief me`` looks for the rep's next customer meeting."""
+TURN_DONE = "Done."
+"""Closes a progress stream that nothing else closed (a path that posted no answer)."""
+
+
+def approvals_lead(new_cards: int) -> str:
+    """The message that closes a turn's stream when the turn ends in approval cards, not an answer."""
+    if new_cards == 0:
+        return "Your proposed changes still wait for your decision on their cards above."
+    if new_cards == 1:
+        return "Here is the change for your approval:"
+    return f"Here are the {new_cards} changes for your approval:"
 
 
 def briefs_lead_reply(minutes: int) -> str:
@@ -136,6 +157,13 @@ class CopilotBot(TeamsActivityHandler):
         self.service = service
         self.reps = reps
         self.settings = settings
+        # Progress streams' time (tests pin it to show a long turn without waiting for it).
+        self.progress_clock: Clock = time.monotonic
+        self.progress_sleep: Sleep = asyncio.sleep
+
+    def _progress(self, turn_context: TurnContext) -> TurnProgress:
+        """The turn's one progress stream (the same one for every caller in the turn)."""
+        return TurnProgress.for_turn(turn_context, clock=self.progress_clock, sleep=self.progress_sleep)
 
     # --- Teams events -------------------------------------------------------------------------
 
@@ -149,6 +177,24 @@ class CopilotBot(TeamsActivityHandler):
             )
 
     async def on_message_activity(self, turn_context: TurnContext) -> None:
+        """A message (typed, or a card's submit); its turn leaves its progress stream closed.
+
+        On an error the stream is left for ``on_turn_error``, whose message closes it.
+        """
+        try:
+            await self._on_message(turn_context)
+        except BaseException:
+            if (progress := TurnProgress.of(turn_context)) is not None:
+                progress.close()
+            raise
+        progress = TurnProgress.of(turn_context)
+        if progress is not None and progress.open:
+            # A path that sent no final message of its own: do not leave "Working on it…" open.
+            await progress.end(TURN_DONE)
+        elif progress is not None:
+            await progress.stop()
+
+    async def _on_message(self, turn_context: TurnContext) -> None:
         value = turn_context.activity.value
         if isinstance(value, dict) and value.get("copilot") == "decision":
             if not self._answers_here(turn_context.activity):
@@ -406,6 +452,9 @@ class CopilotBot(TeamsActivityHandler):
         if text.lower() in cards.STATS_COMMANDS:
             await self._show_stats(turn_context, rep)
             return
+        if text.lower() in insight_cards.RISK_COMMANDS + insight_cards.CATCH_UP_COMMANDS:
+            await self._show_insight(turn_context, rep, risk=text.lower() in insight_cards.RISK_COMMANDS)
+            return
         try:
             brief_command = parse_brief_command(text)
         except BadBriefCommand as exc:
@@ -426,7 +475,7 @@ class CopilotBot(TeamsActivityHandler):
             )
             return
         thread_id = await conversations.thread_for(self.service.pool, conversation_id, rep.identity)
-        progress = TurnProgress(turn_context)
+        progress = self._progress(turn_context)
         await progress.start()
         # Named by its activity: a queue redelivery of a message already taken (the worker
         # died before acknowledging it) is not asked a second time.
@@ -578,17 +627,26 @@ class CopilotBot(TeamsActivityHandler):
         self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None
     ) -> None:
         if progress is not None:
-            progress.close()  # a held progress update never arrives after the result
+            await progress.stop()  # a held progress update never arrives after the result
+        # Cards already in the chat stay where they are (also when the rep asked
+        # something while they wait): one live copy per proposal, never a re-post.
+        new = [
+            proposal
+            for proposal in result.proposals
+            if await conversations.card_activity(
+                self.service.pool, proposal.thread_id or result.thread_id, proposal.tool_call_id
+            )
+            is None
+        ]
         if result.answer:
             await self._send_answer(turn_context, result, progress)
-        for proposal in result.proposals:
+        elif progress is not None and progress.open:
+            # No answer to close the stream with: close it before the first card, so no
+            # "Working on it…" stays open above the cards (one stream per turn, ended first).
+            await progress.end(approvals_lead(len(new)) if result.proposals else TURN_DONE)
+        for proposal in new:
             # Each on its own thread's card: one made while others waited resumes its own.
-            thread_id = proposal.thread_id or result.thread_id
-            posted = await conversations.card_activity(self.service.pool, thread_id, proposal.tool_call_id)
-            # Cards already in the chat stay where they are (also when the rep asked
-            # something while they wait): one live copy per proposal, never a re-post.
-            if posted is None:
-                await self._send_card(turn_context, thread_id, proposal)
+            await self._send_card(turn_context, proposal.thread_id or result.thread_id, proposal)
 
     async def _send_answer(
         self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None
@@ -705,6 +763,29 @@ class CopilotBot(TeamsActivityHandler):
         card = stats_card(stats)
         await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
 
+    async def _show_insight(self, turn_context: TurnContext, rep: SignedInRep, *, risk: bool) -> None:
+        """The deals-at-risk card, or the what-changed card since the rep's last catch-up (which
+        it then moves to now); both read the CRM as the rep, with no model."""
+        settings, now = self.service.settings, self.service.clock()
+        try:
+            if risk:
+                async with AsyncExitStack() as stack:
+                    evidence = Evidence(connector.reads(stack, settings, rep.broker))
+                    model = settings.copilot_model
+                    notes = None if is_offline_model(model) else build_model(model)
+                    report = await deal_risks(evidence, RiskSettings(), now, notes_model=notes)
+                card = insight_cards.risk_card(report, record_url_template=self.settings.record_url_template)
+            else:
+                async with self.service.pool.connection() as conn:
+                    changes = await catch_up_at(settings, rep.identity, rep.broker, conn, now=now)
+                card = insight_cards.catch_up_card(
+                    changes, record_url_template=self.settings.record_url_template
+                )
+        except (AuthError, CrmUnavailable, CrmCallError) as exc:
+            await turn_context.send_activity(f"I couldn't read your deals: {exc.message}")
+            return
+        await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
+
     async def _on_open(self, turn_context: TurnContext, value: dict[str, Any]) -> None:
         """A "my approvals" row's Open: post that proposal's approval card again, here, and
         take the buttons off its previous copy (one live copy per proposal)."""
@@ -798,15 +879,19 @@ class CopilotBot(TeamsActivityHandler):
 
         built: list[dict[str, Any]] = []
 
+        progress = self._progress(turn_context)
+
         def decision_for(pending: Mapping[str, Proposal]) -> list[dict[str, Any]]:
             # Built against the proposal actually pending, inside the one decide call.
             proposal = pending.get(submission.tool_call_id)
             if proposal is None:
                 raise ProposalNotPending(submission.tool_call_id)
             built.append(to_decision(submission, proposal))
+            # A real decision: the write and the model's follow-up may take a while, so the
+            # stream opens now ("Working on it…", then keep-alives), not at the first lookup.
+            progress.start_soon()
             return built
 
-        progress = TurnProgress(turn_context)
         result: TurnResult | Literal["not_pending"] = "not_pending"
         async with conversations.deciding(
             self.service.pool, submission.thread_id, submission.tool_call_id
@@ -851,14 +936,12 @@ class CopilotBot(TeamsActivityHandler):
                 rep.identity, rep.broker, submission.thread_id, decision_for, progress.update
             )
         except (ThreadAccessDenied, ThreadNotFound):
-            progress.close()
-            await turn_context.send_activity(NOT_YOURS)
+            await progress.end(NOT_YOURS)
         except ProposalNotPending:
-            progress.close()
+            await progress.stop()
             return "not_pending"
         except (InvalidSubmission, InvalidDecision) as exc:
-            progress.close()
-            await turn_context.send_activity(exc.message)
+            await progress.end(exc.message)
         return None
 
     async def _show_decided(
@@ -957,7 +1040,12 @@ async def on_turn_error(turn_context: TurnContext, error: Exception) -> None:
     if turn_context.activity.type == ActivityTypes.message:
         # Not "nothing was changed": an approved write may have committed before a later
         # step failed; its card and the audit log say what happened.
-        await turn_context.send_activity(
+        message = (
             f"Sorry, something went wrong on my side (ref {correlation}). Anything you approved "
             "shows its outcome on its card; please ask again."
         )
+        progress = TurnProgress.of(turn_context)
+        if progress is not None:
+            await progress.end(message)  # closes the turn's stream, if one is open
+        else:
+            await turn_context.send_activity(message)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -21,7 +22,14 @@ from copilot.clock import system_clock
 from copilot.errors import InvalidInput
 from copilot.persistence.database import connect
 from copilot.persistence.migrations import assert_schema_current
-from copilot.persistence.rep_data import AUDIT_KEPT_NOTE, RepDataReport, delete_rep_data, export_rep_data
+from copilot.persistence.outside_data import NOT_REACHED, NotReached, OutsideEraser, OutsideStep
+from copilot.persistence.rep_data import (
+    AUDIT_KEPT_NOTE,
+    RepDataReport,
+    delete_rep_data,
+    export_rep_data,
+    newest_audit_write,
+)
 from copilot.persistence.retention import RetentionPlan, apply_retention, plan_retention
 from copilot.settings import Settings
 
@@ -85,23 +93,84 @@ async def data_export(
     return 0
 
 
+def default_erasers() -> Sequence[OutsideEraser]:
+    """The deployed app's places outside the database (token service, turn queues).
+
+    Only the top layer knows them: reached lazily, for this command only, as ``doctor`` reaches
+    ``functions.doctor`` (tests/unit/test_layering.py).
+    """
+    from functions.rep_data import outside_erasers
+
+    return outside_erasers()
+
+
 async def data_delete(
-    settings: Settings, *, rep: str, tenant: str | None, dry_run: bool, yes: bool, as_json: bool
+    settings: Settings,
+    *,
+    rep: str,
+    tenant: str | None,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+    erasers: Sequence[OutsideEraser] | None = None,
 ) -> int:
-    """``data delete --rep ID [--tenant T] [--dry-run] [--yes]``: asks first unless ``--yes``."""
+    """``data delete --rep ID [--tenant T] [--dry-run] [--yes]``: asks first unless ``--yes``.
+
+    Outside the database first (the rep's sign-in at the token service, their queued turns;
+    ``erasers``, by default the deployed app's), while the rows that find the rep there still
+    exist; then the database. Lists what it cannot reach and where to act. Exit 1 when an
+    outside place could not be cleared (the database part is done; run it again).
+    """
     _check_rep(rep, tenant)
+    outside_erasers = default_erasers() if erasers is None else erasers
     async with connect(settings) as conn:
         await assert_schema_current(conn)
         planned = await delete_rep_data(conn, rep=rep, tenant=tenant, dry_run=True)
         if dry_run:
-            _print_delete(planned, as_json, "would be deleted")
+            outside = [await e(conn, rep=rep, tenant=tenant, dry_run=True) for e in outside_erasers]
+            newest = await newest_audit_write(conn, rep=rep, tenant=tenant)
+            _print_delete(
+                planned, as_json, "would be deleted", outside, _lifecycle(settings, rep, tenant, newest)
+            )
             return 0
         if not yes and not _confirmed(planned, rep):
             print("nothing deleted")
             return 1
+        outside = [await e(conn, rep=rep, tenant=tenant, dry_run=False) for e in outside_erasers]
         report = await delete_rep_data(conn, rep=rep, tenant=tenant, progress=None if as_json else _bar)
-    _print_delete(report, as_json, "deleted")
-    return 0
+        newest = await newest_audit_write(conn, rep=rep, tenant=tenant)
+    _print_delete(report, as_json, "deleted", outside, _lifecycle(settings, rep, tenant, newest))
+    return 1 if any(step.status == "failed" for step in outside) else 0
+
+
+def _lifecycle(settings: Settings, rep: str, tenant: str | None, newest: datetime | None) -> dict[str, Any]:
+    """The audit rows' retention and the places ``data delete`` cannot reach, with where to act."""
+    kept_until = newest + timedelta(days=settings.audit_retention_days) if newest is not None else None
+    not_reached = [entry.to_json() for entry in NOT_REACHED]
+    pseudonym = _trace_pseudonym(settings, rep, tenant)
+    if pseudonym is not None:
+        not_reached = [
+            {**entry, "act": f"{entry['act']} (this rep's pseudonym: {pseudonym})"}
+            if entry["place"].startswith("LangSmith")
+            else entry
+            for entry in not_reached
+        ]
+    return {
+        "audit_retention_days": settings.audit_retention_days,
+        "audit_kept_until": kept_until.date().isoformat() if kept_until is not None else None,
+        "not_reached": not_reached,
+    }
+
+
+def _trace_pseudonym(settings: Settings, rep: str, tenant: str | None) -> str | None:
+    """The rep's pseudonym in traces, when the deployment's key is configured and the tenant given."""
+    key = settings.trace_pseudonym_key
+    if tenant is None or key is None or not key.get_secret_value().strip():
+        return None
+    from copilot.identity import RepIdentity
+    from copilot.tracing.pseudonym import load_pseudonym_key, rep_pseudonym
+
+    return rep_pseudonym(load_pseudonym_key(settings), RepIdentity(tenant, rep))
 
 
 def _confirmed(planned: RepDataReport, rep: str) -> bool:
@@ -117,11 +186,28 @@ def _confirmed(planned: RepDataReport, rep: str) -> bool:
     return sys.stdin.readline().strip() == "delete"
 
 
-def _print_delete(report: RepDataReport, as_json: bool, verb: str) -> None:
+def _print_delete(
+    report: RepDataReport,
+    as_json: bool,
+    verb: str,
+    outside: Sequence[OutsideStep],
+    lifecycle: dict[str, Any],
+) -> None:
     if as_json:
-        print(json.dumps(report.summary()))
-    else:
-        _print_counts(report, verb, sys.stdout)
+        print(json.dumps({**report.summary(), "outside": [s.to_json() for s in outside], **lifecycle}))
+        return
+    _print_counts(report, verb, sys.stdout)
+    days = lifecycle["audit_retention_days"]
+    until = lifecycle["audit_kept_until"]
+    print(
+        f"audit retention: {days} days (COPILOT_AUDIT_RETENTION_DAYS)"
+        + (f"; this rep's newest audit row is kept until {until}" if until else ""),
+    )
+    for step in outside:
+        print(f"outside: {step.place}: {step.status}: {step.detail}")
+    for entry in lifecycle["not_reached"]:
+        place = NotReached(**entry)
+        print(f"not reached: {place.place}: holds {place.holds}; to act: {place.act}")
 
 
 async def retention(settings: Settings, *, command: str, days: int | None, as_json: bool) -> int:

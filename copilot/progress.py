@@ -32,6 +32,8 @@ def describe_tool_call(name: str, args: Mapping[str, Any], names: Mapping[str, s
         "get_preferences": "Reading your preferences…",
         "recent_writes": "Looking up your recent changes…",
         "search_knowledge": "Searching the playbooks and product documents…",
+        "deals_at_risk": "Checking your deals for risk…",
+        "catch_up": "Looking up what changed…",
     }
     line = own.get(name) or progress_line(name, args, names) or f"Calling {name}…"
     return ProgressEvent("lookup", line, name)

@@ -28,6 +28,10 @@ _DEPLOYED_REQUIRED = {
 """Settings whose defaults point at the local sandbox: a deployment must give each."""
 
 
+DEFAULT_AUDIT_RETENTION_DAYS = 2557
+"""Seven years (``COPILOT_AUDIT_RETENTION_DAYS``' default): how long an audit row, the evidence of
+who approved which CRM change, is kept. The basis is in docs/ADMIN.md ("Data lifecycle")."""
+
 DEFAULT_RETENTION_DAYS = 30
 """Days a thread may stay idle before retention deletes it: ``COPILOT_RETENTION_DAYS``'s
 default (read by the bot's settings, which run the retention timer, and the capacity model)."""
@@ -128,6 +132,11 @@ class Settings(BaseSettings):
     """How long after a write its rep may still undo it (``undo_write``); 0 = no undo."""
     retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1, alias="COPILOT_RETENTION_DAYS")
     """Days a thread may stay idle before ``retention run`` (and the bot's daily timer) deletes it."""
+    audit_retention_days: int = Field(
+        default=DEFAULT_AUDIT_RETENTION_DAYS, ge=1, le=36500, alias="COPILOT_AUDIT_RETENTION_DAYS"
+    )
+    """Days an audit row is kept after its write (``data delete`` keeps a rep's rows this long and
+    says until when). Rows past it are not yet removed automatically (docs/ADMIN.md)."""
 
     # --- model -------------------------------------------------------------------------
     copilot_model: str = Field(default=OFFLINE_MODEL, alias="COPILOT_MODEL")

@@ -74,7 +74,9 @@ def observe_run(run: BriefRun) -> BriefObservation:
 def observe_digest(digest: Digest) -> BriefObservation:
     """A digest as the metrics see it: each line by section with the ids it cites."""
     return BriefObservation(
-        parts=[BriefPart(i.section, tuple(i.cited)) for i in digest.items],
+        # The digest's at-risk lines are scored by the risk items (they need the CRM's change
+        # history); every line still counts for leaks, through the text.
+        parts=[BriefPart(i.section, tuple(i.cited)) for i in digest.items if i.section != "at_risk"],
         text=digest.text,
         unverified=list(digest.citation_check.unverified),
         rep=digest.rep,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from offline_model import generic_write, knowledge, reads, undo, writes
+from offline_model import generic_read, generic_write, knowledge, reads, undo, writes
 from offline_model.context import PlanContext
 from offline_model.intents import WRITE_INTENTS, Intent
 from offline_model.lookup import check_typed_ids
@@ -27,6 +27,10 @@ def plan(ctx: PlanContext) -> Step:
         requested = generic_write.requested_tool(ctx)
         if requested is not None:
             return generic_write.propose(ctx, requested)
+        # A read tool no role serves (one that computes from the CRM): asked for by its title.
+        wanted = generic_read.requested_read(ctx)
+        if wanted is not None:
+            return generic_read.read_answer(ctx, wanted)
     if _documents_only(ctx, intents[0]):
         return knowledge.documents_answer(ctx)
     if intents == ["help"]:

@@ -37,6 +37,7 @@ from sandbox.mcp_auth import READ_SCOPE, WRITE_SCOPE, McpAuthGate
 from sandbox.mcp_server import build_mcp_server
 from sandbox.people import people_routes
 from sandbox.token_service import TokenServiceState, token_service_routes
+from sandbox.transcripts import transcript_routes
 
 
 @dataclass
@@ -191,6 +192,7 @@ def build_app(settings: SandboxSettings, knobs: Knobs | None = None) -> SandboxA
         *identity_routes(settings),
         *mailbox_routes(settings),
         *calendar_routes(settings),
+        *transcript_routes(settings),
         *mailbox_settings_routes(settings, mailbox_settings),
         *people_routes(settings),
         *drive_routes(settings),

@@ -506,6 +506,48 @@ class CrmService:
         ]
         return _page(items, limit, cursor)
 
+    def get_record_history(
+        self, caller: User, record_type: str, record_id: str, since: str | None = None
+    ) -> dict[str, Any]:
+        """A readable account's or opportunity's kept versions, oldest first: when, who, and each
+        changed field's old and new value (fields the caller may not see are left out)."""
+        if record_type not in ("opportunity", "account"):
+            raise _invalid("record_type must be 'opportunity' or 'account'", field="record_type")
+        since_ts = _parse_instant(since, "since") if since else None
+        with db.transaction(self.db_path, write=False) as conn:
+            scope = _load_scope(conn, caller)
+            if record_type == "opportunity":
+                self._opportunity(scope, record_id)
+            else:
+                self._account(scope, record_id)
+            rows = db.record_history(conn, record_type, record_id)
+        hidden = (
+            set()
+            if record_type != "opportunity"
+            else set(perms.OPPORTUNITY_FIELDS) - set(perms.visible_opportunity_fields(caller))
+        )
+        items = []
+        for row in rows:
+            if since_ts is not None and row["changed_at"] < since_ts:
+                continue
+            changes = [
+                {"field": name, "old": pair[0], "new": pair[1]}
+                for name, pair in row["changes"].items()
+                if name not in hidden
+            ]
+            if changes:
+                items.append(
+                    {
+                        "record_id": record_id,
+                        "version": row["version"],
+                        "changed_at": row["changed_at"],
+                        "changed_by": _person(row["changed_by"]),
+                        "operation": row["operation"],
+                        "changes": changes,
+                    }
+                )
+        return {"record_type": record_type, "record_id": record_id, "items": items}
+
     def list_contacts(
         self, caller: User, account_id: str, limit: int = DEFAULT_LIMIT, cursor: str | None = None
     ) -> dict[str, Any]:
@@ -793,6 +835,16 @@ class CrmService:
                 (*clean.values(), db.utc_now(), caller.id, opportunity_id, expected_version),
             )
             updated = conn.execute("SELECT * FROM opportunities WHERE id = ?", (opportunity_id,)).fetchone()
+            db.record_change(
+                conn,
+                tenant_id=caller.tenant_id,
+                record_type="opportunity",
+                record_id=opportunity_id,
+                version=updated["version"],
+                changed_by=caller.id,
+                changed_at=updated["modified_at"],
+                changes={k: (previous[k], updated[k]) for k in clean if previous[k] != updated[k]},
+            )
             result: dict[str, Any] = {
                 "opportunity": _opportunity_view(caller, updated, scope.account_names, full=True),
                 "previous": previous,

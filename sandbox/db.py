@@ -180,6 +180,21 @@ CREATE TABLE IF NOT EXISTS activity_parties (
     party_id TEXT NOT NULL,
     PRIMARY KEY (activity_id, participation_type, party_type, party_id)
 );
+-- Each record's change history (what Dataverse's audit table keeps): one row per version a
+-- write made, with who and when, and each changed field's old and new value (JSON
+-- {"field": [old, new]}, old values null on a create). Written by every write surface.
+CREATE TABLE IF NOT EXISTS record_history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id TEXT NOT NULL,
+    record_type TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    version INTEGER,
+    changed_at TEXT NOT NULL,
+    changed_by TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    changes TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ix_record_history_record ON record_history(record_type, record_id);
 CREATE TABLE IF NOT EXISTS user_overrides (
     user_id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -210,6 +225,7 @@ TABLES: tuple[str, ...] = (
     "events",
     "request_log",
     "applied_requests",
+    "record_history",
     "user_overrides",
 )
 _JSON_COLUMNS = {
@@ -217,6 +233,7 @@ _JSON_COLUMNS = {
     "events": ("attendees",),
     "request_log": ("record_ids",),
     "applied_requests": ("result_json",),
+    "record_history": ("changes",),
 }
 _ORDER_BY = {
     "shares": "tenant_id, record_type, record_id, user_id",
@@ -231,6 +248,46 @@ _ORDER_BY = {
 def utc_now() -> str:
     """Current time as the store writes timestamps: ISO 8601, UTC, second precision, ``Z``."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def record_change(
+    conn: sqlite3.Connection,
+    *,
+    tenant_id: str,
+    record_type: str,
+    record_id: str,
+    version: int | None,
+    changed_by: str,
+    changes: dict[str, tuple[Any, Any]],
+    operation: str = "update",
+    changed_at: str | None = None,
+) -> None:
+    """Keep one version of a record in its history (no row when nothing changed)."""
+    if not changes:
+        return
+    conn.execute(
+        "INSERT INTO record_history (tenant_id, record_type, record_id, version, changed_at, changed_by,"
+        " operation, changes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            tenant_id,
+            record_type,
+            record_id,
+            version,
+            changed_at or utc_now(),
+            changed_by,
+            operation,
+            json.dumps({k: list(v) for k, v in changes.items()}, default=str),
+        ),
+    )
+
+
+def record_history(conn: sqlite3.Connection, record_type: str, record_id: str) -> list[dict[str, Any]]:
+    """A record's kept versions, oldest first (``changes`` decoded: field → [old, new])."""
+    rows = conn.execute(
+        "SELECT * FROM record_history WHERE record_type = ? AND record_id = ? ORDER BY changed_at, id",
+        (record_type, record_id),
+    ).fetchall()
+    return [_decode("record_history", row) for row in rows]
 
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:

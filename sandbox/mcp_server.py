@@ -216,6 +216,21 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
         )
 
     @mcp.tool(annotations=_READ)
+    async def get_record_history(
+        ctx: Context[Any, Any, Any],
+        record_type: Annotated[Literal["opportunity", "account"], Field(description="The record's kind.")],
+        record_id: Annotated[str, Field(description="The record's id, e.g. opp-0001.")],
+        since: Annotated[
+            str | None, Field(description="Only versions on or after this ISO date/time.")
+        ] = None,
+    ) -> CallToolResult:
+        """A record's change history, oldest first: each version's time, who made it, and every
+        changed field's old and new value."""
+        return await run(
+            ctx, "get_record_history", lambda u: crm.get_record_history(u, record_type, record_id, since)
+        )
+
+    @mcp.tool(annotations=_READ)
     async def list_contacts(
         ctx: Context[Any, Any, Any],
         account_id: Annotated[str, Field(description="The account whose contacts to list.")],

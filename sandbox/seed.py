@@ -13,6 +13,7 @@ the seeding day and pick their CRM attendees from the contacts already inserted.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -422,7 +423,105 @@ def seed(conn: sqlite3.Connection, today: date | None = None) -> None:
     _insert(conn, "opportunities", data.opportunities)
     _insert(conn, "activities", data.activities)
     _insert(conn, "shares", data.shares)
+    seed_history(conn, today)
     seed_calendar(conn, today)
+
+
+# --- the records' change history (what a CRM's audit keeps) -----------------------------
+
+
+OPEN = ("Prospecting", "Qualification", "Proposal", "Negotiation")
+ACME_HISTORY: dict[str, tuple[tuple[int, str, str, object, object], ...]] = {
+    # days ago (at 11:00 UTC), who, field, old, new; the newest value is the record's own.
+    "opp-acme-renewal": ((6, "u-alex", "stage", "Qualification", "Proposal"),),
+    "opp-acme-analytics": ((4, "u-alex", "stage", "Proposal", "Negotiation"),),
+    "opp-acme-expansion": (
+        (40, "u-alex", "close_date", -45, -20),
+        (10, "u-nestor", "close_date", -20, 0),
+    ),
+}
+"""Alex's flagship deals, by hand: the renewal and the add-on moved a stage this week; the
+expansion's close date was pushed twice (close-date offsets relative to its close date now)."""
+
+
+def _bucket(record_id: str) -> int:
+    """A stable choice per record, drawn from its id (never from the seed's random stream)."""
+    return int(hashlib.sha256(record_id.encode()).hexdigest()[:8], 16) % 10
+
+
+def _moment(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def seed_history(conn: sqlite3.Connection, today: date | None = None) -> None:
+    """Each opportunity's kept versions, consistent with its values now: its creation, then the
+    changes that led to them. Draws nothing from the random stream (the CRM records stay as they
+    were). Alex's flagship deals are written by hand (:data:`ACME_HISTORY`); of the others, open
+    deals moved into their stage when they were last modified, and by the id's bucket some had
+    their close date pushed later twice (0), their amount lowered (1), or have sat in the stage
+    they were created in (2); closed deals moved from Negotiation on their close date."""
+    midnight = datetime.combine(today or datetime.now(UTC).date(), time(0, 0), tzinfo=UTC)
+    history: list[tuple[object, ...]] = []
+    for row in conn.execute("SELECT * FROM opportunities ORDER BY id").fetchall():
+        created, modified = _moment(row["created_at"]), _moment(row["modified_at"])
+        middle = created + (modified - created) / 2
+        owner, stage = row["owner_id"], row["stage"]
+        close, amount = date.fromisoformat(row["close_date"]), float(row["amount"])
+        start = {"stage": stage, "amount": amount, "close_date": close.isoformat()}
+        moves: list[tuple[datetime, str, dict[str, list[object]]]] = []
+        bucket, closed = _bucket(row["id"]), stage not in OPEN
+        if row["id"] in ACME_HISTORY:
+            for days_ago, by, name, old, new in ACME_HISTORY[row["id"]]:
+                if name == "close_date":
+                    assert isinstance(old, int)
+                    assert isinstance(new, int)
+                    old, new = (
+                        (close + timedelta(days=old)).isoformat(),
+                        (close + timedelta(days=new)).isoformat(),
+                    )
+                if not any(name in m[2] for m in moves):
+                    start[name] = old  # the value it was created with
+                at = max(
+                    midnight - timedelta(days=days_ago) + timedelta(hours=11), created + timedelta(hours=1)
+                )
+                moves.append((at, by, {name: [old, new]}))
+        elif closed:
+            start["stage"] = "Negotiation"
+            at = datetime.combine(close, time(15, 0), tzinfo=UTC)  # it closed on its close date
+            moves.append((max(at, created + timedelta(hours=1)), owner, {"stage": ["Negotiation", stage]}))
+        else:
+            if bucket == 0:
+                pushed = (close - timedelta(days=14)).isoformat()
+                start["close_date"] = (close - timedelta(days=30)).isoformat()
+                moves.append((middle, owner, {"close_date": [start["close_date"], pushed]}))
+                moves.append((modified, owner, {"close_date": [pushed, close.isoformat()]}))
+            if bucket == 1:
+                start["amount"] = round(amount * 1.25, 2)
+                moves.append((middle, owner, {"amount": [start["amount"], amount]}))
+            if bucket != 2 and stage != "Prospecting":
+                start["stage"] = OPEN[OPEN.index(stage) - 1]
+                moves.append((modified, owner, {"stage": [start["stage"], stage]}))
+        created_values: dict[str, list[object]] = {"name": [None, row["name"]]}
+        created_values |= {k: [None, v] for k, v in start.items()}
+        history.append(_history_row(row, created, owner, "create", created_values))
+        for at, by, changes in sorted(moves, key=lambda m: m[0]):
+            history.append(_history_row(row, at, by, "update", changes))
+    _insert(
+        conn,
+        "record_history (tenant_id, record_type, record_id, version, changed_at, changed_by,"
+        " operation, changes)",
+        history,
+    )
+
+
+def _history_row(
+    row: dict[str, object], at: datetime, by: str, operation: str, changes: dict[str, list[object]]
+) -> tuple[object, ...]:
+    return (row["tenant_id"], "opportunity", row["id"], None, _stamp(at), by, operation, json.dumps(changes))
 
 
 # --- the calendar (Graph-shaped meetings, see sandbox/calendar.py) ---------------------

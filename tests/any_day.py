@@ -42,8 +42,12 @@ TIME_SENSITIVE = (
     "tests/integration/test_retention_command.py",
     "tests/integration/test_audit_seal.py",
     "tests/integration/test_undo.py",
+    "tests/integration/test_insight_risk.py",
+    "tests/integration/test_insight_catchup.py",
+    "tests/integration/test_followthrough.py",
 )
-"""Briefs, digest, ledger, token service, rotation, delegation, retention, audit seal, undo window."""
+"""Briefs, digest, ledger, token service, rotation, delegation, retention, audit seal, undo window,
+deal risk, catch-up, meeting follow-through."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.runtime import Runtime, get_runtime
 
+from copilot.agent_tools.insight import insight_tools
 from copilot.agent_tools.knowledge import knowledge_tool
 from copilot.agent_tools.recent_writes import recent_writes_tool
 from copilot.context import AgentContext
@@ -49,4 +50,5 @@ def local_read_tools() -> list[BaseTool]:
         ),
         recent_writes_tool(),
         knowledge_tool(),
+        *insight_tools(),
     ]

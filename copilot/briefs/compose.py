@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
@@ -50,6 +50,8 @@ class AccountReads:
     activities: Sequence[Mapping[str, Any]]
     playbooks: Mapping[str, Mapping[str, Any]]
     """Stage → the chunk (``id``, ``title``, ``section``, ``snippet``) that advises on it."""
+    risks: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Deal id → why it is at risk (:mod:`copilot.insight.risk`), for the deals that are."""
 
 
 def plain(value: Any) -> str:
@@ -107,6 +109,15 @@ def account_items(reads: AccountReads) -> tuple[BriefItem, ...]:
         items.append(
             _item("deal", f"{plain(deal.get('name'))}: " + ", ".join(p for p in parts if p), deal["id"])
         )
+        reasons = reads.risks.get(str(deal["id"]))
+        if reasons:
+            items.append(
+                _item(
+                    "deal",
+                    f"{plain(deal.get('name'))} is at risk: " + "; ".join(map(plain, reasons)),
+                    deal["id"],
+                )
+            )
     for activity in list(reads.activities)[:MAX_ACTIVITIES]:
         when = plain(activity.get("occurred_at"))[:10]
         items.append(

@@ -10,6 +10,9 @@ Four sections, each from reads made with the rep's own delegated tokens (the cal
 * overdue next steps: the rep's open deals whose close date has passed (the CRM has no due
   date on a next step; the close date is the one date the next step serves, so once it
   has passed the step is overdue, whatever it says, and a deal with none set says so);
+* the rep's open deals at risk by the signals that need the CRM's change history (close date
+  pushed later repeatedly, stalled in a stage, amount lowered: :mod:`copilot.insight.risk`; the
+  other two risk signals are the two sections above);
 * proposals still waiting for the rep's decision on their own threads.
 
 Composition is pure (:func:`compose_digest`): the reads are kept as tool results
@@ -51,6 +54,7 @@ from copilot.crm import connector
 from copilot.crm.types import TargetKind
 from copilot.errors import ThreadAccessDenied, ThreadNotFound
 from copilot.identity import RepIdentity
+from copilot.insight.risk import HISTORY_SIGNALS, RiskSettings, Signal, assess, history_of
 from copilot.persistence.threads import list_threads
 from copilot.runner import Proposal
 from copilot.settings import Settings
@@ -104,6 +108,8 @@ class DigestReads:
     closing_quiet: Sequence[Mapping[str, Any]]
     overdue: Sequence[Mapping[str, Any]]
     waiting: Sequence[WaitingProposal]
+    at_risk: Sequence[tuple[Mapping[str, Any], Sequence[Signal]]] = ()
+    """Open deals and their change-history risk signals (:data:`HISTORY_SIGNALS`)."""
 
 
 # --- composing (pure) ---------------------------------------------------------------------------
@@ -155,6 +161,9 @@ def digest_items(reads: DigestReads, day: date, zone: tzinfo) -> tuple[DigestIte
                 str(deal["id"]),
             )
         )
+    for deal, signals in reads.at_risk:
+        reasons = "; ".join(plain(s.reason) for s in signals)
+        items.append(_item("at_risk", f"{_deal(deal)}: {reasons}", str(deal["id"])))
     for proposal in reads.waiting:
         target = proposal.target
         what = f"{title(proposal.tool)}: {plain(target.get('name'))}" if target else title(proposal.tool)
@@ -275,6 +284,22 @@ async def _quiet(evidence: Evidence, deal: Mapping[str, Any], at: datetime) -> b
     return not any(_instant(m) <= at for m in moments if isinstance(m, str) and m)
 
 
+async def _at_risk(
+    evidence: Evidence, deals: Sequence[Mapping[str, Any]], at: datetime, day: date
+) -> list[tuple[Mapping[str, Any], Sequence[Signal]]]:
+    """The deals whose change history shows a risk (a deal without history is not judged here)."""
+    found: list[tuple[Mapping[str, Any], Sequence[Signal]]] = []
+    settings = RiskSettings()
+    for deal in deals:
+        history = await history_of(evidence, str(deal["id"]))
+        if history is None:
+            continue
+        signals = [s for s in assess(deal, (), history, settings, at, day) if s.kind in HISTORY_SIGNALS]
+        if signals:
+            found.append((deal, signals))
+    return found
+
+
 def _instant(text: str) -> datetime:
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
@@ -355,12 +380,14 @@ async def digest_at(
         soon = [d for d in mine if day <= closes[str(d["id"])] <= day + timedelta(days=HORIZON_DAYS)]
         quiet = [d for d in soon if await _quiet(evidence, d, at)]
         overdue = [d for d in mine if closes[str(d["id"])] < day]
+        at_risk = await _at_risk(evidence, mine, at, day)
         waiting = await _waiting(evidence, conn, proposals, identity)
     reads = DigestReads(
         meetings=customer,
         closing_quiet=sorted(quiet, key=lambda d: (closes[str(d["id"])], str(d["id"]))),
         overdue=sorted(overdue, key=lambda d: (closes[str(d["id"])], str(d["id"]))),
         waiting=waiting,
+        at_risk=at_risk,
     )
     # A snoozed record's line is left out, and so is its suggestion.
     overdue_shown = [d for d in reads.overdue if str(d["id"]) not in leave_out]

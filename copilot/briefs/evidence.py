@@ -86,3 +86,7 @@ class Evidence:
     async def record_of(self, kind: TargetKind, record_id: str) -> Record:
         """One record by kind and id."""
         return self._one(kind, await self.crm.record(kind, record_id))
+
+    async def history(self, kind: TargetKind, record_id: str) -> list[Record]:
+        """A record's kept versions (who changed what, when), oldest first."""
+        return self._many("history", await self.crm.history(kind, record_id))

@@ -29,6 +29,7 @@ from copilot.briefs.suggestions import for_brief
 from copilot.briefs.types import Brief, BriefRun, Meeting
 from copilot.crm import connector
 from copilot.identity import RepIdentity
+from copilot.insight.risk import RiskSettings, assess, history_of
 from copilot.knowledge.acl import Reader
 from copilot.knowledge.store import search
 from copilot.settings import Settings
@@ -65,6 +66,7 @@ async def _account_reads(
     reader: Reader,
     account_id: str,
     contacts: list[dict[str, Any]],
+    at: datetime,
 ) -> AccountReads:
     account = await evidence.account(account_id)
     deals = await evidence.open_opportunities(account_id=account_id)
@@ -76,7 +78,20 @@ async def _account_reads(
         opportunities=deals,
         activities=activities,
         playbooks=await _playbooks(conn, evidence, reader, stages),
+        risks=await _risks(evidence, deals, at),
     )
+
+
+async def _risks(evidence: Evidence, deals: list[dict[str, Any]], at: datetime) -> dict[str, list[str]]:
+    """Why each of the account's open deals is at risk, for those that are (computed, not guessed)."""
+    settings, day, found = RiskSettings(), at.astimezone(UTC).date(), {}
+    for deal in deals:
+        deal_id = str(deal["id"])
+        activities = await evidence.activities(opportunity_id=deal_id, limit=20)
+        signals = assess(deal, activities, await history_of(evidence, deal_id), settings, at, day)
+        if signals:
+            found[deal_id] = [s.reason for s in signals]
+    return found
 
 
 async def _brief_reads(
@@ -86,6 +101,7 @@ async def _brief_reads(
     reader: Reader,
     own_domain: str,
     directory: dict[str, dict[str, Any]],
+    at: datetime,
 ) -> tuple[list[AccountReads], int] | None:
     """The reads of a meeting's accounts and how many external attendees matched no contact
     (``None``: no external attendee is a CRM contact the rep may see, so no brief)."""
@@ -98,7 +114,7 @@ async def _brief_reads(
     by_account: dict[str, list[dict[str, Any]]] = {}
     for contact in matched:
         by_account.setdefault(str(contact["account_id"]), []).append(contact)
-    accounts = [await _account_reads(evidence, conn, reader, a, c) for a, c in by_account.items()]
+    accounts = [await _account_reads(evidence, conn, reader, a, c, at) for a, c in by_account.items()]
     return accounts, len(external) - len(matched)
 
 
@@ -132,7 +148,7 @@ async def briefs_at(
         found = [
             (meeting, reads)
             for meeting in meetings
-            if (reads := await _brief_reads(meeting, evidence, conn, reader, own_domain, directory))
+            if (reads := await _brief_reads(meeting, evidence, conn, reader, own_domain, directory, at))
         ]
         # Who the rep is in the CRM (a brief lists colleagues' deals of the account too, and
         # only the rep's own are suggested changes), read once and only if there is a brief.

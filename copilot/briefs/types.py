@@ -69,8 +69,13 @@ class CitationCheck(_Frozen):
 
 # --- suggestions ----------------------------------------------------------------------------------
 
-SuggestionKind = Literal["close_date_passed"]
-SUGGESTION_KINDS: tuple[SuggestionKind, ...] = ("close_date_passed",)
+SuggestionKind = Literal["close_date_passed", "log_meeting", "set_next_step", "follow_up_task"]
+SUGGESTION_KINDS: tuple[SuggestionKind, ...] = (
+    "close_date_passed",
+    "log_meeting",
+    "set_next_step",
+    "follow_up_task",
+)
 """What a brief or the digest may suggest changing (``copilot/briefs/suggestions.py`` derives them)."""
 
 SuggestionState = Literal["made", "declined", "accepted"]
@@ -92,6 +97,12 @@ SUGGESTED_CHANGES: dict[SuggestionKind, SuggestedChange] = {
     "close_date_passed": SuggestedChange(
         tool="update_opportunity", record_arg="opportunity_id", field="close_date"
     ),
+    # After a meeting (copilot/followthrough.py): the meeting logged, the next step, a follow-up task.
+    "log_meeting": SuggestedChange(tool="log_activity", record_arg="opportunity_id", field="subject"),
+    "set_next_step": SuggestedChange(
+        tool="update_opportunity", record_arg="opportunity_id", field="next_step"
+    ),
+    "follow_up_task": SuggestedChange(tool="log_activity", record_arg="opportunity_id", field="subject"),
 }
 
 
@@ -150,12 +161,13 @@ class BriefRun(_Frozen):
 
 # --- the daily digest ----------------------------------------------------------------------------
 
-DigestSection = Literal["meeting", "closing_quiet", "overdue", "waiting"]
-DIGEST_SECTIONS: tuple[DigestSection, ...] = ("meeting", "closing_quiet", "overdue", "waiting")
+DigestSection = Literal["meeting", "closing_quiet", "overdue", "at_risk", "waiting"]
+DIGEST_SECTIONS: tuple[DigestSection, ...] = ("meeting", "closing_quiet", "overdue", "at_risk", "waiting")
 DIGEST_TITLES: dict[DigestSection, str] = {
     "meeting": "Today's customer meetings",
     "closing_quiet": "Closing within 14 days, no activity in 14 days",
     "overdue": "Overdue next steps (close date passed)",
+    "at_risk": "Deals at risk (close date pushed, stalled in stage, amount lowered)",
     "waiting": "Proposals still waiting for your decision",
 }
 

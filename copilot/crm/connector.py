@@ -72,6 +72,28 @@ def reads(stack: AsyncExitStack, settings: Settings, tokens: TokenBroker) -> Crm
             assert_never(kind)
 
 
+def run_reads(ctx: AgentContext) -> CrmReads:
+    """The rep's typed CRM reads inside a run (a local read tool's): the run's own read session
+    on the reference CRM, the Web API with the run's read token on Dataverse."""
+    kind: CrmKind = ctx.settings.crm_kind
+    match kind:
+        case "reference":
+            return reference.ReferenceReads(ctx.crm)
+        case "dataverse":
+            tokens = ctx.tokens
+
+            async def token() -> str:
+                return await tokens.crm_token(write=False)
+
+            return dataverse_reads.DataverseReads(
+                dataverse.DataverseConfig.from_settings(ctx.settings),
+                token,
+                crm_identity(kind, ctx.settings.crm_url or ctx.settings.crm_mcp_url),
+            )
+        case _:
+            assert_never(kind)
+
+
 def progress_line(name: str, args: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
     """The progress line of a CRM read tool the model called, if a connector knows the tool.
 

@@ -55,6 +55,7 @@ _USER_SELECT: Final = (
 _ACTIVITY_SELECT: Final = (
     "activityid",
     "subject",
+    "description",
     "activitytypecode",
     "actualend",
     "scheduledstart",
@@ -291,6 +292,7 @@ class DataverseReads:
             "id": row.get("activityid"),
             "type": tables.get(code, code),
             "subject": row.get("subject") or "",
+            "notes": row.get("description") or "",
             "occurred_at": occurred,
             "regarding_id": row.get("_regardingobjectid_value"),
         }
@@ -329,6 +331,73 @@ class DataverseReads:
             key=lambda a: (moments[id(a)] or datetime.min.replace(tzinfo=UTC), str(a["id"])), reverse=True
         )
         return found[: max(0, limit)]
+
+    # --- change history (the audit table) -----------------------------------------------------
+
+    async def _user_name(self, user_id: str, names: dict[str, str]) -> str:
+        if user_id not in names:
+            try:
+                row = await self._one(f"{self._set('systemuser')}({guid(user_id)})", _USER_SELECT)
+                names[user_id] = str(row.get("fullname") or "")
+            except CrmCallError:
+                names[user_id] = ""  # a user the rep may not read: not named
+        return names[user_id]
+
+    async def history(self, kind: TargetKind, record_id: str) -> list[Record]:
+        """``RetrieveRecordChangeHistory`` of an account or opportunity: each audit detail's
+        ``audit`` row (when, who) and its old and new column values, in the copilot's field names.
+
+        Needs auditing on for the organisation and the table (and the rep's *View Audit History*
+        privilege); a CRM that refuses says so as ``not_supported`` / ``permission_denied``.
+        """
+        if kind == "contact":
+            raise CrmCallError("not_supported", "change history is read for accounts and opportunities")
+        web = await self._api()
+        target = f"{self._set(kind)}({guid(record_id)})"
+        response = await web.send(
+            "GET",
+            "RetrieveRecordChangeHistory(Target=@target)",
+            params={"@target": "{'@odata.id':'" + target + "'}"},
+        )
+        if response.status_code == 400:
+            raise CrmCallError("not_supported", "the CRM keeps no change history of this record")
+        if response.status_code != 200:
+            raise refusal(response)
+        collection = response.json().get("AuditDetailCollection") or {}
+        names: dict[str, str] = {}
+        versions: list[Record] = []
+        for detail in collection.get("AuditDetails") or []:
+            if not isinstance(detail, dict) or not isinstance(detail.get("AuditRecord"), dict):
+                continue
+            audit = detail["AuditRecord"]
+            old, new = detail.get("OldValue") or {}, detail.get("NewValue") or {}
+            if kind == "opportunity":
+                before = {k: v for k, v in web.opportunity_values(old).items() if k not in ("id", "version")}
+                after = {k: v for k, v in web.opportunity_values(new).items() if k not in ("id", "version")}
+            else:
+                before = {k: v for k, v in old.items() if not k.startswith("@")}
+                after = {k: v for k, v in new.items() if not k.startswith("@")}
+            changes = [
+                {"field": name, "old": before.get(name), "new": after.get(name)}
+                for name in dict.fromkeys([*before, *after])
+                if before.get(name) != after.get(name)
+            ]
+            for change in changes:
+                if change["field"] == "close_date":
+                    change["old"] = change["old"][:10] if isinstance(change["old"], str) else change["old"]
+                    change["new"] = change["new"][:10] if isinstance(change["new"], str) else change["new"]
+            user = str(audit.get("_userid_value") or "")
+            versions.append(
+                {
+                    "record_id": record_id,
+                    "at": audit.get("createdon"),
+                    "by": {"id": user, "name": await self._user_name(user, names) if user else ""},
+                    "operation": "create" if audit.get("operation") == 1 else "update",
+                    "changes": changes,
+                }
+            )
+        versions.sort(key=lambda v: str(v["at"]))
+        return versions
 
     # --- one record ------------------------------------------------------------------------------
 

@@ -17,8 +17,12 @@ CRM's, which is what :mod:`copilot.briefs.compose` and the cards consume:
   meeting attendees in code only, never for a model or a brief);
 * an opportunity: ``id``, ``name``, ``stage`` (the stage's label), ``amount``, ``currency``,
   ``close_date``, ``next_step``, ``probability``, ``owner`` (``{"id": …}``), ``version``;
-* an activity: ``id``, ``type`` (the copilot's activity type), ``subject``, ``occurred_at``
-  (ISO 8601), newest first.
+* an activity: ``id``, ``type`` (the copilot's activity type), ``subject``, ``notes`` (for the
+  risk signal a model reads, :mod:`copilot.insight.notes`; never put in a brief), ``occurred_at``
+  (ISO 8601), newest first;
+* a version of a record (:meth:`CrmReads.history`): ``record_id``, ``at`` (ISO 8601), ``by``
+  (``{"id", "name"}``), ``operation`` (``create`` / ``update``) and ``changes`` (each
+  ``{"field", "old", "new"}`` in the copilot's field names), oldest first.
 
 Ids are the CRM's own (the reference CRM's record ids, GUIDs on Dataverse): a brief cites
 them as read. Refusals raise :class:`~copilot.errors.CrmCallError` (``not_found``,
@@ -73,4 +77,10 @@ class CrmReads(Protocol):
 
     async def record(self, kind: TargetKind, record_id: str) -> Record:
         """One account, opportunity or contact by id."""
+        ...
+
+    async def history(self, kind: TargetKind, record_id: str) -> list[Record]:
+        """The record's kept versions (who changed which field from what to what, and when),
+        oldest first. Raises :class:`~copilot.errors.CrmCallError` when the CRM keeps none for
+        it (``not_supported``: no change history, or auditing off) or refuses the read."""
         ...

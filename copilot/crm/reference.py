@@ -42,6 +42,7 @@ LIST_ACTIVITIES: Final = "list_activities"
 LIST_CONTACTS: Final = "list_contacts"
 PIPELINE_SUMMARY: Final = "pipeline_summary"
 GET_ME: Final = "get_me"
+GET_RECORD_HISTORY: Final = "get_record_history"
 """Reads (the CRM must declare them ``readOnlyHint``): :class:`ReferenceReads` calls them for the
 briefs, the digest and team analytics, and :func:`progress_line` describes them."""
 
@@ -61,6 +62,7 @@ READ_TOOLS: Final = frozenset(
         LIST_CONTACTS,
         PIPELINE_SUMMARY,
         GET_ME,
+        GET_RECORD_HISTORY,
     }
 )
 """Every reference read the copilot's own code calls by name."""
@@ -256,6 +258,23 @@ class ReferenceReads:
         tool, argument = _READ_TOOL[kind]
         return await self._crm.call(tool, {argument: record_id})
 
+    async def history(self, kind: TargetKind, record_id: str) -> list[Record]:
+        """``get_record_history`` (the CRM keeps every version of an account or opportunity)."""
+        if kind == "contact":
+            raise CrmCallError("not_supported", "the CRM keeps no change history of contacts")
+        page = await self._crm.call(GET_RECORD_HISTORY, {"record_type": kind, "record_id": record_id})
+        return [
+            {
+                "record_id": record_id,
+                "at": item.get("changed_at"),
+                "by": item.get("changed_by") or {},
+                "operation": item.get("operation") or "update",
+                "changes": [c for c in item.get("changes") or [] if isinstance(c, dict)],
+            }
+            for item in page.get("items") or []
+            if isinstance(item, dict)
+        ]
+
 
 def progress_line(name: str, args: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
     """What the copilot is doing when the model calls the reference CRM's read tool ``name``
@@ -279,5 +298,6 @@ def progress_line(name: str, args: Mapping[str, Any], names: Mapping[str, str]) 
         GET_CONTACT: "Looking up the contact…",
         PIPELINE_SUMMARY: "Summarising the pipeline…",
         GET_ME: "Looking you up in the CRM…",
+        GET_RECORD_HISTORY: f"Reading the history of {named(args.get('record_id')) or 'the record'}…",
     }
     return lines.get(name)

@@ -258,6 +258,17 @@ async def _audit_rows(conn: AsyncConnection[Any], rep: str, tenant: str | None) 
     return int((await _fetch(conn, query, rep_params(rep, tenant)))[0]["n"])
 
 
+async def newest_audit_write(
+    conn: AsyncConnection[Any], *, rep: str, tenant: str | None
+) -> dt.datetime | None:
+    """When the rep's newest audit row was written (kept ``COPILOT_AUDIT_RETENTION_DAYS`` from then)."""
+    query = sql.SQL("SELECT max(executed_at) AS newest FROM audit_log WHERE rep_aad_id = %(rep)s") + (
+        sql.SQL(" AND tenant_id = %(tenant)s") if tenant is not None else sql.SQL("")
+    )
+    newest = (await _fetch(conn, query, rep_params(rep, tenant)))[0]["newest"]
+    return newest if isinstance(newest, dt.datetime) else None
+
+
 async def _fetch(conn: AsyncConnection[Any], query: sql.Composed, params: Any) -> list[dict[str, Any]]:
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(query, params)

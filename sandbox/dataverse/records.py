@@ -56,6 +56,26 @@ MAX_SUBJECT = 200
 MAX_NOTES = 4000
 
 
+def _stage_index(stage: object) -> int:
+    return OPEN_STAGES.index(str(stage)) if stage in OPEN_STAGES else len(OPEN_STAGES) - 1
+
+
+_AUDIT_COLUMNS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "name": (("name", str),),
+    "stage": (
+        ("salesstage", _stage_index),
+        ("stepname", lambda s: f"{_stage_index(s) + 1}-{s}" if s in OPEN_STAGES else s),
+        ("statecode", lambda s: opportunity_state(str(s))[0]),
+    ),
+    "amount": (("estimatedvalue", float),),
+    "close_date": (("estimatedclosedate", str),),
+    "probability": (("closeprobability", int),),
+    "next_step": (("description", str),),
+    "commission": (("new_commission", float),),
+}
+"""An audited field of the sandbox CRM → the Dataverse columns (and their values) it shows as."""
+
+
 def etag(version: int) -> str:
     """The weak ETag of a row at ``version``."""
     return f'W/"{version}"'
@@ -510,6 +530,52 @@ class DataverseService:
         if not snap.readable(entity, row):
             raise self._read_denied(snap.caller, entity, guid)
         return snap.shape(entity, row)
+
+    def change_history(self, caller: User, entity: str, guid: str) -> list[Row]:
+        """``RetrieveRecordChangeHistory``: the record's audit details, oldest first, each an
+        ``AttributeAuditDetail`` (its ``audit`` row, and the changed columns' old and new values).
+        Only an account's or an opportunity's history is kept; 404 / 403 as a read of the row."""
+        if entity not in ("opportunity", "account"):
+            raise errors.bad_request(f"Auditing is not enabled for the entity {entity}.")
+        with db.transaction(self.db_path, write=False) as conn:
+            snap = load_snapshot(conn, caller, self.key_column)
+            self._readable(snap, entity, guid)
+            sandbox_id = snap.sandbox_id(entity, guid)
+            assert sandbox_id is not None
+            history = db.record_history(conn, entity, sandbox_id)
+        secured = "commission" not in perms.visible_opportunity_fields(caller)
+        details: list[Row] = []
+        for version in history:
+            old: Row = {"@odata.type": f"#Microsoft.Dynamics.CRM.{entity}"}
+            new: Row = {"@odata.type": f"#Microsoft.Dynamics.CRM.{entity}"}
+            for name, (before, after) in version["changes"].items():
+                if name == "commission" and secured:
+                    continue  # a secured column's audit is not shown to who may not read it
+                for column, value_of in _AUDIT_COLUMNS.get(name, ()):
+                    old[column] = None if before is None else value_of(before)
+                    new[column] = None if after is None else value_of(after)
+            create = version["operation"] == "create"
+            details.append(
+                {
+                    "@odata.type": "#Microsoft.Dynamics.CRM.AttributeAuditDetail",
+                    "AuditRecord": {
+                        "@odata.type": "#Microsoft.Dynamics.CRM.audit",
+                        "auditid": guid_for("audit", str(version["id"])),
+                        "createdon": version["changed_at"],
+                        "operation": 1 if create else 2,
+                        "action": 1 if create else 2,
+                        "objecttypecode": entity,
+                        "_objectid_value": guid,
+                        "_userid_value": guid_for("systemuser", version["changed_by"]),
+                    },
+                    "OldValue": old,
+                    "NewValue": new,
+                    "DeletedAttributes": {"Count": 0, "Keys": [], "Values": []},
+                    "InvalidNewValueAttributes": [],
+                    "LocLabelLanguageCode": 0,
+                }
+            )
+        return details
 
     @staticmethod
     def _read_denied(caller: User, entity: str, guid: str) -> errors.DataverseError:
@@ -989,10 +1055,22 @@ class DataverseService:
             elif key == "description":
                 clean["next_step"] = "" if value is None else _string(value, key, MAX_DESCRIPTION)
         assignments = "".join(f"{k} = ?, " for k in clean)
+        now = db.utc_now()
         conn.execute(
             f"UPDATE opportunities SET {assignments}version = version + 1, modified_at = ?, modified_by = ?"
             " WHERE id = ?",
-            (*clean.values(), db.utc_now(), caller.id, row["id"]),
+            (*clean.values(), now, caller.id, row["id"]),
+        )
+        # The same history the CRM's own write keeps (Dataverse: the audit table).
+        db.record_change(
+            conn,
+            tenant_id=caller.tenant_id,
+            record_type="opportunity",
+            record_id=row["id"],
+            version=int(row["version"]) + 1,
+            changed_by=caller.id,
+            changed_at=now,
+            changes={k: (row[k], v) for k, v in clean.items() if row[k] != v},
         )
         if stamp is not None:
             conn.execute(

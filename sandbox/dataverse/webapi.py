@@ -33,6 +33,7 @@ API_PREFIX = "/api/data/v9.2/"
 ODATA_HEADERS = {"OData-Version": "4.0"}
 _RESOURCE = re.compile(r"^(?P<set>[A-Za-z_]+)(?:\((?P<key>[^)]*)\))?$")
 ALLOWED_MCP_CLIENTS = "allowedmcpclients"
+_TARGET = re.compile(r"(?P<set>[A-Za-z_]+)\((?P<key>[^)]*)\)$")
 _CLIENT_FILTER = re.compile(r"^applicationid eq '([^']{1,100})'$")
 
 
@@ -136,6 +137,8 @@ class WebApi:
                     "OrganizationId": guid_for("organization", caller.tenant_id),
                 }
             )
+        if path.startswith("RetrieveRecordChangeHistory("):
+            return await self._change_history(request, caller, path, params)
         if path.startswith("EntityDefinitions"):
             if method == "POST":
                 body = await self._body(request)
@@ -178,6 +181,44 @@ class WebApi:
             )
             return Response(status_code=204, headers=ODATA_HEADERS)
         raise DataverseError(405, "0x80060888", f"{method} is not supported on a single row.")
+
+    # --- RetrieveRecordChangeHistory ------------------------------------------------------
+
+    async def _change_history(
+        self, request: Request, caller: User, path: str, params: dict[str, str]
+    ) -> Response:
+        """``GET RetrieveRecordChangeHistory(Target=@t)?@t={'@odata.id':'<set>(<guid>)'}``."""
+        if request.method != "GET":
+            raise DataverseError(405, "0x80060888", "RetrieveRecordChangeHistory is a function: use GET.")
+        inside = path[len("RetrieveRecordChangeHistory(") :].rstrip(")")
+        name, _, alias = inside.partition("=")
+        raw = params.get(alias.strip()) if alias.strip().startswith("@") else alias
+        if name.strip() != "Target" or not raw:
+            raise bad_request("RetrieveRecordChangeHistory needs its Target parameter.")
+        try:
+            target = json.loads(raw.replace("'", '"'))
+        except ValueError:
+            target = None
+        odata_id = target.get("@odata.id") if isinstance(target, dict) else None
+        found = _TARGET.search(odata_id) if isinstance(odata_id, str) else None
+        entity = self.sets.get(found.group("set")) if found else None
+        guid = parse_guid(found.group("key")) if found else None
+        if entity is None or guid is None:
+            raise bad_request("Target must be {'@odata.id':'<entityset>(<guid>)'}.")
+        logical = entity.logical_name
+        details = await anyio.to_thread.run_sync(lambda: self.service.change_history(caller, logical, guid))
+        return _json(
+            {
+                "@odata.context": f"{self.base(request)}$metadata"
+                "#Microsoft.Dynamics.CRM.RetrieveRecordChangeHistoryResponse",
+                "AuditDetailCollection": {
+                    "MoreRecords": False,
+                    "PagingCookie": "",
+                    "TotalRecordCount": len(details),
+                    "AuditDetails": details,
+                },
+            }
+        )
 
     # --- allowedmcpclients ----------------------------------------------------------------
 

@@ -53,6 +53,11 @@ DATAVERSE_SCOPES = ("user_impersonation", "mcp.tools")
 """What a token for the Dataverse org URL carries, whether asked for ``<org>/.default`` or
 ``<org>/user_impersonation``: the app registration holds both delegated permissions, and
 Entra grants every consented scope of the resource."""
+TRANSCRIPT_SCOPE = "OnlineMeetingTranscript.Read.All"
+"""Teams meeting transcripts (``/me/onlineMeetings/{id}/transcripts``): asked for by name only
+(``.default`` does not include it: it needs its own admin consent)."""
+TRANSCRIPT_CONSENT_WITHHELD: frozenset[str] = frozenset({"u-diego"})
+"""Users for whom the transcript permission was not consented (a consent refusal to handle)."""
 CALENDAR_SCOPE = "Calendars.Read"
 CALENDAR_CONSENT_WITHHELD: frozenset[str] = frozenset({"u-lidia"})
 """Users who have not consented to ``Calendars.Read`` (a rep the brief must explain this to)."""
@@ -190,7 +195,12 @@ async def _token(settings: SandboxSettings, request: Request) -> dict[str, Any]:
 def _consented(settings: SandboxSettings, user: User, scopes: ScopeRequest) -> ScopeRequest:
     """Graph scopes the user consented to: a named scope without consent is AADSTS65001 (as
     Entra answers); ``.default`` quietly grants only the consented ones."""
-    missing = [n for n in scopes.names if n == CALENDAR_SCOPE and user.id in CALENDAR_CONSENT_WITHHELD]
+    missing = [
+        n
+        for n in scopes.names
+        if (n == CALENDAR_SCOPE and user.id in CALENDAR_CONSENT_WITHHELD)
+        or (n == TRANSCRIPT_SCOPE and user.id in TRANSCRIPT_CONSENT_WITHHELD)
+    ]
     if missing and scopes.names == GRAPH_SCOPES:
         return ScopeRequest(scopes.resource, tuple(n for n in scopes.names if n not in missing))
     if missing:
@@ -402,7 +412,8 @@ def parse_scopes(settings: SandboxSettings, scope: str) -> ScopeRequest:
                 "'.default' cannot be combined with other scopes of the resource.",
             )
         return ScopeRequest(resource, known[resource])
-    unknown = [n for n in names if n not in known[resource]]
+    named = (*known[resource], TRANSCRIPT_SCOPE) if resource == settings.graph_audience else known[resource]
+    unknown = [n for n in names if n not in named]
     if unknown:
         raise OAuthError(
             400,

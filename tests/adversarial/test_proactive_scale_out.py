@@ -11,8 +11,8 @@ the four fire together once more (the next timer tick).
 The four reps work around the clock in UTC for this test (their Outlook working hours in the
 sandbox), so quiet hours hold nothing back: they have their own tests. From the connector's
 recordings: every rep gets exactly one brief card per meeting the brief composer gives them
-(the very function, run once here as the reference) and exactly one digest card for the day,
-none twice and none lost. CI runs a small count; ``make soak`` (``COPILOT_SOAK=1``) the full
+(the very function, run once here as the reference), exactly one digest card for the day and
+exactly one follow-through card per meeting that just ended, none twice and none lost. CI runs a small count; ``make soak`` (``COPILOT_SOAK=1``) the full
 one. ``SCALE_SEED`` fixes which worker dies when (the seed is printed).
 """
 
@@ -33,7 +33,9 @@ import pytest
 
 from bot import brief_store
 from bot.cards import BRIEF_ELEMENT_PREFIX, DIGEST_ELEMENT_PREFIX
+from bot.insight_cards import FOLLOW_THROUGH_ELEMENT_PREFIX
 from copilot.briefs.service import briefs_at
+from copilot.followthrough import follow_throughs_at
 from copilot.persistence.database import connect
 from copilot.persistence.pool import open_pool
 from copilot.settings import Settings
@@ -57,6 +59,8 @@ WINDOW = 5 * 24 * 60
 """Lead minutes covering every seeded meeting of the coming days."""
 FIRED_AT = timedelta(hours=8)
 """When the timers fire, after midnight UTC of the seeded day: past the reps' 07:30 digest time."""
+AFTER_MEETING = timedelta(hours=17, minutes=40)
+"""When the follow-through timer fires: ten minutes after the seeded day's Acme meeting ended."""
 CRM_LATENCY_MS = 40
 CLAIM_LEASE_SECONDS = 2
 POST_LATENCY_SECONDS = 0.3
@@ -118,6 +122,17 @@ async def _expected(settings: Settings, at: datetime) -> set[tuple[str, str]]:
     return expected
 
 
+async def _expected_follow_throughs(settings: Settings, after: datetime) -> set[tuple[str, str]]:
+    """(conversation, meeting id) of every follow-through card the composer gives at ``after``."""
+    expected: set[tuple[str, str]] = set()
+    for handle in REPS:
+        rep = await sign_in(settings, handle)
+        async with connect(settings) as conn:
+            found = await follow_throughs_at(settings, rep.identity, rep.broker, conn, at=after)
+        expected |= {(f"conv-{handle}", f.meeting_id) for f in found}
+    return expected
+
+
 def _fired_at(sandbox: SandboxProcess) -> datetime:
     """The seeded day's :data:`FIRED_AT` (UTC): the meetings of the coming days follow it."""
     return _seeded_day(sandbox) + FIRED_AT
@@ -132,8 +147,8 @@ def _seeded_day(sandbox: SandboxProcess) -> datetime:
 class Workers:
     """The instances: started, killed and restarted as subprocesses."""
 
-    def __init__(self, env: dict[str, str], at: datetime, events: Path, logs: Path):
-        self._env, self._at, self._events, self._logs = env, at, events, logs
+    def __init__(self, env: dict[str, str], at: datetime, events: Path, logs: Path, after: datetime):
+        self._env, self._at, self._events, self._logs, self._after = env, at, events, logs, after
         self.processes: list[subprocess.Popen[bytes] | None] = [None] * WORKERS
         self.starts = 0
 
@@ -144,6 +159,7 @@ class Workers:
             [
                 sys.executable, "-m", "tests.support.timer_worker", "--at", self._at.isoformat(),
                 "--lead", str(WINDOW), "--rounds", str(rounds), "--events", str(self._events),
+                "--after", self._after.isoformat(),
             ],
             cwd=PROJECT_ROOT, env=self._env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -167,7 +183,7 @@ class Workers:
         assert failed == [], f"a worker failed (exit codes {failed}); see {self._logs}"
 
 
-async def test_four_instances_firing_together_with_kills_post_each_brief_and_digest_exactly_once(
+async def test_four_instances_firing_together_with_kills_post_each_brief_digest_and_follow_through_exactly_once(
     settings: Settings, scale_sandbox: SandboxProcess, connector: FakeConnector, tmp_path: Path
 ) -> None:
     seed = int(os.environ.get("SCALE_SEED") or random.randrange(1 << 30))
@@ -180,6 +196,9 @@ async def test_four_instances_firing_together_with_kills_post_each_brief_and_dig
     expected = await _expected(settings, at)
     assert len(expected) >= 5, expected
     expected_digests = {(f"conv-{handle}", at.date().isoformat()) for handle in REPS}
+    after = _seeded_day(scale_sandbox) + AFTER_MEETING
+    expected_follow = await _expected_follow_throughs(settings, after)
+    assert expected_follow, "the seeded Acme meeting ends ten minutes before"
 
     assert settings.database_url is not None
     url = settings.database_url.get_secret_value()
@@ -199,7 +218,7 @@ async def test_four_instances_firing_together_with_kills_post_each_brief_and_dig
         "COPILOT_PROACTIVE_CLAIM_LEASE_SECONDS": str(CLAIM_LEASE_SECONDS),
     }
     scale_sandbox.admin("PUT", "/admin/knobs", {"latency_ms": CRM_LATENCY_MS})
-    workers = Workers(env, at, tmp_path / "events.jsonl", tmp_path)
+    workers = Workers(env, at, tmp_path / "events.jsonl", tmp_path, after)
     # The connector also refuses a few posts outright (403): their claims are given back.
     connector.fail_next.extend([(403, {})] * REFUSED_POSTS)
     try:
@@ -248,6 +267,7 @@ async def test_four_instances_firing_together_with_kills_post_each_brief_and_dig
 
     posted: Counter[tuple[str, str]] = Counter()
     digests: Counter[tuple[str, str]] = Counter()
+    follows: Counter[tuple[str, str]] = Counter()
     for message in connector.messages():
         card = card_of(message)
         header = str(card["body"][0].get("id", ""))
@@ -255,6 +275,8 @@ async def test_four_instances_firing_together_with_kills_post_each_brief_and_dig
             posted[(message.conversation_id, header.removeprefix(BRIEF_ELEMENT_PREFIX))] += 1
         elif header.startswith(DIGEST_ELEMENT_PREFIX):
             digests[(message.conversation_id, header.removeprefix(DIGEST_ELEMENT_PREFIX))] += 1
+        elif header.startswith(FOLLOW_THROUGH_ELEMENT_PREFIX):
+            follows[(message.conversation_id, header.removeprefix(FOLLOW_THROUGH_ELEMENT_PREFIX))] += 1
     tally = Tally("briefs")
     for key in sorted(expected | set(posted)):
         n = posted.get(key, 0)
@@ -271,8 +293,16 @@ async def test_four_instances_firing_together_with_kills_post_each_brief_and_dig
         f"starts {workers.starts}, posts lost in flight {connector.lost_in_flight}, "
         f"posts refused {len(connector.failed)}"
     )
+    follow_tally = Tally("follow-throughs")
+    for key in sorted(expected_follow | set(follows)):
+        n = follows.get(key, 0)
+        follow_tally.record(
+            key in expected_follow and n == 1,
+            f"{key}: posted {n} times (expected {int(key in expected_follow)})",
+        )
     tally.assert_clean()
     digest_tally.assert_clean()
+    follow_tally.assert_clean()
     # The first kill takes every instance while a post is on its way: that brief's claim is
     # held by a dead instance, and only the lease gives it back.
     assert killed_in_flight >= 1, "no kill landed while a post was in flight"

@@ -7,7 +7,8 @@ the approval card at phone size (also with its Edit panel open), a question aske
 proposal waits (answered; the card stays, live, and is not posted again), "my
 approvals" (opened from the welcome card; one proposal opened into its card, whose older
 copy loses its buttons, and decided there), and an approved update undone from its card's
-Undo button (the undo's own approval card approved; the CRM as before), and a document
+Undo button (the undo's own approval card approved; the CRM as before), the deals-at-risk and
+what-changed cards (cited, inside a phone's width), and a document
 restricted to the West territory answered to Alex (West) and withheld from Diego (East), who
 chats in a second Playground signed in as him. Screenshots at 1280×800 and 390×844 land in
 ``test-artifacts/e2e/``.
@@ -721,3 +722,55 @@ def test_the_daily_digest_card_cites_what_it_shows_fits_a_phone_and_not_useful_i
     ], rows
     for name in ("digest-card-desktop", "digest-card-phone"):
         assert (stack.artifacts / f"{name}.png").exists(), name
+
+
+def test_the_risk_and_what_changed_cards_are_cited_and_fit_a_phone(stack: Stack):
+    new_thread(stack)
+    for command, header, name in (
+        ("deals at risk", "Deals at risk", "risk-card"),
+        ("catch me up", "What changed", "catch-up-card"),
+    ):
+        stack.teams("say", text=command, expect=header)
+        shown = stack.teams("card", contains=header, text="Sources")
+        stack.teams("screenshot", name=f"{name}-desktop", card=header)
+        assert re.search(r"\[(opp|act)-[\w-]+\]", shown["text"]), shown["text"]
+        assert detect_email(shown["text"]) == [], shown["text"]
+        assert detect_phone_numbers(shown["text"]) == [], shown["text"]
+        fitted = at_phone_size(stack, f"{name}-phone", contains=header)
+        assert inside(fitted["card"], PHONE), fitted
+        assert fitted["cardOverflow"] <= 1, fitted
+        assert shown["buttons"] == [], "read-only cards: nothing to click"
+    for name in ("risk-card-desktop", "risk-card-phone", "catch-up-card-desktop", "catch-up-card-phone"):
+        assert (stack.artifacts / f"{name}.png").exists(), name
+
+
+def test_after_a_customer_meeting_the_follow_through_card_is_posted_once_and_fits_a_phone(
+    stack: Stack, e2e_database_url: str, alex_always_at_work: None
+):
+    from bot.followthrough_delivery import FollowThroughReport, deliver_follow_throughs
+
+    new_thread(stack)
+    stack.teams("say", text="brief on", expect="Meeting prep briefs are on")
+    events = stack.sandbox.admin("GET", "/admin/export")["events"]
+    meeting = next(e for e in events if e["subject"] == "Acme analytics add-on: order form")
+    at = dt.datetime.fromisoformat(meeting["end_at"].replace("Z", "+00:00")) + dt.timedelta(minutes=10)
+
+    def timer() -> FollowThroughReport:
+        async def run(runtime: BotRuntime) -> FollowThroughReport:
+            return await deliver_follow_throughs(runtime, at=at)
+
+        return with_bot_runtime(stack, e2e_database_url, run)
+
+    assert [m for _, m in timer().posted] == [meeting["id"]]
+    assert timer().posted == [], "one card per meeting"
+    shown = stack.teams("card", contains="How did it go?", text="Sources")
+    stack.teams("screenshot", name="follow-through-card-desktop", card="How did it go?")
+    assert "[opp-acme-analytics]" in shown["text"], shown["text"]
+    assert {"Log this meeting", "Set the next step", "Add the task", "Not now"} <= set(shown["buttons"])
+    assert detect_email(shown["text"]) == [], shown["text"]
+    buttons = list(dict.fromkeys(shown["buttons"]))
+    fitted = at_phone_size(stack, "follow-through-card-phone", contains="How did it go?", buttons=buttons)
+    for button in buttons:
+        assert fitted["buttons"][button]["visible"], fitted
+        assert inside(fitted["buttons"][button]["box"], PHONE), fitted
+    assert fitted["cardOverflow"] <= 1, fitted

@@ -46,6 +46,7 @@ TRIGGERS = {
     "audit_seal",
     "briefs",
     "digest",
+    "followthrough",
     "doctor",
 }
 

@@ -112,6 +112,7 @@ def test_tools_list_describes_every_read_and_write_tool(sandbox: SandboxProcess)
         "get_contact",
         "pipeline_summary",
         "get_me",
+        "get_record_history",
         "upsert_activity",
         "update_opportunity",
         "void_activity",

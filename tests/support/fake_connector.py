@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,8 @@ class Recorded:
     activity_id: str | None
     body: dict[str, Any]
     authorization: str | None
+    at: float | None = None
+    """When it arrived, by the connector's ``clock`` (if the test gave it one)."""
 
 
 @dataclass
@@ -43,6 +46,8 @@ class FakeConnector:
     """Requests whose sender died before they arrived."""
     in_flight: int = 0
     """Requests on their way in right now."""
+    clock: Callable[[], float] | None = None
+    """Stamps each recorded request's ``at`` (a test's injected time, e.g. ``VirtualTime.now``)."""
 
     def _injected_failure(self, request: web.Request) -> web.Response | None:
         if not self.fail_next:
@@ -97,6 +102,7 @@ class FakeConnector:
                 activity_id,
                 body,
                 request.headers.get("Authorization"),
+                self.clock() if self.clock is not None else None,
             )
         )
         self.changed.set()
@@ -113,6 +119,7 @@ class FakeConnector:
                 request.match_info["activity"],
                 body,
                 request.headers.get("Authorization"),
+                self.clock() if self.clock is not None else None,
             )
         )
         self.changed.set()

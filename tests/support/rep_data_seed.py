@@ -92,6 +92,10 @@ async def seed_rep(
             (tenant, rep),
         ),
         (
+            "INSERT INTO catchup_marks (tenant_id, rep_aad_id, caught_up_at) VALUES (%s, %s, now())",
+            (tenant, rep),
+        ),
+        (
             """INSERT INTO audit_log (tenant_id, rep_aad_id, thread_id, tool_call_id, tool, original_args, decision,
                    crm_response, decided_at, executed_at, prev_hash, row_hash, key_id)
                VALUES (%s, %s, %s, 'call-1', 'log_activity', '{}', 'approve', '{}', now(), now(), 'p', %s, 'k1')""",

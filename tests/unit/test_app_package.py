@@ -203,6 +203,34 @@ def test_bot_is_conversational_in_personal_and_team_scopes_without_files():
     assert manifest.get("devicePermissions", []) == []
 
 
+def test_the_built_packages_manifest_with_its_copilot_agent_validates_against_the_official_schema(
+    tmp_path: Path,
+):
+    """What the admin uploads, not only what the renderer returns: the zip's manifest.json."""
+    out = build_package(_settings(), tmp_path / "appPackage.zip")
+    with zipfile.ZipFile(out) as archive:
+        manifest = json.loads(archive.read("manifest.json"))
+    assert manifest["copilotAgents"]["customEngineAgents"][0]["id"] == manifest["bots"][0]["botId"]
+    errors = sorted(_schema_validator(_newest_schema_dir()).iter_errors(manifest), key=str)
+    assert [f"{list(e.absolute_path)}: {e.message}" for e in errors] == []
+
+
+def test_the_bot_is_a_custom_engine_agent_of_microsoft_365_copilot_chat():
+    """``copilotAgents.customEngineAgents`` (manifest 1.21 or later) names the bot itself, which
+    Copilot Chat requires to have personal scope; the app's short name and description are set."""
+    manifest = render_manifest(_settings())
+    assert tuple(int(n) for n in manifest["manifestVersion"].split(".")) >= (1, 21)
+    (agent,) = manifest["copilotAgents"]["customEngineAgents"]
+    (bot,) = manifest["bots"]
+    assert agent["type"] == "bot"
+    assert agent["id"] == bot["botId"] == _settings().bot_app_id
+    assert {"personal", "copilot"} <= set(bot["scopes"])
+    assert manifest["name"]["short"]
+    assert manifest["description"]["short"]
+    assert "approve" in agent["disclaimer"]["text"]
+    assert len(agent["disclaimer"]["text"]) <= 500
+
+
 def test_command_lists_cover_personal_and_team_with_titles_and_descriptions_within_teams_limits():
     (bot,) = render_manifest(_settings())["bots"]
     scopes_covered = set()

@@ -118,7 +118,13 @@ def test_the_approval_middleware_interrupts_exactly_the_write_tools_per_call_wit
 
 def test_the_copilots_own_tools_are_its_writes_and_its_known_local_reads():
     assert {t.name for t in write_tools()} == set(WRITE_TOOL_SCHEMAS)
-    assert {t.name for t in local_read_tools()} == {"get_preferences", "recent_writes", "search_knowledge"}
+    assert {t.name for t in local_read_tools()} == {
+        "get_preferences",
+        "recent_writes",
+        "search_knowledge",
+        "deals_at_risk",
+        "catch_up",
+    }
     assert not {t.name for t in local_read_tools()} & set(WRITE_TOOL_SCHEMAS)
 
 

@@ -1141,7 +1141,7 @@ def test_no_card_shows_an_internal_tool_call_id(name: str):
 
 def test_digest_card_stacks_its_lines_for_phone_width_and_an_empty_day_says_none():
     assert "ColumnSet" not in {n["type"] for n in elements(CARDS["digest:full"])}
-    assert all_text(CARDS["digest:empty"]).count("None.") == 4
+    assert all_text(CARDS["digest:empty"]).count("None.") == len(DIGEST_TITLES)
     assert [a["title"] for a in CARDS["digest:empty"]["actions"]] == ["Not useful"]
 
 

@@ -49,6 +49,7 @@ def test_function_app_registers_every_function_with_its_trigger():
         "audit_seal",
         "briefs",
         "digest",
+        "followthrough",
         "doctor",
     }
 

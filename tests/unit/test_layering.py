@@ -21,6 +21,7 @@ FORBIDDEN = {
 
 LAZY_ENTRY_POINTS = {
     "copilot/cli.py": {"bench", "evals", "functions.doctor"},
+    "copilot/cli_data.py": {"functions.rep_data"},
     "copilot/models/factory.py": {"offline_model"},
 }
 """The only places the product reaches local-only tooling, inside the function that needs it
@@ -29,7 +30,9 @@ LAZY_ENTRY_POINTS = {
 One upward reach too: ``python -m copilot doctor`` is the preflight of the whole deployed
 app, so the CLI's ``_doctor`` imports ``functions.doctor`` (which composes the copilot's,
 the bot's and the Functions app's checks, each defined in its own layer) for that command
-only, inside the function, never at import time; nothing else of bot/ or functions/."""
+only, inside the function, never at import time; nothing else of bot/ or functions/. Likewise
+``data delete`` reaches ``functions.rep_data`` (the rep's sign-in at the token service and their
+queued turns, which only the top layer knows) inside ``cli_data.default_erasers``."""
 
 # Inside copilot/, lower layers never import the ones above them (farm-studio's floors).
 BELOW = {

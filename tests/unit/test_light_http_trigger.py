@@ -95,6 +95,8 @@ def test_indexing_the_function_app_imports_only_azure_functions_and_the_blueprin
         "functions.audit_seal",
         "functions.briefs",
         "functions.digest",
+        "functions.doctor_http",
+        "functions.followthrough",
         "functions.health",
         "functions.messages",
         "functions.retention",

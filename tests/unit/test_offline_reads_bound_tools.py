@@ -380,6 +380,8 @@ def test_the_offline_package_names_no_sandbox_or_copilot_tool() -> None:
         "undo_write",
         "recent_writes",
         "search_knowledge",
+        "deals_at_risk",
+        "catch_up",
     }
     pattern = re.compile(r"\b(" + "|".join(sorted(map(re.escape, names))) + r")\b")
     sources = _package_sources()

@@ -1,0 +1,302 @@
+"""What changed since the rep last looked: a catch-up over one deal, one account or the rep's
+whole book, composed from the rep's own CRM reads with no model call, every item cited.
+
+* field changes (old → new, who, when) and stage movements, from the CRM's change history
+  (:meth:`copilot.crm.reads.CrmReads.history`) of each open deal in scope, and deals created
+  since;
+* new activities regarding the deal, or the account(s) and their deals, that happened since.
+
+New contacts are not listed: the CRM's contact reads say nothing of when a contact was added, and
+the catch-up says so rather than guessing. A deal whose history the CRM keeps none of (or
+refuses) is counted and named in ``skipped``.
+
+"Since" defaults to the rep's last catch-up of their whole book (stored per rep in PostgreSQL,
+:func:`last_catch_up`), else 7 days before now; a whole-book catch-up moves the stored moment
+forward to its ``now`` (never back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from psycopg import AsyncConnection
+from pydantic import BaseModel, ConfigDict, Field
+
+from copilot.auth.tokens import TokenBroker
+from copilot.briefs.compose import amount_text, check_citations, plain, with_citations
+from copilot.briefs.evidence import Evidence
+from copilot.briefs.types import CitationCheck
+from copilot.crm import connector
+from copilot.errors import CrmCallError
+from copilot.identity import RepIdentity
+from copilot.settings import Settings
+
+DEFAULT_DAYS = 7
+MAX_DEALS = 200
+MAX_ITEMS = 100
+ItemKind = Literal["stage", "field", "new_deal", "activity"]
+ITEM_TITLES: dict[ItemKind, str] = {
+    "stage": "Stage movements",
+    "field": "Field changes",
+    "new_deal": "New deals",
+    "activity": "New activities",
+}
+FIELD_LABELS = {"close_date": "close date", "next_step": "next step", "amount": "amount"}
+CONTACTS_SKIPPED = "New contacts are not listed: the CRM does not say when a contact was added."
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CatchUpItem(_Frozen):
+    """One thing that changed: its text (with its ``[id]`` citations), the ids, when and who."""
+
+    kind: ItemKind
+    text: str
+    cited: tuple[str, ...] = Field(min_length=1)
+    at: datetime
+    by: str = ""
+    field: str = ""
+    """The changed field (``stage`` for a stage movement), for a field change."""
+
+
+class CatchUp(_Frozen):
+    """What changed in scope between ``since`` and ``until``, newest first."""
+
+    scope: str
+    since: datetime
+    until: datetime
+    since_source: Literal["asked", "last_catch_up", "default"]
+    deals: int
+    items: tuple[CatchUpItem, ...]
+    skipped: tuple[str, ...] = ()
+    text: str = ""
+    citation_check: CitationCheck | None = None
+
+    @property
+    def cited(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(i for item in self.items for i in item.cited))
+
+
+# --- pure ---------------------------------------------------------------------------------------
+
+
+def _instant(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def _value(field: str, value: Any, deal: Mapping[str, Any]) -> str:
+    if value is None or value == "":
+        return "(none)"
+    if field == "amount" and isinstance(value, int | float):
+        return amount_text({**deal, "amount": value})
+    return plain(value)[:10] if field == "close_date" else plain(value)
+
+
+def history_items(
+    deal: Mapping[str, Any], history: Sequence[Mapping[str, Any]], since: datetime
+) -> list[CatchUpItem]:
+    """The deal's stage movements, field changes and (if new) its creation since ``since``."""
+    deal_id, name = str(deal["id"]), plain(deal.get("name"))
+    items: list[CatchUpItem] = []
+    for version in history:
+        at = _instant(version.get("at"))
+        if at is None or at < since:
+            continue
+        by_record = version.get("by")
+        by = plain(by_record.get("name")) if isinstance(by_record, Mapping) else ""
+        who = f" by {by}" if by else ""
+        when = f"{at:%Y-%m-%d %H:%M} UTC"
+        if version.get("operation") == "create":
+            text, cites = with_citations(f"{name} created{who}, {when}", deal_id)
+            items.append(CatchUpItem(kind="new_deal", text=text, cited=cites, at=at, by=by))
+            continue
+        for change in version.get("changes") or []:
+            if not isinstance(change, Mapping):
+                continue
+            field = str(change.get("field") or "")
+            old, new = _value(field, change.get("old"), deal), _value(field, change.get("new"), deal)
+            label = FIELD_LABELS.get(field, field.replace("_", " "))
+            kind: ItemKind = "stage" if field == "stage" else "field"
+            text, cites = with_citations(f"{name}: {label} {old} → {new}{who}, {when}", deal_id)
+            items.append(CatchUpItem(kind=kind, text=text, cited=cites, at=at, by=by, field=field))
+    return items
+
+
+def activity_item(activity: Mapping[str, Any], names: Mapping[str, str]) -> CatchUpItem | None:
+    """A new activity as an item (None without an id or a moment)."""
+    at = _instant(activity.get("occurred_at"))
+    if at is None or not activity.get("id"):
+        return None
+    owner = activity.get("owner")
+    by = plain(owner.get("name")) if isinstance(owner, Mapping) else ""
+    about = activity.get("opportunity") or activity.get("account")
+    about_id = str(about.get("id")) if isinstance(about, Mapping) and about.get("id") else ""
+    about_id = about_id or str(activity.get("regarding_id") or "")
+    regarding = f" on {names[about_id]}" if about_id in names else ""
+    kind = plain(activity.get("type")) or "activity"
+    text = f"New {kind}: {plain(activity.get('subject')) or '(no subject)'}{regarding}"
+    text += f"{f' by {by}' if by else ''}, {at:%Y-%m-%d %H:%M} UTC"
+    cited, cites = with_citations(text, str(activity["id"]), about_id if about_id in names else "")
+    return CatchUpItem(kind="activity", text=cited, cited=cites, at=at, by=by)
+
+
+def render(catch_up: CatchUp) -> str:
+    """The catch-up as text: the window, each kind's items (newest first), what was skipped."""
+    lines = [
+        f"What changed {('in ' + catch_up.scope) if catch_up.scope else ''} since "
+        f"{catch_up.since:%Y-%m-%d %H:%M} UTC ({catch_up.deals} open deal{'s' if catch_up.deals != 1 else ''}):"
+    ]
+    if not catch_up.items:
+        lines.append("Nothing changed.")
+    for kind, title in ITEM_TITLES.items():
+        facts = [i.text for i in catch_up.items if i.kind == kind]
+        if facts:
+            lines.append(f"{title}:")
+            lines.extend(f"  - {fact}" for fact in facts)
+    lines.extend(f"({note})" for note in catch_up.skipped)
+    return "\n".join(lines)
+
+
+def default_window() -> timedelta:
+    """How far back a first catch-up looks."""
+    return timedelta(days=DEFAULT_DAYS)
+
+
+# --- the stored last catch-up -------------------------------------------------------------------
+
+
+async def last_catch_up(conn: AsyncConnection[Any], identity: RepIdentity) -> datetime | None:
+    """When the rep last caught up on their whole book (None: never)."""
+    cursor = await conn.execute(
+        "SELECT caught_up_at FROM catchup_marks WHERE tenant_id = %s AND rep_aad_id = %s",
+        (identity.tenant_id, identity.aad_object_id),
+    )
+    row = await cursor.fetchone()
+    if row is None:
+        return None
+    value = row["caught_up_at"] if isinstance(row, Mapping) else row[0]
+    assert isinstance(value, datetime)
+    return value
+
+
+async def mark_caught_up(conn: AsyncConnection[Any], identity: RepIdentity, at: datetime) -> None:
+    """Store ``at`` as the rep's last catch-up (an earlier moment never replaces a later one)."""
+    await conn.execute(
+        "INSERT INTO catchup_marks (tenant_id, rep_aad_id, caught_up_at) VALUES (%s, %s, %s)"
+        " ON CONFLICT (tenant_id, rep_aad_id) DO UPDATE"
+        " SET caught_up_at = GREATEST(catchup_marks.caught_up_at, excluded.caught_up_at)",
+        (identity.tenant_id, identity.aad_object_id, at),
+    )
+
+
+# --- reading (as the rep) -----------------------------------------------------------------------
+
+
+async def _history(evidence: Evidence, deal_id: str) -> list[Any] | None:
+    try:
+        return await evidence.history("opportunity", deal_id)
+    except CrmCallError:
+        return None
+
+
+async def catch_up_reads(
+    evidence: Evidence,
+    since: datetime,
+    until: datetime,
+    *,
+    account_id: str | None = None,
+    opportunity_id: str | None = None,
+) -> tuple[str, int, list[CatchUpItem], list[str]]:
+    """(scope, deals looked at, items, skipped notes) of one catch-up, read as the rep."""
+    if opportunity_id is not None:
+        deal = await evidence.record_of("opportunity", opportunity_id)
+        deals, scope = [deal], plain(deal.get("name"))
+        activities = await evidence.activities(opportunity_id=opportunity_id, since=since, limit=MAX_ITEMS)
+    elif account_id is not None:
+        account = await evidence.account(account_id)
+        deals, scope = await evidence.open_opportunities(account_id=account_id), plain(account.get("name"))
+        activities = await evidence.activities(account_id=account_id, since=since, limit=MAX_ITEMS)
+    else:
+        deals, scope = await evidence.open_opportunities(mine=True), "your book"
+        activities = []
+        account_ids = dict.fromkeys(
+            str(d["account"]["id"])
+            for d in deals
+            if isinstance(d.get("account"), Mapping) and d["account"].get("id")
+        )
+        for one in account_ids:
+            activities += await evidence.activities(account_id=one, since=since, limit=MAX_ITEMS)
+    deals = deals[:MAX_DEALS]
+    names = {str(d["id"]): plain(d.get("name")) for d in deals}
+    items: list[CatchUpItem] = []
+    without = 0
+    for deal in deals:
+        history = await _history(evidence, str(deal["id"]))
+        if history is None:
+            without += 1
+            continue
+        items += history_items(deal, history, since)
+    seen: set[str] = set()
+    for activity in activities:
+        item = activity_item(activity, names)
+        if item is not None and since <= item.at <= until and item.cited[0] not in seen:
+            seen.add(item.cited[0])
+            items.append(item)
+    items.sort(key=lambda i: (i.at, i.text), reverse=True)
+    skipped = [CONTACTS_SKIPPED]
+    if without:
+        skipped.insert(
+            0,
+            f"The CRM gave no change history for {without} of {len(deals)} deals: their field changes are not listed.",
+        )
+    return scope, len(deals), items[:MAX_ITEMS], skipped
+
+
+async def catch_up_at(
+    settings: Settings,
+    identity: RepIdentity,
+    tokens: TokenBroker,
+    conn: AsyncConnection[Any],
+    *,
+    now: datetime,
+    since: datetime | None = None,
+    account_id: str | None = None,
+    opportunity_id: str | None = None,
+) -> CatchUp:
+    """The rep's catch-up as of ``now``; a whole-book one stores ``now`` as their last catch-up."""
+    source: Literal["asked", "last_catch_up", "default"] = "asked"
+    if since is None:
+        stored = await last_catch_up(conn, identity)
+        since, source = (stored, "last_catch_up") if stored is not None else (None, "default")
+        since = since or now - timedelta(days=DEFAULT_DAYS)
+    async with AsyncExitStack() as stack:
+        evidence = Evidence(connector.reads(stack, settings, tokens))
+        scope, deals, items, skipped = await catch_up_reads(
+            evidence, since, now, account_id=account_id, opportunity_id=opportunity_id
+        )
+    result = CatchUp(
+        scope=scope,
+        since=since,
+        until=now,
+        since_source=source,
+        deals=deals,
+        items=tuple(items),
+        skipped=tuple(skipped),
+    )
+    text = render(result)
+    if account_id is None and opportunity_id is None:
+        await mark_caught_up(conn, identity, now)
+    return result.model_copy(
+        update={"text": text, "citation_check": check_citations(text, evidence.messages)}
+    )

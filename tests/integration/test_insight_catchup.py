@@ -1,0 +1,147 @@
+"""What changed since the rep last looked (``copilot/insight/catchup.py``), against the real
+sandbox: a change another user makes through the CRM appears in the rep's next catch-up with who
+made it and when, cited; the stored last catch-up moves forward; both CRM profiles; a hidden
+account's records never appear.
+
+The service's "now" is pinned to the change's own moment as the CRM recorded it (never to the
+wall clock): the CRM stamps its history itself.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from copilot.errors import CrmCallError
+from copilot.insight.catchup import CONTACTS_SKIPPED, CatchUp, catch_up_at, last_catch_up, mark_caught_up
+from copilot.persistence.database import connect
+from copilot.settings import Settings
+from sandbox.dataverse.ids import guid_for
+from tests.support.copilot_env import prepare_database, sign_in
+from tests.support.dataverse import east_account_of_diego
+from tests.support.dataverse_env import dataverse_settings
+from tests.support.sandbox_process import SandboxProcess
+
+pytestmark = pytest.mark.integration
+
+DEAL = "opp-acme-renewal"
+
+
+@pytest.fixture(scope="module")
+def sandbox(pinned_sandbox: SandboxProcess) -> SandboxProcess:
+    return pinned_sandbox
+
+
+def _update(sandbox: SandboxProcess, handle: str, deal_id: str, **changes: Any) -> datetime:
+    """Change a deal as ``handle`` through the CRM's own tool; the moment the CRM recorded."""
+    current = sandbox.call(handle, "get_opportunity", opportunity_id=deal_id)["structuredContent"]
+    result = sandbox.call(
+        handle,
+        "update_opportunity",
+        opportunity_id=deal_id,
+        expected_version=current["version"],
+        changes=changes,
+    )
+    assert result["isError"] is False, result
+    history = [
+        h for h in sandbox.admin("GET", "/admin/export")["record_history"] if h["record_id"] == deal_id
+    ]
+    return datetime.fromisoformat(history[-1]["changed_at"].replace("Z", "+00:00"))
+
+
+async def _catch_up(settings: Settings, handle: str, now: datetime, **scope: Any) -> CatchUp:
+    rep = await sign_in(settings, handle)
+    async with connect(settings) as conn:
+        result = await catch_up_at(settings, rep.identity, rep.broker, conn, now=now, **scope)
+    assert result.citation_check is not None
+    assert result.citation_check.unverified == ()
+    return result
+
+
+async def test_a_change_by_another_user_appears_in_the_next_catch_up_with_who_and_when_and_the_mark_moves_forward(
+    sandbox: SandboxProcess, copilot_settings: Settings
+):
+    # Nestor (alex's manager) changes alex's deal.
+    changed_at = _update(
+        sandbox, "nestor", DEAL, next_step="Nestor: bring legal in early", stage="Negotiation"
+    )
+    now = changed_at + timedelta(hours=1)
+
+    first = await _catch_up(copilot_settings, "alex", now)
+    assert first.since_source == "default"
+    assert first.since == now - timedelta(days=7)
+    mine = [i for i in first.items if DEAL in i.cited and i.by == "Nestor Wilke"]
+    kinds = {i.kind for i in mine}
+    assert kinds == {"stage", "field"}, first.text
+    stage = next(i for i in mine if i.kind == "stage")
+    assert "Proposal → Negotiation" in stage.text
+    assert f"{changed_at:%Y-%m-%d %H:%M} UTC" in stage.text
+    assert stage.at == changed_at
+    assert "Nestor: bring legal in early" in first.text
+    assert CONTACTS_SKIPPED in first.skipped
+    rep = await sign_in(copilot_settings, "alex")
+    async with connect(copilot_settings) as conn:
+        assert await last_catch_up(conn, rep.identity) == now
+
+    later = now + timedelta(hours=1)
+    second = await _catch_up(copilot_settings, "alex", later)
+    assert second.since_source == "last_catch_up"
+    assert second.since == now
+    assert not [i for i in second.items if i.by == "Nestor Wilke"]
+    async with connect(copilot_settings) as conn:
+        assert await last_catch_up(conn, rep.identity) == later
+        await mark_caught_up(conn, rep.identity, now - timedelta(days=3))
+        assert await last_catch_up(conn, rep.identity) == later
+
+    # An explicit moment is read as asked, and an account's catch-up leaves the stored mark alone.
+    account = await _catch_up(copilot_settings, "alex", later, since=changed_at, account_id="acc-acme")
+    assert account.since_source == "asked"
+    assert any(DEAL in i.cited and i.by == "Nestor Wilke" for i in account.items)
+    async with connect(copilot_settings) as conn:
+        assert await last_catch_up(conn, rep.identity) == later
+
+
+async def test_on_dataverse_the_change_comes_from_the_audit_history_cited_by_guid(
+    sandbox: SandboxProcess, database_url: str
+):
+    settings = dataverse_settings(database_url, sandbox)
+    await prepare_database(settings)
+    changed_at = _update(sandbox, "nestor", "opp-acme-expansion", amount=150000)
+    result = await _catch_up(
+        settings,
+        "alex",
+        changed_at + timedelta(minutes=5),
+        opportunity_id=guid_for("opportunity", "opp-acme-expansion"),
+    )
+    deal = guid_for("opportunity", "opp-acme-expansion")
+    amount = [i for i in result.items if i.kind == "field" and "amount" in i.text]
+    assert amount, result.text
+    assert amount[0].cited == (deal,)
+    assert amount[0].by == "Nestor Wilke"
+    assert "USD 180,000 → USD 150,000" in amount[0].text
+
+
+async def test_a_hidden_accounts_changes_never_appear(sandbox: SandboxProcess, copilot_settings: Settings):
+    hidden = east_account_of_diego(sandbox)
+    state = sandbox.admin("GET", "/admin/export")
+    hidden_ids = (
+        {hidden["id"]}
+        | {o["id"] for o in state["opportunities"] if o["account_id"] == hidden["id"]}
+        | {a["id"] for a in state["activities"] if a["account_id"] == hidden["id"]}
+    )
+    deal = sorted(
+        o["id"]
+        for o in state["opportunities"]
+        if o["account_id"] == hidden["id"] and not o["stage"].startswith("Closed")
+    )[0]
+    changed_at = _update(sandbox, "diego", deal, next_step="Secret East plan")
+    now = changed_at + timedelta(minutes=5)
+    result = await _catch_up(copilot_settings, "alex", now, since=now - timedelta(days=90))
+    assert not hidden_ids & set(result.cited)
+    assert "Secret East plan" not in result.text
+    with pytest.raises(CrmCallError):
+        await _catch_up(copilot_settings, "alex", now, account_id=hidden["id"])
+    with pytest.raises(CrmCallError):
+        await _catch_up(copilot_settings, "alex", now, opportunity_id=deal)
