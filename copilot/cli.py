@@ -127,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
         "--calibrate", metavar="BENCH_JSON", help="compare the assumptions with a `bench --json` document"
     )
     capacity.add_argument("--json", action="store_true", help="a JSON document instead of the text")
-    from copilot.capacity.config import add_arguments as capacity_arguments
+    from bench.capacity.config import add_arguments as capacity_arguments
 
     capacity_arguments(capacity)
     analytics = commands.add_parser(
@@ -443,8 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return bench(rep=args.rep, quick=args.quick, as_json=args.json, crm_kind=bench_crm)
         if args.command == "capacity":
-            from copilot.capacity.command import main as capacity_main
-            from copilot.capacity.model import CapacityInputs
+            from bench.capacity.command import main as capacity_main
+            from bench.capacity.model import CapacityInputs
 
             return capacity_main(
                 settings,

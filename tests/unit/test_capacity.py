@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from bench.capacity.calibrate import calibrate
+from bench.capacity.config import deployment, inputs
+from bench.capacity.model import CapacityInputs, Deployment, estimate
 from bench.report import document
 from bench.stats import Comparison, Side
-from copilot.capacity.calibrate import calibrate
-from copilot.capacity.config import deployment, inputs
-from copilot.capacity.model import CapacityInputs, Deployment, estimate
 from copilot.cli import main
 from copilot.errors import InvalidInput
 from copilot.settings import DEFAULT_RETENTION_DAYS, Settings

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from copilot.capacity import config
-from copilot.capacity.calibrate import Check, calibrate
-from copilot.capacity.model import estimate
-from copilot.capacity.render import calibration_text, to_json, to_text
+from bench.capacity import config
+from bench.capacity.calibrate import Check, calibrate
+from bench.capacity.model import estimate
+from bench.capacity.render import calibration_text, to_json, to_text
 from copilot.errors import InvalidInput
 from copilot.settings import Settings
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from copilot.capacity.model import CapacityInputs
+from bench.capacity.model import CapacityInputs
 from copilot.errors import InvalidInput
 
 TOLERANCE = 0.25
