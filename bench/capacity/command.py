@@ -22,10 +22,10 @@ def _bench_document(path: Path) -> dict[str, Any]:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from exc
     except ValueError as exc:
         raise InvalidInput(
-            f"{path} is not JSON (expected `python -m copilot bench --json` output): {exc}"
+            f"{path} is not JSON (expected `python -m bench run --json` output): {exc}"
         ) from exc
     if not isinstance(doc, dict):
-        raise InvalidInput(f"{path} is not a `python -m copilot bench --json` document")
+        raise InvalidInput(f"{path} is not a `python -m bench run --json` document")
     return doc
 
 
