@@ -108,7 +108,7 @@ soak: setup
 # command-line CRM_KIND to the command's environment, where the CLI reads its settings.
 BENCH_REP ?= alex
 bench: setup
-	$(PY) -m copilot bench --rep $(BENCH_REP) $(BENCH_ARGS)
+	$(PY) -m bench run --rep $(BENCH_REP) $(BENCH_ARGS)
 
 # How well the copilot answers: the held-out split through the real CopilotService, one table
 # per model (COPILOT_MODEL and each COPILOT_FALLBACK_MODELS entry); exit 1 below a threshold
@@ -117,12 +117,12 @@ bench: setup
 # (scripts/crm_profile.sh sets CRM_URL as for demo and chat; the eval's own sandbox replaces it).
 eval: setup
 	. ./scripts/crm_profile.sh && PY=$(PY) && crm_profile && \
-	$(PY) -m copilot eval --generate --check && \
-	$(PY) -m copilot eval --dataset heldout $(EVAL_ARGS)
+	$(PY) -m evals --generate --check && \
+	$(PY) -m evals --dataset heldout $(EVAL_ARGS)
 
 # Rebuild evals/datasets/*.jsonl (CRM_KIND=dataverse: *.dataverse.jsonl) from a freshly seeded sandbox.
 eval-generate: setup
-	. ./scripts/crm_profile.sh && PY=$(PY) && crm_profile && $(PY) -m copilot eval --generate
+	. ./scripts/crm_profile.sh && PY=$(PY) && crm_profile && $(PY) -m evals --generate
 
 # --- Azure deployment (docs/ADMIN.md) -------------------------------------------------------
 # The template checks: pycep parse, checkov, policy and template-to-code consistency.

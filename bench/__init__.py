@@ -1,4 +1,4 @@
-"""``python -m copilot bench``: what the copilot costs, as ratios against bare LangChain.
+"""``python -m bench run``: what the copilot costs, as ratios against bare LangChain.
 
 Every result is a ratio against a baseline measured in the same run, interleaved (ours,
 bare, ours, bare, ...), so the machine's noise hits both alike; nothing is compared with
@@ -25,6 +25,8 @@ an absolute threshold. ``CRM_KIND`` picks the CRM profile measured (``reference`
 * :mod:`~bench.imports`     cold import times of the Functions paths
 * :mod:`~bench.report`      the table and the JSON document
 * :mod:`~bench.run`         the command: runs everything, progress on stderr
+* :mod:`~bench.capacity`    the capacity model from parameters, calibrated against a run
+* :mod:`~bench.cli`         ``python -m bench run|capacity``: arguments and the error edge
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m copilot bench --rep HANDLE [--json] [--quick]``: run every comparison, print the results.
+"""``python -m bench run --rep HANDLE [--json] [--quick]``: run every comparison, print the results.
 
 Progress lines go to stderr while it runs; the table (or with ``--json`` the JSON
 document) goes to stdout. ``--quick`` runs a few iterations (a CI smoke test); the full

@@ -25,7 +25,7 @@ from copilot.persistence.checkpoint import setup_langgraph
 from copilot.persistence.database import connect
 from copilot.persistence.embedded import resolve_database_url
 from copilot.persistence.migrations import load_migrations, migrate
-from copilot.settings import CrmKind, Settings
+from copilot.settings import Settings
 
 # Errors that mean the command's input is wrong (exit 2, like argparse's own), not that
 # something it talks to failed (exit 1). A thread that does not exist or is not the
@@ -86,50 +86,6 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--rep", required=True)
     chat.add_argument("--thread", help="continue this conversation thread")
     chat.add_argument("--json", action="store_true")
-    bench = commands.add_parser(
-        "bench",
-        help="measure turn and approval costs as ratios against bare LangChain, on the CRM profile "
-        "CRM_KIND names (reference or dataverse; the CRM is a sandbox it starts; see README)",
-    )
-    bench.add_argument("--rep", required=True, help="the sandbox rep's handle the bench signs in as")
-    bench.add_argument("--json", action="store_true", help="a JSON document instead of the table")
-    bench.add_argument("--quick", action="store_true", help="a few iterations (CI smoke test)")
-    evals = commands.add_parser(
-        "eval", help="score the copilot's answers on a dataset, per model (see README, 'Evals')"
-    )
-    evals.add_argument(
-        "--model",
-        help="evaluate this model only (default: COPILOT_MODEL and each fallback); "
-        "scripted:lazy is the eval's model that answers without reading",
-    )
-    evals.add_argument("--dataset", help="dataset name (dev, heldout) or a .jsonl path; default heldout")
-    evals.add_argument("--json", action="store_true", help="the JSON report on stdout instead of the tables")
-    evals.add_argument("--langsmith", action="store_true", help="upload dataset and experiment to LangSmith")
-    evals.add_argument("--limit", type=int, help="a slice of at most N items, every item kind represented")
-    evals.add_argument(
-        "--report", help="where to write the JSON report (default .data/eval/<dataset>-report.json)"
-    )
-    evals.add_argument(
-        "--generate",
-        action="store_true",
-        help="rebuild the datasets from a freshly seeded sandbox, then exit",
-    )
-    evals.add_argument(
-        "--check",
-        action="store_true",
-        help="with --generate: only compare with the stored datasets (exit 1 if stale)",
-    )
-    capacity = commands.add_parser(
-        "capacity", help="model calls, tokens, cost, CRM limits, checkpoints and hosting from parameters"
-    )
-    capacity.add_argument("--config", help="a YAML file of inputs (flags override it)")
-    capacity.add_argument(
-        "--calibrate", metavar="BENCH_JSON", help="compare the assumptions with a `bench --json` document"
-    )
-    capacity.add_argument("--json", action="store_true", help="a JSON document instead of the text")
-    from copilot.capacity.config import add_arguments as capacity_arguments
-
-    capacity_arguments(capacity)
     analytics = commands.add_parser(
         "analytics", help="approve / edit / reject rates per tool and field, from the audit and rejections"
     )
@@ -404,17 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "doctor":  # before Settings(): invalid settings are what it reports
         return _doctor(args)
-    bench_crm: CrmKind = "reference"
     try:
-        if args.command == "bench":
-            # The bench's CRM is a sandbox it starts: CRM_KIND picks the profile it measures and
-            # the sandbox gives the rest, so CRM_URL is neither asked for nor used.
-            from bench.environment import crm_profile
-
-            bench_crm = crm_profile()
-            settings = Settings(CRM_KIND="reference")
-        else:
-            settings = Settings()
+        settings = Settings()
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -443,22 +390,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.command == "chat":
             return asyncio.run(conversation.chat(settings, args.rep, args.thread, args.json))
-        if args.command == "bench":
-            # Imported here: the bench's own modules are needed by this command only.
-            from bench.run import main as bench
-
-            return bench(rep=args.rep, quick=args.quick, as_json=args.json, crm_kind=bench_crm)
-        if args.command == "capacity":
-            from copilot.capacity.command import main as capacity_main
-            from copilot.capacity.model import CapacityInputs
-
-            return capacity_main(
-                settings,
-                config_file=args.config,
-                overrides={name: getattr(args, name) for name in CapacityInputs.model_fields},
-                calibrate_file=args.calibrate,
-                as_json=args.json,
-            )
         if args.command == "analytics":
             from copilot.analytics.command import main as analytics_main
 
@@ -492,20 +423,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             from copilot.briefs.command import digest_main
 
             return asyncio.run(digest_main(settings, rep=args.rep, at=args.at, as_json=args.json))
-        if args.command == "eval":
-            from evals.command import main as evaluate
-
-            return evaluate(
-                settings,
-                model=args.model,
-                dataset=args.dataset,
-                as_json=args.json,
-                langsmith=args.langsmith,
-                limit=args.limit,
-                report_path=args.report,
-                generate=args.generate,
-                check=args.check,
-            )
     except _BAD_INPUT as exc:
         _error(str(exc))
         return 2

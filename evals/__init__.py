@@ -1,4 +1,4 @@
-"""``python -m copilot eval``: how well the copilot answers, per model, on datasets built from
+"""``python -m evals``: how well the copilot answers, per model, on datasets built from
 the sandbox's seed. Modules, one job each:
 
 * :mod:`~evals.dataset`     items, expectations and thresholds (JSONL + JSON)
@@ -15,4 +15,5 @@ the sandbox's seed. Modules, one job each:
 * :mod:`~evals.report`      one table per model, the JSON report
 * :mod:`~evals.langsmith`   the ``--langsmith`` upload step (a hook to fill)
 * :mod:`~evals.command`     the command
+* :mod:`~evals.cli`         ``python -m evals``: its arguments
 """

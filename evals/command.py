@@ -1,5 +1,5 @@
-"""``python -m copilot eval [--model M] [--dataset D] [--json] [--langsmith] [--limit N]
-[--report PATH]`` and ``python -m copilot eval --generate [--check]``.
+"""``python -m evals [--model M] [--dataset D] [--json] [--langsmith] [--limit N]
+[--report PATH]`` and ``python -m evals --generate [--check]``.
 
 Progress goes to stderr; one table per model and the brief items' table (or with ``--json``
 the JSON report) to stdout; the JSON report is also written to ``--report``. Exit code 1 when
@@ -57,7 +57,7 @@ def _generate(*, check: bool, as_json: bool, profile: CrmKind = "reference") -> 
     if as_json:
         print(json.dumps({"current": not stale, "stale": stale}))
     elif stale:
-        print(f"datasets out of date: {', '.join(stale)} (run: python -m copilot eval --generate)")
+        print(f"datasets out of date: {', '.join(stale)} (run: python -m evals --generate)")
     else:
         print("datasets are what the generator builds from the sandbox seed")
     return 1 if stale else 0

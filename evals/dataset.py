@@ -274,7 +274,7 @@ def load_dataset(path: Path) -> Dataset:
     """Every item of a JSONL dataset, answer and brief items apart; a bad line is a clear
     :class:`InvalidInput`."""
     if not path.is_file():
-        raise InvalidInput(f"no dataset at {path} (run: python -m copilot eval --generate)")
+        raise InvalidInput(f"no dataset at {path} (run: python -m evals --generate)")
     items: list[EvalItem] = []
     briefs: list[BriefCase] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):

@@ -1,6 +1,6 @@
 """An evaluation in LangSmith: the dataset uploaded, one experiment with a run and scores per item.
 
-``python -m copilot eval --langsmith`` computes its metrics itself; this records them:
+``python -m evals --langsmith`` computes its metrics itself; this records them:
 :func:`record_experiment` creates (or reuses) the dataset, uploads the items it does not
 hold yet (each item's id maps to a stable example id, so uploading again adds nothing),
 then records one experiment (a project linked to the dataset) with one run per result,

@@ -1,4 +1,4 @@
-"""``python -m copilot eval --generate``: build the JSONL datasets from the sandbox's seed.
+"""``python -m evals --generate``: build the JSONL datasets from the sandbox's seed.
 
 The generator starts a freshly seeded sandbox (its seed is deterministic), signs reps in
 through its identity provider and reads the CRM over MCP as each of them, exactly as a rep

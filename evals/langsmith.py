@@ -79,7 +79,7 @@ def langsmith_step(
             examples=uploaded,
             results=results(model_report),
             experiment_name=f"{dataset}-{model}-{stamp}",
-            description=f"python -m copilot eval --dataset {dataset}",
+            description=f"python -m evals --dataset {dataset}",
             metadata={"model": model, "passed": bool(model_report.get("passed"))},
         )
         where = recorded.url or recorded.experiment_id

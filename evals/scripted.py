@@ -1,5 +1,5 @@
 """Scripted models for evals only: models that misbehave the way real ones do, so that
-``python -m copilot eval --model scripted:lazy`` measures what the copilot shows a rep when
+``python -m evals --model scripted:lazy`` measures what the copilot shows a rep when
 its model does.
 
 Nothing a deployment can configure reaches them. The product's model factory

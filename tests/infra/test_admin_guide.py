@@ -12,13 +12,13 @@ import sys
 
 import pytest
 
-from copilot.cli import main as copilot_main
+from bench.cli import main as bench_main
 from tests.infra.bicep import INFRA, ROOT
 
 GUIDE = ROOT / "docs" / "ADMIN.md"
 # Commands of the guide's code blocks that these tests run (the rest must be make targets).
 RUN_HERE = {
-    ("python", "-m", "copilot", "capacity"): "test_the_cost_estimate_is_what_the_capacity_command_prints",
+    ("python", "-m", "bench", "capacity"): "test_the_cost_estimate_is_what_the_capacity_command_prints",
     (
         "python",
         "-m",
@@ -83,7 +83,7 @@ def test_the_cost_estimate_is_what_the_capacity_command_prints(capsys):
         for c in guide_commands()
         if _run_here(c) == "test_the_cost_estimate_is_what_the_capacity_command_prints"
     ]
-    assert copilot_main(command[3:]) == 0
+    assert bench_main(command[3:]) == 0
     printed = capsys.readouterr().out
     cost = re.search(r"LLM cost\s+\$(\d+)\.\d+/day", printed)
     assert cost, printed

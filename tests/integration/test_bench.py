@@ -1,4 +1,4 @@
-"""``python -m copilot bench --rep alex --quick [--json]``: the counts it reports, never its timings,
+"""``python -m bench run --rep alex --quick [--json]``: the counts it reports, never its timings,
 on the reference profile (JSON) and on the dataverse profile (``CRM_KIND=dataverse``, the table).
 
 The bench runs in-process through the CLI's ``main`` (real PostgreSQL from the session's
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from bench.cli import main
 from bench.stats import percentile
-from copilot.cli import main
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,7 @@ def bench(postgres_server_url: str) -> dict[str, Any]:
         monkeypatch.setenv("DATABASE_URL", postgres_server_url)
         capture = _Capture()
         monkeypatch.setattr("sys.stdout", capture)
-        code = main(["bench", "--rep", "alex", "--quick", "--json"])
+        code = main(["run", "--rep", "alex", "--quick", "--json"])
     assert code == 0, capture.text
     doc: dict[str, Any] = json.loads(capture.text)
     return doc
@@ -212,7 +212,7 @@ def dataverse_table(postgres_server_url: str) -> str:
             monkeypatch.delenv(name, raising=False)
         capture = _Capture()
         monkeypatch.setattr("sys.stdout", capture)
-        code = main(["bench", "--rep", "alex", "--quick"])
+        code = main(["run", "--rep", "alex", "--quick"])
     assert code == 0, capture.text
     return capture.text
 
@@ -280,7 +280,7 @@ def test_on_dataverse_both_sides_read_with_the_query_tool_and_only_ours_writes_t
 
 def test_a_crm_kind_that_is_no_profile_is_one_line_and_exit_1(monkeypatch, capsys):
     monkeypatch.setenv("CRM_KIND", "salesforce")
-    assert main(["bench", "--rep", "alex", "--quick"]) == 1
+    assert main(["run", "--rep", "alex", "--quick"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert err[0].startswith("error: invalid configuration (CRM_KIND)"), err

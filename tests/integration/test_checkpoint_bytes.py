@@ -3,7 +3,7 @@
 
 Real PostgreSQL, the real sandbox over HTTP, the offline model: a rep asks several questions
 on one thread, and after each the thread's rows in LangGraph's tables are measured
-(:mod:`copilot.capacity.checkpoint_bytes`). Then the retention's prune (keep the latest)
+(:mod:`bench.capacity.checkpoint_bytes`). Then the retention's prune (keep the latest)
 leaves one checkpoint, whose bytes are what a thread keeps between days.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-from copilot.capacity.checkpoint_bytes import thread_checkpoints
-from copilot.capacity.model import CapacityInputs
+from bench.capacity.checkpoint_bytes import thread_checkpoints
+from bench.capacity.model import CapacityInputs
 from copilot.persistence.database import connect
 from copilot.settings import Settings
 from tests.support.copilot_env import service, sign_in

@@ -87,11 +87,13 @@ def test_the_payload_is_exactly_the_function_app_and_its_three_packages_under_th
 MOVED_OUT = {
     "bot/echo_bot.py": "bench/echo_bot.py",
     "copilot/tracing/experiments.py": "evals/experiments.py",
+    "copilot/capacity/model.py": "bench/capacity/model.py",
+    "copilot/capacity/command.py": "bench/capacity/command.py",
 }
 """Tooling that used to ship inside the product packages, and where it lives now."""
 
 
-def test_the_benchs_echo_bot_and_the_evals_experiments_are_tooling_outside_the_payload():
+def test_the_echo_bot_the_experiments_and_the_capacity_model_are_tooling_outside_the_payload():
     files = core_tools_files(PROJECT_ROOT)
     for old, new in MOVED_OUT.items():
         assert old not in files

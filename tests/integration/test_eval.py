@@ -1,4 +1,4 @@
-"""``python -m copilot eval`` with the offline model on a small slice of the held-out split and
+"""``python -m evals`` with the offline model on a small slice of the held-out split and
 its brief items: the real ``CopilotService``, the sandbox over HTTP and real PostgreSQL,
 in-process through the CLI's ``main``. What is asserted is what the command promises (every item
 scored, the brief items run once beside the model and reported, a report file, the threshold
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from copilot.cli import main
 from copilot.settings import Settings
+from evals.cli import main
 from evals.dataset import dataset_path, load_dataset, load_items, thresholds_path, write_items
 from evals.langsmith import langsmith_step
 from evals.run import slice_items
@@ -47,7 +47,7 @@ def run(postgres_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> d
         out, err = _Capture(), _Capture()
         monkeypatch.setattr("sys.stdout", out)
         monkeypatch.setattr("sys.stderr", err)
-        code = main(["eval", "--dataset", str(dataset), "--json", "--langsmith", "--report", str(report)])
+        code = main(["--dataset", str(dataset), "--json", "--langsmith", "--report", str(report)])
     return {
         "code": code,
         "doc": json.loads(out.text),
@@ -114,7 +114,7 @@ def test_progress_is_shown_and_langsmith_without_a_key_sends_nothing(run: dict[s
 
 
 def test_a_missing_dataset_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["eval", "--dataset", str(tmp_path / "none.jsonl")]) == 2
+    assert main(["--dataset", str(tmp_path / "none.jsonl")]) == 2
     assert "no dataset at" in capsys.readouterr().err
 
 

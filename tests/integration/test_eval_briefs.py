@@ -1,4 +1,4 @@
-"""``python -m copilot eval`` on brief items: the held-out split's brief and digest items run through
+"""``python -m evals`` on brief items: the held-out split's brief and digest items run through
 the product's own ``briefs_at`` and ``digest_at`` as each rep (the sandbox over HTTP, real
 PostgreSQL), in-process through the CLI's ``main``, plus one copy of an item whose expected ids
 name one the brief does not cite: that item is reported as failing and the run exits 1, while
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from copilot.cli import main
+from evals.cli import main
 from evals.dataset import BriefCase, dataset_path, load_dataset, thresholds_path, write_items
 
 pytestmark = pytest.mark.integration
@@ -56,7 +56,7 @@ def run(postgres_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> d
         out, err = _Capture(), _Capture()
         monkeypatch.setattr("sys.stdout", out)
         monkeypatch.setattr("sys.stderr", err)
-        code = main(["eval", "--dataset", str(dataset), "--report", str(report)])
+        code = main(["--dataset", str(dataset), "--report", str(report)])
     return {
         "code": code,
         "text": out.text,

@@ -1,4 +1,4 @@
-"""``python -m copilot eval`` on the ``dataverse`` profile (``CRM_KIND=dataverse``), in-process
+"""``python -m evals`` on the ``dataverse`` profile (``CRM_KIND=dataverse``), in-process
 through the CLI's ``main``, with the offline model on a few items of ``heldout.dataverse.jsonl``:
 the real ``CopilotService`` against a freshly seeded sandbox's Dataverse face over HTTPS.
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from copilot.cli import main
+from evals.cli import main
 from evals.dataset import EvalItem, dataset_path, load_items, write_items
 from sandbox.dataverse.ids import parse_guid
 
@@ -73,7 +73,7 @@ def run(postgres_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> d
         out, err = _Capture(), _Capture()
         monkeypatch.setattr("sys.stdout", out)
         monkeypatch.setattr("sys.stderr", err)
-        code = main(["eval", "--dataset", str(dataset), "--report", str(work / "report.json")])
+        code = main(["--dataset", str(dataset), "--report", str(work / "report.json")])
     return {
         "code": code,
         "table": out.text,

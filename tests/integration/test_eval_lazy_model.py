@@ -1,4 +1,4 @@
-"""``python -m copilot eval --model scripted:lazy`` on a small slice of the held-out split: the
+"""``python -m evals --model scripted:lazy`` on a small slice of the held-out split: the
 eval's lazy model answers every question without reading (as real models do), and the
 grounding gate (invariant 8, ``copilot/middleware/grounding.py``) must keep every such answer
 from the rep: none shown as fact, no tool call written as text.
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from copilot.cli import main
+from evals.cli import main
 from evals.dataset import dataset_path, load_items, write_items
 from evals.run import slice_items
 
@@ -37,7 +37,7 @@ def lazy_run(postgres_server_url: str, tmp_path_factory: pytest.TempPathFactory)
         monkeypatch.setenv("DATABASE_URL", postgres_server_url)
         monkeypatch.setenv("COPILOT_FALLBACK_MODELS", "")
         monkeypatch.delenv("LANGSMITH_API_KEY", raising=False)
-        code = main(["eval", "--model", "scripted:lazy", "--dataset", str(dataset), "--report", str(report)])
+        code = main(["--model", "scripted:lazy", "--dataset", str(dataset), "--report", str(report)])
     return {"code": code, "doc": json.loads(Path(report).read_text()), "items": items}
 
 

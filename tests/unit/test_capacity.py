@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from bench.capacity.calibrate import calibrate
+from bench.capacity.config import deployment, inputs
+from bench.capacity.model import CapacityInputs, Deployment, estimate
+from bench.cli import main
 from bench.report import document
 from bench.stats import Comparison, Side
-from copilot.capacity.calibrate import calibrate
-from copilot.capacity.config import deployment, inputs
-from copilot.capacity.model import CapacityInputs, Deployment, estimate
-from copilot.cli import main
 from copilot.errors import InvalidInput
 from copilot.settings import DEFAULT_RETENTION_DAYS, Settings
 
@@ -211,7 +211,7 @@ def test_calibrate_on_a_file_that_is_not_a_bench_document_is_a_clear_error(tmp_p
     path = tmp_path / "bench.json"
     path.write_text('{"something": "else"}', encoding="utf-8")
     assert main(["capacity", "--calibrate", str(path)]) == 2
-    assert "not a `python -m copilot bench --json` document" in capsys.readouterr().err
+    assert "not a `python -m bench run --json` document" in capsys.readouterr().err
 
 
 def test_a_flag_can_satisfy_a_check_across_fields_that_the_file_alone_would_fail(tmp_path: Path):

@@ -141,7 +141,7 @@ def test_every_module_symbol_the_docs_name_resolves():
         ("copilot/agent.py", True, False),
         ("middleware/pii.py", True, False),
         ("copilot.grounding.COULD_NOT_LOOK_UP", False, True),
-        ("python -m copilot eval", False, False),
+        ("python -m evals", False, False),
         ("COPILOT_MODEL", False, False),
     ],
 )

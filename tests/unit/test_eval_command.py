@@ -1,12 +1,12 @@
-"""``python -m copilot eval``'s arguments: which models run, and bad input refused (exit 2)
+"""``python -m evals``'s arguments: which models run, and bad input refused (exit 2)
 before anything is started."""
 
 from __future__ import annotations
 
 import pytest
 
-from copilot.cli import main
 from copilot.settings import Settings
+from evals.cli import main
 from evals.command import models_to_run
 
 
@@ -23,11 +23,11 @@ def test_the_evals_own_lazy_model_is_named_scripted_lazy() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["eval", "--model", "gpt"], "--model must be 'offline' or 'provider:model'"),
-        (["eval", "--model", "scripted:eager"], "no scripted model 'scripted:eager' (known: scripted:lazy)"),
-        (["eval", "--limit", "0"], "--limit must be at least 1"),
-        (["eval", "--check"], "--check goes with --generate"),
-        (["eval", "--dataset", "no-such-split"], "no dataset at"),
+        (["--model", "gpt"], "--model must be 'offline' or 'provider:model'"),
+        (["--model", "scripted:eager"], "no scripted model 'scripted:eager' (known: scripted:lazy)"),
+        (["--limit", "0"], "--limit must be at least 1"),
+        (["--check"], "--check goes with --generate"),
+        (["--dataset", "no-such-split"], "no dataset at"),
     ],
 )
 def test_bad_eval_arguments_are_one_line_and_exit_2(

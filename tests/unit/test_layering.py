@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,12 +22,12 @@ FORBIDDEN = {
 }
 
 LAZY_ENTRY_POINTS = {
-    "copilot/cli.py": {"bench", "evals", "functions.doctor"},
+    "copilot/cli.py": {"functions.doctor"},
     "copilot/cli_data.py": {"functions.rep_data"},
     "copilot/models/factory.py": {"offline_model"},
 }
 """The only places the product reaches local-only tooling, inside the function that needs it
-(``python -m copilot bench|eval``, ``COPILOT_MODEL=offline``): never at import time.
+(``COPILOT_MODEL=offline``): never at import time.
 
 One upward reach too: ``python -m copilot doctor`` is the preflight of the whole deployed
 app, so the CLI's ``_doctor`` imports ``functions.doctor`` (which composes the copilot's,
@@ -107,3 +109,32 @@ def test_a_lower_layer_of_copilot_never_imports_one_above_it(layer: str):
         if _banned(name, BELOW[layer])
     ]
     assert offending == []
+
+
+BENCH_AND_EVALS = {"bench", "evals"}
+"""The tooling with entry points of its own (``python -m bench run|capacity``, ``python -m evals``)."""
+
+
+def test_no_product_module_imports_the_bench_or_the_evals_even_lazily():
+    files = [*_product_files(), ROOT / "function_app.py"]
+    offending = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in files
+        for name in _imports(path)
+        if _banned(name, BENCH_AND_EVALS)
+    ]
+    assert offending == []
+
+
+def test_the_product_cli_offers_no_bench_eval_or_capacity_command():
+    done = subprocess.run(
+        [sys.executable, "-m", "copilot", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    commands = done.stdout.split("{", 1)[1].split("}", 1)[0].split(",")
+    assert "ask" in commands, done.stdout
+    assert not {"bench", "eval", "evals", "capacity"} & set(commands), commands

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from copilot.capacity.calibrate import TOLERANCE, Check
-from copilot.capacity.model import CapacityReport
+from bench.capacity.calibrate import TOLERANCE, Check
+from bench.capacity.model import CapacityReport
 
 
 def _n(value: float, digits: int = 2) -> str:

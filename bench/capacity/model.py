@@ -42,7 +42,7 @@ SALESFORCE_PER_LICENSE = 1_000
 
 
 class Deployment(BaseModel):
-    """What the code and its configuration fix (read by :func:`copilot.capacity.config.deployment`)."""
+    """What the code and its configuration fix (read by :func:`bench.capacity.config.deployment`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import ValidationError
 
-from copilot.capacity.model import CapacityInputs, Deployment
+from bench.capacity.model import CapacityInputs, Deployment
 from copilot.errors import InvalidInput
 from copilot.settings import DEFAULT_RETENTION_DAYS, PROJECT_ROOT, Settings
 

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from copilot.capacity import config
-from copilot.capacity.calibrate import Check, calibrate
-from copilot.capacity.model import estimate
-from copilot.capacity.render import calibration_text, to_json, to_text
+from bench.capacity import config
+from bench.capacity.calibrate import Check, calibrate
+from bench.capacity.model import estimate
+from bench.capacity.render import calibration_text, to_json, to_text
 from copilot.errors import InvalidInput
 from copilot.settings import Settings
 
@@ -22,10 +22,10 @@ def _bench_document(path: Path) -> dict[str, Any]:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from exc
     except ValueError as exc:
         raise InvalidInput(
-            f"{path} is not JSON (expected `python -m copilot bench --json` output): {exc}"
+            f"{path} is not JSON (expected `python -m bench run --json` output): {exc}"
         ) from exc
     if not isinstance(doc, dict):
-        raise InvalidInput(f"{path} is not a `python -m copilot bench --json` document")
+        raise InvalidInput(f"{path} is not a `python -m bench run --json` document")
     return doc
 
 

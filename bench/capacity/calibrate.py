@@ -1,6 +1,6 @@
 """``capacity --calibrate BENCH_JSON``: each assumption next to what the bench measured (pure).
 
-The bench (``python -m copilot bench --json``, :mod:`bench.report`) counts one
+The bench (``python -m bench run --json``, :mod:`bench.report`) counts one
 question's turn (``turn cost``: the copilot's ``run_turn``) and one approval click
 (``approve click``: ``decide``) with a scripted model: model calls, the prompt size of
 each call (characters / 4), MCP requests by method, checkpoint writes, and the wall time
@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from copilot.capacity.model import CapacityInputs
+from bench.capacity.model import CapacityInputs
 from copilot.errors import InvalidInput
 
 TOLERANCE = 0.25
@@ -69,9 +69,7 @@ def _number(value: Any) -> float | None:
 def measurements(doc: Mapping[str, Any]) -> dict[str, tuple[float | None, str]]:
     """What the bench document measured, per input name (None: not measured), with where from."""
     if not isinstance(doc.get("results"), list):
-        raise InvalidInput(
-            "the calibration file is not a `python -m copilot bench --json` document (no results)"
-        )
+        raise InvalidInput("the calibration file is not a `python -m bench run --json` document (no results)")
     turn, click = _ours(doc, TURN), _ours(doc, CLICK)
     turn_counts, click_counts = turn.get("counts") or {}, click.get("counts") or {}
     prompts = [

@@ -1,6 +1,0 @@
-"""``python -m copilot capacity``: a capacity model from parameters, checked against the bench.
-
-``model.py`` (inputs with units, the arithmetic), ``config.py`` (YAML file, flags, the
-deployment's bounds from the settings and ``host.json``), ``calibrate.py`` (assumptions
-against a ``bench --json`` document), ``render.py`` (text and JSON), ``command.py``.
-"""
