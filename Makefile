@@ -159,12 +159,15 @@ infra-bootstrap:
 	$(PYTHON) scripts/azure_setup.py bootstrap --resource-group $(RESOURCE_GROUP) --location $(LOCATION) \
 	  --vault $(BOOTSTRAP_VAULT) --parameters $(PARAMETERS)
 
-# The app registration's redirect URI for the Bot Framework token service and its groups claim
-# (security groups), added to what it has. Needs the app's owner or an Application Administrator.
+# The app registration's redirect URI for the Bot Framework token service, its groups claim
+# (security groups) and its delegated permissions (Graph; Dynamics CRM unless CRM_PERMISSIONS=other),
+# added to what it has. Needs the app's owner or an Application Administrator; admin consent
+# stays a portal step.
 APP_ID ?=
+CRM_PERMISSIONS ?= dataverse
 infra-entra-app:
 	$(call _require,APP_ID)
-	$(PYTHON) scripts/azure_setup.py entra-app --app-id $(APP_ID)
+	$(PYTHON) scripts/azure_setup.py entra-app --app-id $(APP_ID) --crm $(CRM_PERMISSIONS)
 
 # Provision (or upgrade) everything in infra/main.bicep into an existing resource group.
 infra-deploy: infra-check

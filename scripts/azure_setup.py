@@ -14,7 +14,9 @@ through a 0600 temporary file; the Entra access token for PostgreSQL travels in 
   in and ``botClientSecret`` pointing at the bootstrap vault. It prints what still holds the
   example's value.
 * ``entra-app``: the app registration's web redirect URI for the Bot Framework token service
-  (added to the ones it has) and the ``groups`` claim (security groups).
+  (added to the ones it has), the ``groups`` claim (security groups) and the delegated
+  permissions the bot asks for (Graph's, and Dynamics CRM's for a Dataverse CRM), each looked up
+  by name in the tenant and added when missing. Admin consent stays a portal step.
 * ``database``: reads the deployment's outputs and parameters, runs the migration as the database
   admins' group with an Entra token, runs the template's ``appRoleGrantSql`` in the ``postgres``
   database (the principal is created only when the role does not exist yet), and stores the app's
@@ -42,6 +44,16 @@ SECRETS_OFFICER = "Key Vault Secrets Officer"
 TOKEN_SERVICE_REDIRECT = "https://token.botframework.com/.auth/web/redirect"
 DATABASE_URL_SECRET = "database-url"
 EXPIRY_PARAMETER = "botClientSecretExpiresOn"
+GRAPH = "00000003-0000-0000-c000-000000000000"
+DYNAMICS_CRM = "00000007-0000-0000-c000-000000000000"
+DELEGATED: dict[str, dict[str, tuple[str, ...]]] = {
+    # CRM kind → the delegated permissions (by API app id) the bot's app registration needs
+    "dataverse": {
+        GRAPH: ("Mail.ReadWrite", "User.ReadBasic.All", "Calendars.Read", "MailboxSettings.Read"),
+        DYNAMICS_CRM: ("user_impersonation", "mcp.tools"),
+    },
+    "other": {GRAPH: ("Mail.ReadWrite", "User.ReadBasic.All", "Calendars.Read", "MailboxSettings.Read")},
+}
 
 
 class SetupError(SystemExit):
@@ -182,7 +194,8 @@ def bootstrap(args: argparse.Namespace) -> int:
 
 
 def entra_app(args: argparse.Namespace) -> int:
-    shown = az("ad", "app", "show", "--id", args.app_id, "--query", "{uris: web.redirectUris, groups: groupMembershipClaims}", "--output", "json")  # fmt: skip
+    query = "{uris: web.redirectUris, groups: groupMembershipClaims, access: requiredResourceAccess}"
+    shown = az("ad", "app", "show", "--id", args.app_id, "--query", query, "--output", "json")
     app = json.loads(shown.stdout or "{}")
     uris = list(app.get("uris") or [])
     if TOKEN_SERVICE_REDIRECT not in uris:
@@ -195,6 +208,30 @@ def entra_app(args: argparse.Namespace) -> int:
         print("added the groups claim (security groups)")
     else:
         print("kept the groups claim (already there)")
+    granted = {
+        (resource.get("resourceAppId"), access.get("id"))
+        for resource in app.get("access") or []
+        for access in resource.get("resourceAccess") or []
+    }
+    for api, scopes in DELEGATED[args.crm].items():
+        missing = []
+        for scope in scopes:
+            scope_id = az_value(
+                "ad", "sp", "show", "--id", api, "--query", f"oauth2PermissionScopes[?value=='{scope}'].id | [0]"
+            )  # fmt: skip
+            if not scope_id:
+                raise SetupError(f"API {api} offers no delegated permission {scope} in this tenant")
+            if (api, scope_id) not in granted:
+                missing.append((scope, scope_id))
+        if missing:
+            az(
+                "ad", "app", "permission", "add", "--id", args.app_id, "--api", api,
+                "--api-permissions", *(f"{scope_id}=Scope" for _, scope_id in missing),
+            )  # fmt: skip
+            print(f"added the delegated permissions {', '.join(scope for scope, _ in missing)}")
+        else:
+            print(f"kept the delegated permissions {', '.join(scopes)} (already there)")
+    print("admin consent is still to grant: the app → API permissions → Grant admin consent")
     return 0
 
 
@@ -271,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     boot.add_argument("--attempts", type=int, default=12, help="secret set tries while the role propagates")
     entra = steps.add_parser("entra-app")
     entra.add_argument("--app-id", required=True)
+    entra.add_argument("--crm", choices=sorted(DELEGATED), default="dataverse")
     db = steps.add_parser("database")
     db.add_argument("--resource-group", required=True)
     db.add_argument("--deployment", required=True)

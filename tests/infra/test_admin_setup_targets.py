@@ -21,6 +21,12 @@ from tests.infra.bicep import INFRA, ROOT
 CLIENT_SECRET = "s3cr3t~client-value"
 TOKEN = "entra-access-token-xyz"
 APP_ID = "8f0d2a51-3c1e-4b7a-9d62-5e4f1a2b3c4d"
+GRAPH = "00000003-0000-0000-c000-000000000000"
+DYNAMICS_CRM = "00000007-0000-0000-c000-000000000000"
+WANTED = {
+    GRAPH: ["Mail.ReadWrite", "User.ReadBasic.All", "Calendars.Read", "MailboxSettings.Read"],
+    DYNAMICS_CRM: ["user_impersonation", "mcp.tools"],
+}
 GRANT_SQL = (
     "SELECT * FROM pgaadauth_create_principal('id-copilotpilot', false, false); "
     'GRANT copilot_app TO "id-copilotpilot";'
@@ -72,7 +78,23 @@ elif words(3) == "keyvault secret set":
     state["secrets"]["%s/%s" % (opt("--vault-name"), opt("--name"))] = record["file"]
 elif words(3) == "ad app show":
     app = state["app"]
-    out = json.dumps({"uris": app["web"]["redirectUris"], "groups": app["groupMembershipClaims"]})
+    out = json.dumps({"uris": app["web"]["redirectUris"], "groups": app["groupMembershipClaims"],
+                      "access": app["requiredResourceAccess"]})
+elif words(3) == "ad sp show":
+    import re
+    scope = re.search(r"value=='([^']+)'", opt("--query")).group(1)
+    out = state["scopes"].get(opt("--id"), {}).get(scope, "")
+    rc = 0 if opt("--id") in state["scopes"] else 3
+elif words(4) == "ad app permission add":
+    api = opt("--api")
+    rest = argv[argv.index("--api-permissions") + 1:]
+    added = [{"id": p.split("=")[0], "type": p.split("=")[1]} for p in rest if not p.startswith("--")]
+    app = state["app"]
+    entry = next((r for r in app["requiredResourceAccess"] if r["resourceAppId"] == api), None)
+    if entry is None:
+        entry = {"resourceAppId": api, "resourceAccess": []}
+        app["requiredResourceAccess"].append(entry)
+    entry["resourceAccess"].extend(added)
 elif words(3) == "ad app update":
     app = state["app"]
     if "--web-redirect-uris" in argv:
@@ -145,6 +167,17 @@ class Tenant:
                     "app": {
                         "web": {"redirectUris": ["https://existing.example/cb"]},
                         "groupMembershipClaims": None,
+                        # Calendars.Read already granted: only the others are added
+                        "requiredResourceAccess": [
+                            {
+                                "resourceAppId": GRAPH,
+                                "resourceAccess": [{"id": "graph-Calendars.Read", "type": "Scope"}],
+                            }
+                        ],
+                    },
+                    "scopes": {
+                        api: {scope: f"{'graph' if api == GRAPH else 'crm'}-{scope}" for scope in scopes}
+                        for api, scopes in WANTED.items()
                     },
                     "deployment": {
                         "outputs": {
@@ -292,7 +325,7 @@ def test_infra_bootstrap_needs_its_vault_name(tenant):
     assert tenant.calls() == []
 
 
-def test_infra_entra_app_adds_the_redirect_uri_and_the_groups_claim_once(tenant):
+def test_infra_entra_app_adds_the_redirect_uri_the_groups_claim_and_the_permissions_once(tenant):
     done = tenant.make("infra-entra-app", f"APP_ID={APP_ID}")
     assert done.returncode == 0, done.stderr
     app = tenant.data()["app"]
@@ -301,12 +334,39 @@ def test_infra_entra_app_adds_the_redirect_uri_and_the_groups_claim_once(tenant)
         "https://token.botframework.com/.auth/web/redirect",
     ]
     assert app["groupMembershipClaims"] == "SecurityGroup"
-    assert tenant.commands() == ["ad app show", "ad app update", "ad app update"]
+    granted = {
+        r["resourceAppId"]: {a["id"] for a in r["resourceAccess"]} for r in app["requiredResourceAccess"]
+    }
+    assert granted == {
+        GRAPH: {f"graph-{scope}" for scope in WANTED[GRAPH]},
+        DYNAMICS_CRM: {f"crm-{scope}" for scope in WANTED[DYNAMICS_CRM]},
+    }
+    assert all(a["type"] == "Scope" for r in app["requiredResourceAccess"] for a in r["resourceAccess"])
+    assert len(app["requiredResourceAccess"][0]["resourceAccess"]) == 4  # Calendars.Read not added twice
+    commands = tenant.commands()
+    assert commands[:3] == ["ad app show", "ad app update", "ad app update"]
+    assert commands[3:] == ["ad sp show"] * 4 + ["ad app permission"] + ["ad sp show"] * 2 + [
+        "ad app permission"
+    ]
+    assert "Grant admin consent" in done.stdout
 
     again = tenant.make("infra-entra-app", f"APP_ID={APP_ID}")
     assert again.returncode == 0, again.stderr
-    assert tenant.commands() == ["ad app show"]
+    assert tenant.commands() == ["ad app show"] + ["ad sp show"] * 6
     assert tenant.data()["app"] == app
+
+
+def test_infra_entra_app_without_dynamics_adds_graph_only_and_names_a_missing_scope(tenant):
+    done = tenant.make("infra-entra-app", f"APP_ID={APP_ID}", "CRM_PERMISSIONS=other")
+    assert done.returncode == 0, done.stderr
+    assert DYNAMICS_CRM not in {r["resourceAppId"] for r in tenant.data()["app"]["requiredResourceAccess"]}
+
+    state = tenant.data()
+    del state["scopes"][DYNAMICS_CRM]  # a tenant without Dynamics 365
+    tenant.state.write_text(json.dumps(state))
+    refused = tenant.make("infra-entra-app", f"APP_ID={APP_ID}")
+    assert refused.returncode != 0
+    assert "user_impersonation" in refused.stderr
 
 
 def test_infra_database_migrates_grants_in_postgres_and_stores_the_database_url(tenant):
