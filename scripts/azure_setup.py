@@ -29,6 +29,7 @@ import argparse
 import getpass
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "infra" / "main.parameters.example.json"
+TEMPLATE = ROOT / "infra" / "main.bicep"
 CLIENT_SECRET_NAME = "crm-copilot-client-secret"
 SECRETS_OFFICER = "Key Vault Secrets Officer"
 TOKEN_SERVICE_REDIRECT = "https://token.botframework.com/.auth/web/redirect"
@@ -126,6 +128,24 @@ def read_client_secret() -> str:
     return value
 
 
+def template_parameters() -> dict[str, str]:
+    """The template's parameters and their types (``param NAME TYPE`` lines of main.bicep)."""
+    found = re.findall(r"^param (\w+) (\w+)", TEMPLATE.read_text(), re.M)
+    return {name: kind for name, kind in found}
+
+
+def _typed(kind: str, name: str, text: str) -> Any:
+    if kind == "int":
+        return int(text)
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise SetupError(f"{name}={text}: true or false")
+        return text.lower() == "true"
+    if kind in ("object", "array"):
+        return json.loads(text)
+    return text
+
+
 def fill_parameters(path: Path, vault_id: str) -> list[str]:
     """Write the parameters file; return the parameters still holding the example's value."""
     example = json.loads(EXAMPLE.read_text())
@@ -133,8 +153,9 @@ def fill_parameters(path: Path, vault_id: str) -> list[str]:
     parameters: dict[str, Any] = document.setdefault("parameters", {})
     for name, spec in example["parameters"].items():
         parameters.setdefault(name, spec)
-        if name in os.environ and "value" in spec:
-            parameters[name] = {"value": os.environ[name]}
+    for name, kind in template_parameters().items():
+        if name in os.environ and name != "botClientSecret":
+            parameters[name] = {"value": _typed(kind, name, os.environ[name])}
     parameters["botClientSecret"] = {
         "reference": {"keyVault": {"id": vault_id}, "secretName": CLIENT_SECRET_NAME}
     }

@@ -238,7 +238,7 @@ def _bootstrap(
         "infra-bootstrap", "RESOURCE_GROUP=rg-crm-copilot", "LOCATION=westeurope",
         "BOOTSTRAP_VAULT=kv-boot-crm", f"PARAMETERS={tenant.parameters}",
         "environmentName=pilot", f"botAppId={APP_ID}", "publisherName=Fabrikam Sales IT",
-        "botClientSecretExpiresOn=2027-09-30",
+        "botClientSecretExpiresOn=2027-09-30", "maximumInstanceCount=20", "allowPublicDataAccess=false",
         env=env, stdin=stdin,
     )  # fmt: skip
 
@@ -275,7 +275,9 @@ def test_infra_bootstrap_creates_the_vault_stores_the_secret_from_the_environmen
 
     parameters = json.loads(tenant.parameters.read_text())["parameters"]
     example = json.loads((INFRA / "main.parameters.example.json").read_text())["parameters"]
-    assert set(parameters) == set(example)
+    assert set(parameters) == set(example) | {"maximumInstanceCount", "allowPublicDataAccess"}
+    assert parameters["maximumInstanceCount"] == {"value": 20}  # typed as the template declares
+    assert parameters["allowPublicDataAccess"] == {"value": False}
     assert parameters["environmentName"] == {"value": "pilot"}
     assert parameters["publisherName"] == {"value": "Fabrikam Sales IT"}
     assert parameters["botClientSecret"]["reference"] == {
