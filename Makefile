@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: setup chromium faketime any-day demo chat test lint typecheck unit soak bench eval eval-generate clean \
-	infra-check infra-bootstrap infra-deploy infra-secrets infra-rotate infra-package infra-doctor infra-lock-anchors dataverse-check
+	infra-check infra-bootstrap infra-entra-app infra-deploy infra-secrets infra-database infra-rotate infra-package infra-doctor infra-lock-anchors dataverse-check
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -137,19 +137,37 @@ SECRET ?=
 APP_VERSION ?= 1.0.0
 _require = @test -n "$($(1))" || { echo "error: set $(1)=... (docs/ADMIN.md)" >&2; exit 2; }
 
-# Once per subscription and resource group: sign in (unless already), register the resource
-# providers the template's resources need (Microsoft.App: the Flex Consumption subnet
-# delegation), create the resource group. tests/infra checks the list against the template.
+# Once per subscription and resource group, safe to run again: sign in (unless already), register
+# the resource providers the template's resources need (Microsoft.App: the Flex Consumption subnet
+# delegation), create the resource group, then (scripts/azure_setup.py) the bootstrap vault with
+# the bot's client secret (BOT_CLIENT_SECRET or a hidden prompt; never a command-line argument)
+# and infra/main.parameters.json from the example, filled from NAME=value variables named after
+# the template's parameters. tests/infra checks the provider list against the template and runs
+# the target with a fake az.
 LOCATION ?=
+BOOTSTRAP_VAULT ?=
 INFRA_PROVIDERS := Microsoft.App Microsoft.Authorization Microsoft.BotService Microsoft.CognitiveServices \
 	Microsoft.DBforPostgreSQL Microsoft.Insights Microsoft.KeyVault Microsoft.ManagedIdentity \
 	Microsoft.Network Microsoft.OperationalInsights Microsoft.Storage Microsoft.Web
 infra-bootstrap:
 	$(call _require,RESOURCE_GROUP)
 	$(call _require,LOCATION)
+	$(call _require,BOOTSTRAP_VAULT)
 	az account show --output none 2>/dev/null || az login --output none
 	for ns in $(INFRA_PROVIDERS); do az provider register --namespace $$ns --wait --output none || exit 1; done
 	az group create --name $(RESOURCE_GROUP) --location $(LOCATION) --output none
+	$(PYTHON) scripts/azure_setup.py bootstrap --resource-group $(RESOURCE_GROUP) --location $(LOCATION) \
+	  --vault $(BOOTSTRAP_VAULT) --parameters $(PARAMETERS)
+
+# The app registration's redirect URI for the Bot Framework token service, its groups claim
+# (security groups) and its delegated permissions (Graph; Dynamics CRM unless CRM_PERMISSIONS=other),
+# added to what it has. Needs the app's owner or an Application Administrator; admin consent
+# stays a portal step.
+APP_ID ?=
+CRM_PERMISSIONS ?= dataverse
+infra-entra-app:
+	$(call _require,APP_ID)
+	$(PYTHON) scripts/azure_setup.py entra-app --app-id $(APP_ID) --crm $(CRM_PERMISSIONS)
 
 # Provision (or upgrade) everything in infra/main.bicep into an existing resource group.
 infra-deploy: infra-check
@@ -163,6 +181,14 @@ infra-deploy: infra-check
 infra-secrets: setup
 	$(call _require,VAULT)
 	PYTHONPATH=. $(PY) infra/vault_secrets.py --vault $(VAULT)
+
+# The database, from a machine that reaches the server (the VNet, or adminIpAddress): the
+# migration as the admins' group with an Entra token, the template's appRoleGrantSql in the
+# postgres database, and the database-url secret. Reads the deployment's outputs; safe to rerun.
+infra-database: setup
+	$(call _require,RESOURCE_GROUP)
+	$(PYTHON) scripts/azure_setup.py database --resource-group $(RESOURCE_GROUP) --deployment $(DEPLOYMENT) \
+	  --python $(PY)
 
 # Rotate one generated key (SECRET=audit-hmac-keys | token-encryption-key | trace-pseudonym-key).
 infra-rotate: setup

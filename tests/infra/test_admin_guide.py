@@ -19,13 +19,6 @@ GUIDE = ROOT / "docs" / "ADMIN.md"
 # Commands of the guide's code blocks that these tests run (the rest must be make targets).
 RUN_HERE = {
     ("python", "-m", "bench", "capacity"): "test_the_cost_estimate_is_what_the_capacity_command_prints",
-    (
-        "python",
-        "-m",
-        "copilot",
-        "db",
-        "migrate",
-    ): "test_the_guides_migration_command_migrates_a_fresh_database",
     # Section 11 (Connect Dynamics 365 Sales), run against the sandbox's Dataverse face by
     # tests/integration/test_doctor_dataverse.py.
     (
@@ -97,17 +90,36 @@ def test_the_cost_estimate_is_what_the_capacity_command_prints(capsys):
 
 
 @pytest.mark.integration
-def test_the_guides_migration_command_migrates_a_fresh_database(database_url):
-    (command,) = [
-        c
-        for c in guide_commands()
-        if _run_here(c) == "test_the_guides_migration_command_migrates_a_fresh_database"
-    ]
+def test_the_migration_make_infra_database_runs_migrates_a_fresh_database(database_url):
+    """``make infra-database`` runs ``<venv python> -m copilot db migrate`` at the repository's root
+    (tests/infra/test_admin_setup_targets.py asserts the argv); here that command migrates."""
     done = subprocess.run(
-        [sys.executable, *command[1:]], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "DATABASE_URL": database_url},
+        [sys.executable, "-m", "copilot", "db", "migrate"], cwd=ROOT, capture_output=True, text=True,
+        timeout=300, check=False, env={**os.environ, "DATABASE_URL": database_url},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_guide_starts_with_its_step_count_and_keeps_the_budget():
+    """The count line at the top is the table's, and within 12 commands and 10 portal steps."""
+    text = GUIDE.read_text()
+    count = re.search(r"\*\*From zero to a pilot: (\d+) commands and (\d+) portal steps\*\*", text)
+    assert count, "docs/ADMIN.md does not start with its step count"
+    assert text.index(count.group(0)) < text.index("\n## ")
+    kinds = re.findall(r"^\| (\d+) \| (command|portal) \|", text, re.M)
+    assert [int(number) for number, _ in kinds] == list(range(1, len(kinds) + 1))
+    commands = sum(kind == "command" for _, kind in kinds)
+    portal = sum(kind == "portal" for _, kind in kinds)
+    assert (commands, portal) == (int(count.group(1)), int(count.group(2)))
+    assert commands <= 12
+    assert portal <= 10
+
+
+def test_every_make_target_in_the_step_table_exists():
+    targets = make_targets()
+    table = re.findall(r"^\| \d+ \| command \| `make ([\w-]+)", GUIDE.read_text(), re.M)
+    assert table
+    assert set(table) <= targets
 
 
 def test_the_guide_names_every_module_of_the_template_and_is_linked_from_the_readme():
