@@ -5,55 +5,17 @@
 * ``python -m bench capacity [--config FILE.yaml] [--<input> VALUE ...] [--calibrate BENCH_JSON]
   [--json]``: the capacity model from parameters (:mod:`bench.capacity`).
 
-Errors follow ``python -m copilot``'s convention (:func:`guarded`, shared with ``python -m
-evals``): one ``error:`` line, exit 2 for bad input and 1 for a failure, never a traceback.
+Errors follow ``python -m copilot``'s convention (:func:`copilot.cli.guarded`, shared with
+``python -m evals``): one ``error:`` line, exit 2 for bad input and 1 for a failure, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
-from pydantic import ValidationError
-
-from copilot.cli import _BAD_INPUT, _error
-from copilot.errors import ConfigurationError, CopilotError
+from copilot.cli import guarded
 from copilot.settings import CrmKind, Settings
-
-T = TypeVar("T")
-
-
-def guarded(prepare: Callable[[], T], command: Callable[[T], int]) -> int:
-    """Run a tooling command at the process's edge, as ``python -m copilot`` runs its own.
-
-    ``prepare`` reads the settings: invalid ones are one line and exit 1. ``command`` then runs:
-    bad input (the product CLI's ``_BAD_INPUT``) is one line and exit 2, a failure of a service
-    one line and exit 1.
-    """
-    try:
-        prepared = prepare()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        _error(f"invalid configuration ({where}): {first['msg']}")
-        return 1
-    except ConfigurationError as exc:  # e.g. a deployment left on the offline model
-        _error(str(exc))
-        return 1
-    try:
-        return command(prepared)
-    except _BAD_INPUT as exc:
-        _error(str(exc))
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    except CopilotError as exc:
-        _error(str(exc))
-        return 1
-    except Exception as exc:  # noqa: BLE001 - the outermost edge: a one-line error, never a traceback
-        _error(f"unexpected internal error ({type(exc).__name__}): {exc}")
-        return 1
 
 
 def _parser() -> argparse.ArgumentParser:

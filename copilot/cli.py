@@ -7,7 +7,8 @@ import asyncio
 import datetime as dt
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from pydantic import ValidationError
 
@@ -26,6 +27,8 @@ from copilot.persistence.database import connect
 from copilot.persistence.embedded import resolve_database_url
 from copilot.persistence.migrations import load_migrations, migrate
 from copilot.settings import Settings
+
+T = TypeVar("T")
 
 # Errors that mean the command's input is wrong (exit 2, like argparse's own), not that
 # something it talks to failed (exit 1). A thread that does not exist or is not the
@@ -354,8 +357,70 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "doctor":  # before Settings(): invalid settings are what it reports
         return _doctor(args)
+    return guarded(Settings, lambda settings: _dispatch(args, settings))
+
+
+def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
+    """The command ``args`` names, run with ``settings`` (errors are :func:`guarded`'s)."""
+    if args.command == "db" and args.db_command == "migrate":
+        return asyncio.run(_db_migrate(settings, args.json))
+    if args.command == "audit":
+        return asyncio.run(
+            _audit_verify(
+                settings,
+                args.json,
+                command=args.audit_command,
+                anchor=not getattr(args, "no_anchor", False),
+            )
+        )
+    if args.command == "ask":
+        return asyncio.run(conversation.ask(settings, args.rep, args.thread, args.question, args.json))
+    if args.command == "resume":
+        return asyncio.run(conversation.resume(settings, args.rep, args.thread, args.decisions, args.json))
+    if args.command == "chat":
+        return asyncio.run(conversation.chat(settings, args.rep, args.thread, args.json))
+    if args.command == "analytics":
+        from copilot.analytics.command import main as analytics_main
+
+        return asyncio.run(analytics_main(settings, since=args.since, tenant=args.tenant, as_json=args.json))
+    if args.command == "knowledge":
+        return asyncio.run(_knowledge(settings, args))
+    if args.command == "crm":
+        from copilot.crm.command import prepare_main
+
+        return asyncio.run(
+            prepare_main(
+                settings,
+                token_env=args.token_env,
+                allow_mcp_client=args.allow_mcp_client,
+                as_json=args.json,
+            )
+        )
+    if args.command in ("data", "retention"):
+        return asyncio.run(_data(settings, args))
+    if args.command == "brief":
+        from copilot.briefs.command import main as brief_main
+
+        return asyncio.run(
+            brief_main(settings, rep=args.rep, at=args.at, lead_minutes=args.lead_minutes, as_json=args.json)
+        )
+    if args.command == "digest":
+        from copilot.briefs.command import digest_main
+
+        return asyncio.run(digest_main(settings, rep=args.rep, at=args.at, as_json=args.json))
+    raise AssertionError(f"unhandled command {args}")
+
+
+def guarded(prepare: Callable[[], T], command: Callable[[T], int]) -> int:
+    """Run a command at the process's edge: ``python -m copilot``'s, and the tooling's
+    (``python -m bench``, ``python -m evals``).
+
+    ``prepare`` reads the settings: invalid ones are one line and exit 1. ``command`` then
+    runs: bad input (:data:`_BAD_INPUT`) is one line and exit 2, a failure of a service one
+    line and exit 1, never a traceback.
+    """
     try:
-        settings = Settings()
+        prepared = prepare()
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -365,58 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(str(exc))
         return 1
     try:
-        if args.command == "db" and args.db_command == "migrate":
-            return asyncio.run(_db_migrate(settings, args.json))
-        if args.command == "audit":
-            return asyncio.run(
-                _audit_verify(
-                    settings,
-                    args.json,
-                    command=args.audit_command,
-                    anchor=not getattr(args, "no_anchor", False),
-                )
-            )
-        if args.command == "ask":
-            return asyncio.run(conversation.ask(settings, args.rep, args.thread, args.question, args.json))
-        if args.command == "resume":
-            return asyncio.run(
-                conversation.resume(settings, args.rep, args.thread, args.decisions, args.json)
-            )
-        if args.command == "chat":
-            return asyncio.run(conversation.chat(settings, args.rep, args.thread, args.json))
-        if args.command == "analytics":
-            from copilot.analytics.command import main as analytics_main
-
-            return asyncio.run(
-                analytics_main(settings, since=args.since, tenant=args.tenant, as_json=args.json)
-            )
-        if args.command == "knowledge":
-            return asyncio.run(_knowledge(settings, args))
-        if args.command == "crm":
-            from copilot.crm.command import prepare_main
-
-            return asyncio.run(
-                prepare_main(
-                    settings,
-                    token_env=args.token_env,
-                    allow_mcp_client=args.allow_mcp_client,
-                    as_json=args.json,
-                )
-            )
-        if args.command in ("data", "retention"):
-            return asyncio.run(_data(settings, args))
-        if args.command == "brief":
-            from copilot.briefs.command import main as brief_main
-
-            return asyncio.run(
-                brief_main(
-                    settings, rep=args.rep, at=args.at, lead_minutes=args.lead_minutes, as_json=args.json
-                )
-            )
-        if args.command == "digest":
-            from copilot.briefs.command import digest_main
-
-            return asyncio.run(digest_main(settings, rep=args.rep, at=args.at, as_json=args.json))
+        return command(prepared)
     except _BAD_INPUT as exc:
         _error(str(exc))
         return 2
@@ -428,4 +442,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the outermost edge: a one-line error, never a traceback
         _error(f"unexpected internal error ({type(exc).__name__}): {exc}")
         return 1
-    raise AssertionError(f"unhandled command {args}")

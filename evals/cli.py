@@ -3,7 +3,7 @@
 ``python -m evals [--model M] [--dataset D] [--json] [--langsmith] [--limit N] [--report PATH]``
 scores the copilot's answers on a dataset, per model; ``python -m evals --generate [--check]``
 rebuilds the datasets (:mod:`evals.command`). Errors follow ``python -m copilot``'s convention
-(:func:`bench.cli.guarded`).
+(:func:`copilot.cli.guarded`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from bench.cli import guarded
+from copilot.cli import guarded
 from copilot.settings import Settings
 
 

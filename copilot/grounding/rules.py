@@ -16,7 +16,6 @@ Given the run so far and the model's response, :func:`judge` says one of:
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 from copilot.citations import cited_ids, current_run, ids_in_tool_results, ids_in_value, message_text
 from copilot.grounding.shown_text import (
     argument_words,
+    capitalised_words,
     content_words,
     degenerate_text,
     identifiers_of,
@@ -321,11 +321,10 @@ def nothing_earned(run: RunSoFar, ids: Mapping[int, set[str]]) -> bool:
     question = run.question()
     asked = content_words(question)
     argued: set[str] = set().union(*(argument_words(call["args"]) for call, _ in calls)) if calls else set()
-    capitals = {w.lower() for w in _CAPITALISED.findall(question.strip()[1:])} & asked
-    named = (asked & argued) | capitals
+    named = (asked & argued) | capitalised_words(question)
     if not named:
         return True
-    about = _records_about(run, named)
+    about = _records_about(calls, named)
     for call, _ in empty:
         if argument_words(call["args"]) & named:
             return True
@@ -339,11 +338,8 @@ def _failed(result: ToolMessage) -> bool:
     return result.status == "error" or message_text(result).startswith("Error")
 
 
-_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'&-]{2,}")
-
-
-def _records_about(run: RunSoFar, named: set[str]) -> set[str]:
-    """Ids of the records in this run's results whose own text holds a named word."""
+def _records_about(calls: Sequence[tuple[ToolCall, ToolMessage]], named: set[str]) -> set[str]:
+    """Ids of the records in these reads' results whose own text holds a named word."""
     found: set[str] = set()
 
     def visit(value: Any) -> None:
@@ -358,7 +354,7 @@ def _records_about(run: RunSoFar, named: set[str]) -> set[str]:
             for child in value:
                 visit(child)
 
-    for _, result in run.read_calls():
+    for _, result in calls:
         visit(parse_result_text(message_text(result)))
     return found
 
@@ -491,30 +487,34 @@ FACTS_CHECK_SYSTEM = (
 )
 
 
-def facts_check_tool() -> dict[str, Any]:
-    """The tool the model fills to say whether a reply states CRM facts (an OpenAI function)."""
+def _yes_no_tool(name: str, description: str, answer: str, meaning: str) -> dict[str, Any]:
+    """An OpenAI function with one required boolean, ``answer``: how the gate asks the model
+    a yes-or-no question about its own turn."""
     return {
         "type": "function",
         "function": {
-            "name": FACTS_CHECK_TOOL,
-            "description": "Say whether the reply states facts about CRM records or documents.",
+            "name": name,
+            "description": description,
             "parameters": {
                 "type": "object",
-                "properties": {
-                    "states_record_facts": {
-                        "type": "boolean",
-                        "description": (
-                            "True if the reply says anything about specific accounts, deals, "
-                            "contacts, activities, people, amounts, dates or documents, including "
-                            "that none exist or that nothing was found. False if it only greets, "
-                            "thanks, explains what the copilot can do, or asks the rep to clarify."
-                        ),
-                    }
-                },
-                "required": ["states_record_facts"],
+                "properties": {answer: {"type": "boolean", "description": meaning}},
+                "required": [answer],
             },
         },
     }
+
+
+def facts_check_tool() -> dict[str, Any]:
+    """The tool the model fills to say whether a reply states CRM facts (an OpenAI function)."""
+    return _yes_no_tool(
+        FACTS_CHECK_TOOL,
+        "Say whether the reply states facts about CRM records or documents.",
+        "states_record_facts",
+        "True if the reply says anything about specific accounts, deals, "
+        "contacts, activities, people, amounts, dates or documents, including "
+        "that none exist or that nothing was found. False if it only greets, "
+        "thanks, explains what the copilot can do, or asks the rep to clarify.",
+    )
 
 
 REQUEST_CHECK_TOOL = "report_request_kind"
@@ -528,27 +528,14 @@ REQUEST_CHECK_SYSTEM = (
 
 def request_check_tool() -> dict[str, Any]:
     """The tool the model fills to say whether the rep's message asks for a change."""
-    return {
-        "type": "function",
-        "function": {
-            "name": REQUEST_CHECK_TOOL,
-            "description": "Say whether the rep's message asks the copilot to change something.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "asks_for_change": {
-                        "type": "boolean",
-                        "description": (
-                            "True if the message asks to log, create, update, move, draft, undo or "
-                            "set something in the CRM or the rep's settings. False if it only asks "
-                            "a question about records or for information."
-                        ),
-                    }
-                },
-                "required": ["asks_for_change"],
-            },
-        },
-    }
+    return _yes_no_tool(
+        REQUEST_CHECK_TOOL,
+        "Say whether the rep's message asks the copilot to change something.",
+        "asks_for_change",
+        "True if the message asks to log, create, update, move, draft, undo or "
+        "set something in the CRM or the rep's settings. False if it only asks "
+        "a question about records or for information.",
+    )
 
 
 def asks_for_change(response: AIMessage) -> bool:

@@ -267,6 +267,15 @@ def content_words(text: str) -> set[str]:
     return {w for w in words(text) if len(w) >= 3 and w not in _STOP}
 
 
+_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'&-]{2,}")
+
+
+def capitalised_words(question: str) -> set[str]:
+    """The capitalised content words of the rep's message after its first character (names, as
+    a rep types them: "Globex", "IT Director"), lower-cased."""
+    return {w.lower() for w in _CAPITALISED.findall(question.strip()[1:])} & content_words(question)
+
+
 def argument_words(args: Mapping[str, Any]) -> set[str]:
     """The words of a call's argument values (strings, and strings in lists), split at any
     non-letter: ``acc-globex`` gives ``acc`` and ``globex``; a SQL ``LIKE '%Globex%'`` gives

@@ -30,8 +30,8 @@ from copilot.briefs.compose import amount_text, check_citations, plain, with_cit
 from copilot.briefs.evidence import Evidence
 from copilot.briefs.types import CitationCheck
 from copilot.crm import connector
-from copilot.errors import CrmCallError
 from copilot.identity import RepIdentity
+from copilot.insight.risk import history_of
 from copilot.settings import Settings
 
 DEFAULT_DAYS = 7
@@ -203,13 +203,6 @@ async def mark_caught_up(conn: AsyncConnection[Any], identity: RepIdentity, at: 
 # --- reading (as the rep) -----------------------------------------------------------------------
 
 
-async def _history(evidence: Evidence, deal_id: str) -> list[Any] | None:
-    try:
-        return await evidence.history("opportunity", deal_id)
-    except CrmCallError:
-        return None
-
-
 async def catch_up_reads(
     evidence: Evidence,
     since: datetime,
@@ -242,7 +235,7 @@ async def catch_up_reads(
     items: list[CatchUpItem] = []
     without = 0
     for deal in deals:
-        history = await _history(evidence, str(deal["id"]))
+        history = await history_of(evidence, str(deal["id"]))
         if history is None:
             without += 1
             continue

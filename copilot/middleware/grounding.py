@@ -22,7 +22,7 @@ runner's ``ungrounded`` notice) and an ``ungrounded`` trace event — never the 
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from collections.abc import Awaitable, Callable, Collection, Generator, Sequence
 from typing import Any
 
@@ -55,7 +55,7 @@ from copilot.grounding.rules import (
     request_check_tool,
     states_facts,
 )
-from copilot.grounding.shown_text import content_words
+from copilot.grounding.shown_text import capitalised_words, content_words
 from copilot.tracing import model_labels, trace_event
 
 MAX_CORRECTIONS = 2
@@ -179,14 +179,7 @@ class GroundingMiddleware(AgentMiddleware[Any, Any, Any]):
                     asked_change = True  # the approval card still stands between it and the CRM
                 if not asked_change:
                     trace_event("unrequested_write", writes=len(verdict.writes))
-                run = RunSoFar(
-                    request.messages,
-                    tools,
-                    run.read_tools,
-                    system=system,
-                    rep_facing=self.rep_facing,
-                    request_checked=asked_change,
-                )
+                run = dataclasses.replace(run, request_checked=asked_change)
                 verdict = judge(message, run)
                 if isinstance(verdict, Accept) and len(verdict.message.tool_calls) < len(message.tool_calls):
                     verdict = Accept(
@@ -252,11 +245,7 @@ class GroundingMiddleware(AgentMiddleware[Any, Any, Any]):
 
 def _names_what_was_asked(reply: str, question: str) -> bool:
     """Whether a reply repeats a capitalised name the rep's message used (after its first word)."""
-    named = {w.lower() for w in _CAPITALISED.findall(question.strip()[1:])} & content_words(question)
-    return bool(named & content_words(reply))
-
-
-_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'&-]{2,}")
+    return bool(capitalised_words(question) & content_words(reply))
 
 
 def _with_metadata(message: AIMessage, grounding: dict[str, Any]) -> AIMessage:

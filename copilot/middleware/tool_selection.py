@@ -19,6 +19,7 @@ instead (one extra model call per turn, with the cue-less tools always included)
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
@@ -41,7 +42,9 @@ def tool_cues(tool: object) -> tuple[str, ...]:
     return tuple(str(c) for c in cues) if isinstance(cues, list | tuple) else ()
 
 
-def _cue_pattern(cues: Sequence[str]) -> re.Pattern[str]:
+@functools.cache
+def _cue_pattern(cues: tuple[str, ...]) -> re.Pattern[str]:
+    # Compiled once per tool's cues: select_tools runs before every model call.
     return re.compile("|".join(r"\b" + re.escape(c.lower()) for c in cues))
 
 
