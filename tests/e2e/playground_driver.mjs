@@ -202,9 +202,11 @@ const commands = {
     const replies = await waitUntil(
       async () => {
         const list = (await messages()).slice(before);
-        const mine = list.findIndex((m) => m.author === 'me' && m.text.includes(text));
-        if (mine < 0) return null;
-        const after = list.slice(mine + 1).filter((m) => m.author !== 'me');
+        if (!list.some((m) => m.author === 'me' && m.text.includes(text))) return null;
+        // Every new message that is not the rep's is a reply: on a busy machine the Playground
+        // can lay a fast reply out above the message it answers (seen in CI: "start over"
+        // answered at once, drawn before it, then waited for in vain).
+        const after = list.filter((m) => m.author !== 'me');
         return after.some((m) => m.text.includes(expect)) ? after : null;
       },
       timeout,
