@@ -93,13 +93,17 @@ async def deliver_briefs(
                 assert_never(verdict)
         lead = lead_minutes or prefs.lead_minutes or runtime.bot_settings.brief_lead_minutes
         async with pool.connection() as conn:
-            run = await briefs_at(runtime.settings, rep.identity, rep.broker, conn, at=at, lead_minutes=lead)
+            run = await briefs_at(
+                runtime.settings, rep.identity, rep.broker, conn, at=at, lead_minutes=lead, zone=schedule.tz
+            )
         reference = ConversationReference().deserialize(sub.reference)
         for brief in run.briefs:
             if not await brief_store.claim_brief(pool, rep.identity, brief.meeting_id, lease=lease):
                 report.already_posted += 1
                 continue
-            card = cards.brief_card(brief, record_url_template=runtime.bot_settings.record_url_template)
+            card = cards.brief_card(
+                brief, now=at, record_url_template=runtime.bot_settings.record_url_template
+            )
             try:
                 activity_id = await post_card(runtime, reference, card)
             except ProactivePostFailed as failure:

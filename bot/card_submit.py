@@ -33,6 +33,7 @@ from bot.cards import (
     FieldSpec,
     args_digest,
     field_spec,
+    shown_value,
 )
 from copilot.briefs.types import SuggestionKind
 from copilot.errors import CopilotError
@@ -286,9 +287,10 @@ def _convert(spec: FieldSpec, raw: InputValue) -> Any:
     return text
 
 
-def _proposed(spec: FieldSpec, args: dict[str, Any]) -> Any:
-    """The proposal's value of a field, normalised like a submitted one for comparison."""
-    value = args.get(spec.name)
+def _proposed(spec: FieldSpec, proposal: Proposal) -> Any:
+    """The value the Edit panel showed in a field (the proposed one, else the record's now),
+    normalised like a submitted one for comparison."""
+    value = shown_value(proposal, spec.name)
     if value is None:
         return False if spec.kind == "toggle" else spec.default
     if spec.kind == "date":
@@ -301,7 +303,8 @@ def _proposed(spec: FieldSpec, args: dict[str, Any]) -> Any:
 
 
 def changed_args(sub: CardSubmission, proposal: Proposal) -> dict[str, Any]:
-    """The editable fields whose submitted value differs from the proposal, typed per schema.
+    """The editable fields whose submitted value differs from what the Edit panel showed (the
+    proposal's value, else the record's), typed per schema.
 
     An input missing from the submission leaves its field as proposed; an empty one clears
     an optional field (``None``). Fields the card does not offer for editing are ignored.
@@ -312,7 +315,7 @@ def changed_args(sub: CardSubmission, proposal: Proposal) -> dict[str, Any]:
             continue
         spec = field_spec(proposal.tool, name)
         value = _convert(spec, sub.edits[name])
-        if value != _proposed(spec, proposal.args):
+        if value != _proposed(spec, proposal):
             changes[name] = value
     return changes
 

@@ -30,6 +30,7 @@ from urllib.parse import quote
 from annotated_types import Ge, Le, MaxLen
 
 from bot.dates import DEFAULT_LOCALE, as_date, format_age, format_when
+from copilot.briefs.schedule import resolve_zone
 from copilot.briefs.types import (
     DIGEST_SECTIONS,
     DIGEST_TITLES,
@@ -521,13 +522,25 @@ def _input(spec: FieldSpec, value: Any) -> Card:
     return element
 
 
+def shown_value(proposal: Proposal, name: str) -> Any:
+    """What the Edit panel shows in a field: the proposed value, else (a field the proposal leaves
+    alone) the record's value as it was read with the proposal."""
+    if proposal.args.get(name) is not None:
+        return proposal.args[name]
+    current = (proposal.record or {}).get("current") or {}
+    return current.get(name) if isinstance(current, Mapping) else None
+
+
 def _edit_panel(proposal: Proposal) -> Card:
     specs = editable_fields(proposal.tool)
     items: list[Card] = [
         _text("Your changes", weight="Bolder"),
-        _text("Change what you need, then approve. Anything you leave as it is stays as proposed."),
+        _text(
+            "Each field shows the proposed value, or the record's value now. Change what you need, "
+            "then approve; anything you leave as it is stays as it is."
+        ),
     ]
-    items.extend(_input(spec, proposal.args.get(spec.name)) for spec in specs)
+    items.extend(_input(spec, shown_value(proposal, spec.name)) for spec in specs)
     return {"type": "Container", "separator": True, "spacing": "Medium", "items": items}
 
 
@@ -1277,6 +1290,7 @@ def suggestion_block(suggestions: Sequence[Suggestion]) -> list[Card]:
 def brief_card(
     brief: Brief,
     *,
+    now: dt.datetime,
     locale: str | None = DEFAULT_LOCALE,
     record_url_template: str | None = None,
     documents: Mapping[str, tuple[str, str | None]] | None = None,
@@ -1287,10 +1301,11 @@ def brief_card(
     section lists every cited id (a link with ``record_url_template``, a document by its title
     with ``documents``). The buttons send chat requests, so logging the meeting, drafting
     the follow-up and each suggested change go through the normal proposal → approval card
-    path; a suggestion's "Not now" declines it (:func:`suggestion_block`).
+    path; a suggestion's "Not now" declines it (:func:`suggestion_block`). "Log this meeting"
+    is offered only once the meeting has started (at ``now``): nothing happened before.
     """
     docs = documents or {}
-    when = format_when(brief.start, locale)
+    when = format_when(brief.start, locale, resolve_zone(brief.time_zone))
     subject = brief.subject or "(no subject)"
     body: list[Card] = [
         _header(
@@ -1324,18 +1339,21 @@ def brief_card(
     actions: list[Card] = []
     if brief.accounts:
         first = brief.accounts[0].name or brief.accounts[0].account_id
-        actions = [
-            {
-                "type": "Action.Submit",
-                "title": "Log this meeting",
-                "data": command_data(brief_log_request(first, subject)),
-            },
+        if now >= brief.start:
+            actions.append(
+                {
+                    "type": "Action.Submit",
+                    "title": "Log this meeting",
+                    "data": command_data(brief_log_request(first, subject)),
+                }
+            )
+        actions.append(
             {
                 "type": "Action.Submit",
                 "title": "Draft follow-up",
                 "data": command_data(brief_follow_up_request(first, subject)),
-            },
-        ]
+            }
+        )
     return _card(body, actions, fallback=brief.text)
 
 
@@ -1406,7 +1424,8 @@ def digest_card(digest: Digest, *, record_url_template: str | None = None) -> Ca
     ]
     choices: dict[str, str] = {}
     for line in digest.items:  # one choice per record, titled by its first line
-        choices.setdefault(line.cited[0], _short(line.text, SNOOZE_CHOICE_LENGTH))
+        if line.cited:
+            choices.setdefault(line.cited[0], _short(line.text, SNOOZE_CHOICE_LENGTH))
     if choices:
         panel = _card(
             [

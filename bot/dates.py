@@ -14,6 +14,8 @@ from functools import lru_cache
 from babel import Locale, UnknownLocaleError
 from babel.dates import format_date, format_datetime, format_timedelta
 
+from copilot.briefs.schedule import zone_name
+
 DEFAULT_LOCALE = "en-US"
 
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -51,14 +53,16 @@ def as_date(value: object) -> dt.date | dt.datetime | None:
     return None
 
 
-def format_when(value: dt.date | dt.datetime, locale: str | None) -> str:
+def format_when(value: dt.date | dt.datetime, locale: str | None, zone: dt.tzinfo | None = None) -> str:
     """A date (``Dec 31, 2026`` / ``31.12.2026``) or a date and time, in the rep's locale.
 
-    A time is shown in UTC (Teams does not tell the bot the rep's time zone), and says so.
+    A time is shown in the rep's ``zone`` (their mailbox settings', else Teams'), and names it;
+    with no zone known, in UTC, and says so.
     """
     loc = rep_locale(locale)
     if isinstance(value, dt.datetime):
-        return format_datetime(value.astimezone(dt.UTC), "medium", tzinfo=dt.UTC, locale=loc) + " UTC"
+        tz = zone or dt.UTC
+        return f"{format_datetime(value.astimezone(tz), 'medium', tzinfo=tz, locale=loc)} {zone_name(tz)}"
     return format_date(value, "medium", locale=loc)
 
 

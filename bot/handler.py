@@ -282,7 +282,7 @@ class CopilotBot(TeamsActivityHandler):
             self.service.pool,
             conversation_id=activity.conversation.id,
             activity_id=activity.reply_to_id,
-            rater=RepIdentity(_tenant_id(activity) or "", aad),
+            rater=await self._identity_of(_tenant_id(activity) or "", aad),
             feedback=given,
         )
         logger.info("feedback %s (%s) on answer %s", stored.id, stored.rating, stored.activity_id)
@@ -290,6 +290,16 @@ class CopilotBot(TeamsActivityHandler):
             # Also LangSmith feedback on the answer's run (sent off the turn; False when off).
             await self.service.tracing.record_feedback(stored.run_id, stored.rating, stored.comment)
         return InvokeResponse(status=HTTPStatus.OK, body={})
+
+    async def _identity_of(self, tenant: str, aad: str) -> RepIdentity:
+        """Whose answer or feedback this is: the signed-in rep's identity (its tenant is the token's,
+        as on their threads and decisions; a client may name another, as the Agents Playground
+        does), else, not signed in, the Teams user as the activity names them (no sign-in asked)."""
+        try:
+            rep = await self.reps.rep_for(tenant, aad)
+        except AuthError:
+            rep = None
+        return rep.identity if rep is not None else RepIdentity(tenant, aad)
 
     # --- Teams SSO ------------------------------------------------------------------------------
 
@@ -530,15 +540,18 @@ class CopilotBot(TeamsActivityHandler):
                 )
                 await turn_context.send_activity(digest_on_reply(prefs))
             case BriefMe():
-                await self._brief_me(turn_context, rep)
+                await self._brief_me(turn_context, rep, zone)
             case DigestMe():
                 await self._digest_me(turn_context, rep, zone)
             case _:
                 assert_never(command)
 
-    async def _brief_me(self, turn_context: TurnContext, rep: SignedInRep) -> None:
-        """The brief of the rep's next customer meeting (within :data:`BRIEF_ME_DAYS`), now."""
+    async def _brief_me(self, turn_context: TurnContext, rep: SignedInRep, zone: str | None) -> None:
+        """The brief of the rep's next customer meeting (within :data:`BRIEF_ME_DAYS`), now, its
+        times in the rep's zone (mailbox settings, else Teams')."""
         now = self.service.clock()
+        prefs = await brief_store.preferences(self.service.pool, rep.identity)
+        schedule = await rep_schedule(self.service.settings, rep.broker, zone or prefs.time_zone)
         try:
             async with self.service.pool.connection() as conn:
                 run = await briefs_at(
@@ -548,6 +561,7 @@ class CopilotBot(TeamsActivityHandler):
                     conn,
                     at=now,
                     lead_minutes=BRIEF_ME_DAYS * 24 * 60,
+                    zone=schedule.tz,
                 )
         except (AuthError, CalendarUnavailable, CrmUnavailable) as exc:
             await turn_context.send_activity(f"I couldn't prepare a brief: {exc.message}")
@@ -555,7 +569,7 @@ class CopilotBot(TeamsActivityHandler):
         if not run.briefs:
             await turn_context.send_activity(NO_UPCOMING_MEETING)
             return
-        card = cards.brief_card(run.briefs[0], record_url_template=self.settings.record_url_template)
+        card = cards.brief_card(run.briefs[0], now=now, record_url_template=self.settings.record_url_template)
         await turn_context.send_activity(MessageFactory.attachment(CardFactory.adaptive_card(card)))
 
     async def _digest_me(self, turn_context: TurnContext, rep: SignedInRep, zone: str | None) -> None:
@@ -619,7 +633,9 @@ class CopilotBot(TeamsActivityHandler):
         new = [
             proposal
             for proposal in result.proposals
-            if await conversations.card_activity(self.service.pool, result.thread_id, proposal.tool_call_id)
+            if await conversations.card_activity(
+                self.service.pool, proposal.thread_id or result.thread_id, proposal.tool_call_id
+            )
             is None
         ]
         if result.answer:
@@ -629,7 +645,8 @@ class CopilotBot(TeamsActivityHandler):
             # "Working on it…" stays open above the cards (one stream per turn, ended first).
             await progress.end(approvals_lead(len(new)) if result.proposals else TURN_DONE)
         for proposal in new:
-            await self._send_card(turn_context, result.thread_id, proposal)
+            # Each on its own thread's card: one made while others waited resumes its own.
+            await self._send_card(turn_context, proposal.thread_id or result.thread_id, proposal)
 
     async def _send_answer(
         self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None
@@ -681,7 +698,7 @@ class CopilotBot(TeamsActivityHandler):
                 message_id=message_id,
                 also_known_as=[stream_id],
                 thread_id=result.thread_id,
-                identity=RepIdentity(_tenant_id(activity) or "", aad),
+                identity=await self._identity_of(_tenant_id(activity) or "", aad),
                 run_id=result.run_id,
             )
 

@@ -100,14 +100,20 @@ def _parser() -> argparse.ArgumentParser:
     _data_arguments(commands)
     brief = commands.add_parser("brief", help="the meeting prep briefs the timer would post at a moment")
     brief.add_argument("--rep", required=True, help="the rep's handle or AAD object id")
-    brief.add_argument("--at", required=True, help="the moment, ISO 8601 (e.g. 2026-12-03T14:30:00Z)")
+    brief.add_argument(
+        "--at", default="now", help="the moment, ISO 8601 (e.g. 2026-12-03T14:30:00Z) or now (the default)"
+    )
     brief.add_argument(
         "--lead-minutes", type=int, default=60, help="meetings starting within this (default 60)"
     )
     brief.add_argument("--json", action="store_true", help="machine-readable output (see docs/BRIEFS.md)")
     digest = commands.add_parser("digest", help="a rep's daily digest (meetings, deals, waiting proposals)")
     digest.add_argument("--rep", required=True, help="the rep's handle or AAD object id")
-    digest.add_argument("--at", required=True, help="the moment, ISO 8601; the digest is of its day (UTC)")
+    digest.add_argument(
+        "--at",
+        default="now",
+        help="the moment, ISO 8601 or now (the default); the digest is of its day in the rep's zone",
+    )
     digest.add_argument("--json", action="store_true", help="machine-readable output (see docs/BRIEFS.md)")
     knowledge = commands.add_parser("knowledge", help="playbooks and product documents for retrieval")
     knowledge_commands = knowledge.add_subparsers(dest="knowledge_command", required=True)

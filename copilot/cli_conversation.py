@@ -212,9 +212,11 @@ def parse_reply(reply: str, proposal: Proposal) -> dict[str, Any] | None:
 async def _decide_one_by_one(
     service: CopilotService, identity: Any, tokens: OboTokenBroker, result: TurnResult, as_json: bool
 ) -> TurnResult:
-    while result.proposals:
-        proposal = result.proposals[0]
-        print(render_proposal(proposal, 1, len(result.proposals)), flush=True)
+    # Each proposal resumes its own thread (one made while others waited has a thread of its own).
+    queue = [(p.thread_id or result.thread_id, p) for p in result.proposals]
+    while queue:
+        thread_id, proposal = queue[0]
+        print(render_proposal(proposal, 1, len(queue)), flush=True)
         while True:
             try:
                 reply = await _read_line(f"  {HELP}\n  decision> ")
@@ -225,12 +227,12 @@ async def _decide_one_by_one(
                 decision = parse_reply(reply, proposal)
                 if decision is None:
                     continue
-                result = await service.decide(
-                    identity, tokens, result.thread_id, [decision], _progress(as_json)
-                )
+                result = await service.decide(identity, tokens, thread_id, [decision], _progress(as_json))
                 break
             except InvalidDecision as exc:
                 print(f"  ! {exc.message}", flush=True)
+        # What now waits on that thread (the rest of its batch, a re-proposal) comes first.
+        queue = [(thread_id, p) for p in result.proposals] + [q for q in queue[1:] if q[0] != thread_id]
         if result.answer or result.outcomes:
             _print(result, as_json)
     return result

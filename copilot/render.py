@@ -68,6 +68,11 @@ def render_result(result: TurnResult) -> str:
     if result.proposals:
         parts.append(f"{len(result.proposals)} proposal(s) need your decision:")
         total = len(result.proposals)
-        parts.extend(render_proposal(p, i, total) for i, p in enumerate(result.proposals, 1))
+        parts.extend(
+            render_proposal(p, i, total)
+            # One made while others waited waits on a thread of its own: resume that one.
+            + (f"\n  thread: {p.thread_id}" if p.thread_id and p.thread_id != result.thread_id else "")
+            for i, p in enumerate(result.proposals, 1)
+        )
     parts.append(f"thread: {result.thread_id}")
     return "\n\n".join(parts)

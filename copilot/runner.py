@@ -9,6 +9,7 @@ person must see comes back in :class:`TurnResult`; nothing here prints.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -104,18 +105,18 @@ MAILBOX_UNAVAILABLE_MESSAGE = (
 
 UNAVAILABLE_KEPT = UNAVAILABLE_MESSAGE + " Your pending approvals are kept."
 
-NEW_CHANGE_REFUSED = (
-    "I can't propose another change while {n} proposal(s) wait for your decision. "
-    "Approve, edit or reject them on their cards first, then ask again."
-)
-"""The answer when a question asked while proposals wait would itself propose a change."""
-
 
 def waiting_line(n: int) -> str:
     """The one line under an answer given while proposals wait (their cards stay as they are)."""
     if n == 1:
         return "1 proposal still waits for your decision on its card."
     return f"{n} proposals still wait for your decision on their cards."
+
+
+def also_waiting_line(n: int) -> str:
+    """The line under a new proposal made while others wait: each is decided on its own card."""
+    earlier = "1 earlier proposal still waits" if n == 1 else f"{n} earlier proposals still wait"
+    return f"{earlier} for your decision on its own card; decide each on its own."
 
 
 Notice = Literal[
@@ -140,6 +141,9 @@ class Proposal:
     record: ProposalRecord | None
     description: str
     interrupt_id: str
+    thread_id: str = ""
+    """The thread whose run waits on it, so its decision resumes that thread ("" if unknown: the
+    result's). A proposal made while others wait has a thread of its own."""
 
 
 @dataclass
@@ -180,6 +184,7 @@ class TurnResult:
                     "record": p.record,
                     "description": p.description,
                     "digest": args_digest(p.args),
+                    "thread_id": p.thread_id or self.thread_id,
                 }
                 for p in self.proposals
             ],
@@ -345,33 +350,43 @@ class CopilotService:
         """Answer a question asked while the thread waits on proposals, beside the thread.
 
         The thread's checkpoint holds the interrupt its cards resume: a new input there
-        would abandon it (a resume could no longer find it). So the question runs on the
-        thread's side thread (:func:`threads.side_thread_id`), a checkpoint of its own,
-        with the same agent and the rep's own context, under the thread's run lock, and
-        the side thread is deleted afterwards: the interrupted checkpoint is never
-        touched. A side run that would propose a change is refused (its interrupt is
-        dropped with the side thread; nothing executes before a decision), so the only
-        proposals are the ones on the rep's cards.
+        would abandon it (a resume could no longer find it). So the question runs on a new
+        thread of the rep's own (a checkpoint of its own, with the same agent and the rep's
+        own context, under the thread's run lock): the interrupted checkpoint is never
+        touched. A question that proposes a change keeps that thread, so its proposal waits
+        there and its card resumes it, while the earlier ones resume theirs: no proposal
+        blocks another, and each is decided on its own, once (there is no approve-all). A
+        question that proposes nothing leaves no thread behind.
         """
-        side = threads.side_thread_id(thread_id)
+        side = await self._side_thread(ctx.identity, thread_id)
         config = self._config(side, agent)
-        await self.saver.adelete_thread(side)  # what a side run cut short left behind
+        kept = False
         try:
-            finished = await self._stream(agent, {"messages": [HumanMessage(text)]}, config, ctx, on_progress)
+            finished = await self._stream(
+                agent,
+                {"messages": [HumanMessage(text)]},
+                config,
+                dataclasses.replace(ctx, thread_id=side),
+                on_progress,
+            )
             state = await agent.aget_state(config) if finished else None
+            kept = state is not None and bool(self._proposals(state))
         finally:
-            await self.saver.adelete_thread(side)
+            if not kept:
+                await self.saver.adelete_thread(side)
+                async with self.pool.connection() as conn:
+                    await threads.delete_thread(conn, side)
         if message_id is not None:
             async with self.pool.connection() as conn:
                 await threads.mark_answered(conn, thread_id, message_id)
         n = len(pending)
         if state is None:
             return TurnResult(thread_id, answer=LIMIT_MESSAGE, proposals=pending, notice="limit_reached")
-        if self._proposals(state):
+        if kept:
             return TurnResult(
                 thread_id,
-                answer=NEW_CHANGE_REFUSED.format(n=n),
-                proposals=pending,
+                answer=also_waiting_line(n),
+                proposals=[*pending, *self._proposals(state)],
                 notice="proposals_pending",
             )
         answered = self._result(state, thread_id)
@@ -384,6 +399,18 @@ class CopilotService:
             proposals=pending,
             notice="proposals_pending",
         )
+
+    async def _side_thread(self, identity: RepIdentity, thread_id: str) -> str:
+        """A new thread of the rep's for a question asked while ``thread_id`` waits (a thread
+        row first, so retention finds its checkpoints even if the run is cut short)."""
+        del thread_id  # a thread of its own: it shares nothing with the waiting one
+        async with self.pool.connection() as conn:
+            return await threads.create_thread(
+                conn,
+                tenant_id=identity.tenant_id,
+                owner_aad_id=identity.aad_object_id,
+                now=self.clock(),
+            )
 
     async def decide(
         self,
@@ -918,6 +945,7 @@ class CopilotService:
     def _proposals(state: StateSnapshot) -> list[Proposal]:
         """The proposals a state waits on: one LangChain ``ToolApprovalRequest`` per call."""
         records: dict[str, ProposalRecord] = (state.values or {}).get("proposals", {})
+        thread_id = str(((state.config or {}).get("configurable") or {}).get("thread_id") or "")
         proposals = []
         for interrupt in state.interrupts:
             value = interrupt.value
@@ -932,6 +960,7 @@ class CopilotService:
                     record=records.get(request["tool_call_id"]),
                     description=request.get("description", ""),
                     interrupt_id=interrupt.id,
+                    thread_id=thread_id,
                 )
             )
         return proposals

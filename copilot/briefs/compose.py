@@ -15,11 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from copilot.briefs.schedule import zone_name
 from copilot.briefs.types import (
     SECTION_TITLES,
     SECTIONS,
@@ -72,7 +73,7 @@ def _advice(snippet: Any) -> str:
 def with_citations(text: str, *ids: str) -> tuple[str, tuple[str, ...]]:
     """``text`` followed by its ``[id]`` citations (each once, empty ids left out), and those ids."""
     cites = tuple(dict.fromkeys(i for i in ids if i))
-    return f"{text} " + " ".join(f"[{i}]" for i in cites), cites
+    return " ".join([text, *(f"[{i}]" for i in cites)]), cites
 
 
 def _item(section: Section, text: str, *ids: str) -> BriefItem:
@@ -138,9 +139,13 @@ def account_items(reads: AccountReads) -> tuple[BriefItem, ...]:
     return tuple(items)
 
 
-def render(meeting: Meeting, accounts: Sequence[AccountBrief], other_external: int) -> str:
-    """The brief as text: the meeting, then each account's sections (an empty one says so)."""
-    when = f"{meeting.start:%a %Y-%m-%d %H:%M}–{meeting.end:%H:%M} UTC"
+def render(
+    meeting: Meeting, accounts: Sequence[AccountBrief], other_external: int, zone: tzinfo = UTC
+) -> str:
+    """The brief as text: the meeting (its times in the rep's ``zone``), then each account's
+    sections (an empty one says so)."""
+    start, end = meeting.start.astimezone(zone), meeting.end.astimezone(zone)
+    when = f"{start:%a %Y-%m-%d %H:%M}–{end:%H:%M} {zone_name(zone)}"
     lines = [
         f"Meeting: {plain(meeting.subject) or '(no subject)'} — {when}{' (online)' if meeting.is_online else ''}"
     ]
@@ -183,22 +188,25 @@ def compose_brief(
     other_external: int,
     reads: Sequence[BaseMessage],
     suggestions: Sequence[Suggestion] = (),
+    zone: tzinfo = UTC,
 ) -> Brief:
     """A brief for ``meeting`` from the reads of its accounts (at least one), with the
-    suggestions to make (already less the held-back ones), which its text ends with."""
+    suggestions to make (already less the held-back ones), which its text ends with; its
+    times are shown in the rep's ``zone``."""
     sections = tuple(
         AccountBrief(
             account_id=str(r.account["id"]), name=plain(r.account.get("name")), items=account_items(r)
         )
         for r in accounts
     )
-    text = "\n".join([render(meeting, sections, other_external), *suggestion_lines(suggestions)])
+    text = "\n".join([render(meeting, sections, other_external, zone), *suggestion_lines(suggestions)])
     return Brief(
         meeting_id=meeting.id,
         subject=meeting.subject,
         start=meeting.start,
         end=meeting.end,
         is_online=meeting.is_online,
+        time_zone=zone_name(zone),
         accounts=sections,
         other_external_attendees=other_external,
         text=text,

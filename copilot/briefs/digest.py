@@ -37,6 +37,7 @@ from copilot.briefs.calendar import read_meetings
 from copilot.briefs.compose import amount_text, check_citations, plain, suggestion_lines, with_citations
 from copilot.briefs.evidence import Evidence
 from copilot.briefs.matching import domain_of, external_attendees, visible_contacts
+from copilot.briefs.schedule import zone_name
 from copilot.briefs.service import BriefTokens
 from copilot.briefs.suggestions import for_digest
 from copilot.briefs.types import (
@@ -166,16 +167,19 @@ def digest_items(reads: DigestReads, day: date, zone: tzinfo) -> tuple[DigestIte
     for proposal in reads.waiting:
         target = proposal.target
         what = f"{title(proposal.tool)}: {plain(target.get('name'))}" if target else title(proposal.tool)
-        since = f" (proposed {proposal.proposed_at[:10]})" if proposal.proposed_at else ""
-        items.append(
-            _item(
-                "waiting",
-                what + since,
-                proposal.tool_call_id,
-                str(target["id"]) if target else "",
-            )
-        )
+        since = f" (proposed {_local_day(proposal.proposed_at, zone)})" if proposal.proposed_at else ""
+        # Cited by its record, never by its tool call id (the runner's, not the rep's): a
+        # proposal whose record the rep cannot read now cites nothing.
+        items.append(_item("waiting", what + since, str(target["id"]) if target else ""))
     return tuple(items)
+
+
+def _local_day(moment: str, zone: tzinfo) -> str:
+    """An ISO moment's day in the rep's zone (the text's own date if it is no moment)."""
+    try:
+        return f"{_instant(moment).astimezone(zone):%Y-%m-%d}"
+    except ValueError:
+        return moment[:10]
 
 
 def render_digest(
@@ -219,16 +223,16 @@ def compose_digest(
     them is not shown.
     """
     day = at.astimezone(zone).date()
-    zone_name = str(zone)
+    shown_zone = zone_name(zone)
     every = digest_items(reads, day, zone)
-    items = tuple(i for i in every if i.cited[0] not in leave_out)
+    items = tuple(i for i in every if not (i.cited and i.cited[0] in leave_out))
     other = meetings_today - len(reads.meetings)
-    text = render_digest(rep, day, zone_name, items, other, suggestions)
+    text = render_digest(rep, day, shown_zone, items, other, suggestions)
     return Digest(
         rep=rep,
         at=at,
         day=day,
-        time_zone=zone_name,
+        time_zone=shown_zone,
         items=items,
         meetings_today=meetings_today,
         meetings_without_customer=other,
@@ -323,12 +327,7 @@ async def _waiting(
             continue  # expired or rotated away since it was listed
         if not waiting:
             continue
-        # The thread's state is a read of this run: its proposal ids may be cited (targets are not
-        # recorded here, only read again from the CRM below, as the rep).
-        evidence.record(
-            "waiting_proposals",
-            {"items": [{"tool_call_id": p.tool_call_id, "tool": p.tool} for p in waiting]},
-        )
+        # Their targets are read again from the CRM below, as the rep: only those are cited.
         for proposal in waiting:
             found.append(await _with_target(evidence, proposal))
     return found

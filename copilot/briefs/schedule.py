@@ -71,6 +71,12 @@ def resolve_zone(name: str | None) -> ZoneInfo | None:
         return None
 
 
+def zone_name(zone: tzinfo) -> str:
+    """A zone as the rep reads it: its IANA name (``America/Los_Angeles``), ``UTC`` for UTC."""
+    name = str(getattr(zone, "key", None) or zone)
+    return "UTC" if name in ("UTC", "Etc/UTC", "UTC+00:00") else name
+
+
 def iana_name(name: str | None) -> str | None:
     """The IANA name of an IANA or Windows zone name, if it is a zone."""
     zone = resolve_zone(name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, Protocol
 
 from psycopg import AsyncConnection
@@ -24,6 +24,7 @@ from copilot.briefs.calendar import read_meetings
 from copilot.briefs.compose import AccountReads, compose_brief, starts_within
 from copilot.briefs.evidence import Evidence
 from copilot.briefs.matching import domain_of, external_attendees, visible_contacts
+from copilot.briefs.schedule import zone_name
 from copilot.briefs.suggestions import for_brief
 from copilot.briefs.types import Brief, BriefRun, Meeting
 from copilot.crm import connector
@@ -125,13 +126,15 @@ async def briefs_at(
     *,
     at: datetime,
     lead_minutes: int = DEFAULT_LEAD_MINUTES,
+    zone: tzinfo = UTC,
 ) -> BriefRun:
     """The briefs for the rep's meetings starting in ``[at, at + lead_minutes)``.
 
     No brief for a meeting without an external attendee who is a CRM contact the rep may
     see; every fact comes from a read made as the rep (``conn`` serves the knowledge search and
     the suggestion ledger: a brief's suggestions are recorded as made, less those the rep
-    declined at the record's version read now).
+    declined at the record's version read now). Times are shown in the rep's ``zone``, and
+    "today" (for suggestions) is the rep's day.
     """
     until = at + timedelta(minutes=lead_minutes)
     meetings = [m for m in await read_meetings(settings, tokens, at, until) if starts_within(m, at, until)]
@@ -151,12 +154,13 @@ async def briefs_at(
         # only the rep's own are suggested changes), read once and only if there is a brief.
         me = str((await evidence.me()).get("id") or "") if found else ""
         for meeting, (accounts, other) in found:
-            suggested = for_brief(accounts, me, at.astimezone(UTC).date()) if me else ()
+            suggested = for_brief(accounts, me, at.astimezone(zone).date()) if me else ()
             offered = await ledger.offer(conn, identity, suggested)
-            briefs.append(compose_brief(meeting, accounts, other, evidence.messages, offered))
+            briefs.append(compose_brief(meeting, accounts, other, evidence.messages, offered, zone))
     return BriefRun(
         rep=identity.username or identity.name,
         at=at,
+        time_zone=zone_name(zone),
         lead_minutes=lead_minutes,
         meetings_in_window=len(meetings),
         briefs=tuple(briefs),

@@ -132,6 +132,8 @@ class Brief(_Frozen):
     start: datetime
     end: datetime
     is_online: bool
+    time_zone: str = "UTC"
+    """The zone its times are shown in (the rep's, or UTC when none is known)."""
     accounts: tuple[AccountBrief, ...]
     other_external_attendees: int
     """External attendees who are no CRM contact the rep may see (neither named nor counted by
@@ -148,6 +150,8 @@ class BriefRun(_Frozen):
 
     rep: str
     at: datetime
+    time_zone: str = "UTC"
+    """The zone the run's times are shown in (the rep's, or UTC when none is known)."""
     lead_minutes: int
     meetings_in_window: int
     briefs: tuple[Brief, ...]
@@ -169,11 +173,12 @@ DIGEST_TITLES: dict[DigestSection, str] = {
 
 
 class DigestItem(_Frozen):
-    """One line of a digest: its text (with its ``[id]`` citations) and the ids it cites."""
+    """One line of a digest: its text (with its ``[id]`` citations) and the ids it cites (none
+    only for a waiting proposal whose record the rep cannot read now)."""
 
     section: DigestSection
     text: str
-    cited: tuple[str, ...] = Field(min_length=1)
+    cited: tuple[str, ...] = ()
 
 
 class Digest(_Frozen):

@@ -46,11 +46,9 @@ SIDE_SUFFIX = "~side"
 
 
 def side_thread_id(thread_id: str) -> str:
-    """The checkpoint thread a question asked while ``thread_id`` waits on proposals runs in.
-
-    It has no ``threads`` row of its own: it is only ever used under its thread's
-    authorisation and run lock, and deleted when the side run ends (see
-    ``CopilotService._side_answer``).
+    """The checkpoint thread earlier versions ran a question asked while ``thread_id`` waited
+    in (no ``threads`` row of its own). Such a question now runs on a new thread of the rep's
+    (``CopilotService._side_answer``); retention and data deletion still clear these leftovers.
     """
     return f"{thread_id}{SIDE_SUFFIX}"
 
@@ -98,6 +96,11 @@ async def create_thread(
     except UniqueViolation as exc:
         raise ThreadAccessDenied(_DENIED, thread_id=thread_id) from exc
     return thread_id
+
+
+async def delete_thread(conn: AsyncConnection[Any], thread_id: str) -> None:
+    """Remove a thread row (and what cascades with it); its checkpoints are the saver's to delete."""
+    await conn.execute("DELETE FROM threads WHERE thread_id = %s", (thread_id,))
 
 
 Purpose = Literal["converse", "decide"]

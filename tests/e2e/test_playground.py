@@ -31,7 +31,7 @@ from psycopg.rows import dict_row
 
 from bot import brief_store
 from bot.brief_delivery import DeliveryReport, deliver_briefs
-from bot.cards import BRIEF_ELEMENT_PREFIX, DIGEST_ELEMENT_PREFIX, card_element_id
+from bot.cards import BRIEF_ELEMENT_PREFIX, DIGEST_ELEMENT_PREFIX, brief_log_request, card_element_id
 from bot.digest_delivery import DigestReport, deliver_digests
 from bot.digests import rep_digest
 from bot.proactive_reps import proactive_rep
@@ -586,7 +586,9 @@ def test_a_proactive_brief_card_cites_what_it_shows_and_log_this_meeting_writes_
     element = f"{BRIEF_ELEMENT_PREFIX}{meeting_id}"
     shown = stack.teams("card", cardId=element, text="Sources")
     stack.teams("screenshot", name="brief-card-desktop", card={"cardId": element})
-    assert shown["buttons"][-2:] == ["Log this meeting", "Draft follow-up"], shown
+    # Posted before the meeting: "Log this meeting" is offered only once it has started.
+    assert shown["buttons"][-1:] == ["Draft follow-up"], shown
+    assert "Log this meeting" not in shown["buttons"], shown
 
     # The very brief the timer composed: each id it cites is on the card, where the rep sees it.
     async def compose() -> Brief:
@@ -603,9 +605,9 @@ def test_a_proactive_brief_card_cites_what_it_shows_and_log_this_meeting_writes_
     assert detect_email(shown["text"]) == [], shown["text"]
     assert detect_phone_numbers(shown["text"]) == [], shown["text"]
 
-    fitted = at_phone_size(stack, "brief-card-phone", cardId=element, buttons=["Log this meeting"])
-    assert fitted["buttons"]["Log this meeting"]["visible"], fitted
-    assert inside(fitted["buttons"]["Log this meeting"]["box"], PHONE), fitted
+    fitted = at_phone_size(stack, "brief-card-phone", cardId=element, buttons=["Draft follow-up"])
+    assert fitted["buttons"]["Draft follow-up"]["visible"], fitted
+    assert inside(fitted["buttons"]["Draft follow-up"]["box"], PHONE), fitted
     assert inside(fitted["card"], PHONE), fitted
     assert fitted["cardOverflow"] <= 1, fitted
 
@@ -616,7 +618,12 @@ def test_a_proactive_brief_card_cites_what_it_shows_and_log_this_meeting_writes_
     assert stack.teams("countCards", cardId=element)["count"] == 1
 
     before = activities(stack)
-    stack.teams("click", cardId=element, button="Log this meeting")
+    # What "Log this meeting" sends once the meeting has started.
+    stack.teams(
+        "say",
+        text=brief_log_request("Acme Corporation", "Acme renewal pricing review"),
+        expect="Your approval is needed",
+    )
     stack.teams("card", contains="Your approval is needed", text="Acme renewal pricing review")
     [card] = [m for m in stack.teams("messages")["messages"] if m["ids"]][-1:]
     [call_id] = card["ids"]

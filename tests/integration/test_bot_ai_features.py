@@ -176,6 +176,39 @@ async def test_feedback_that_names_no_message_is_about_the_latest_answer(teams: 
     assert stored[0].tenant_id == TENANT, "the answer's tenant, as the invoke named none"
 
 
+PLAYGROUND_TENANT = "00000000-0000-0000-0000-0000000000001"
+"""The tenant id the Agents Playground sends (13 digits, not the signed-in identity's tenant)."""
+
+
+async def test_feedback_is_stored_under_the_signed_in_identitys_tenant_and_counted_in_stats(teams: Teams):
+    """The Playground names a tenant of its own; the rep's identity (their token) names theirs.
+    Feedback goes with the identity, as answers and decisions do, so ``copilot stats`` counts it."""
+
+    def in_playground(activity: dict[str, Any]) -> dict[str, Any]:
+        activity["conversation"]["tenantId"] = PLAYGROUND_TENANT
+        activity["channelData"] = {"tenant": {"id": PLAYGROUND_TENANT}}
+        return activity
+
+    like = {"actionName": "feedback", "actionValue": {"reaction": "like", "feedback": "Spot on"}}
+    await teams.send(in_playground(teams.activity(text="summarise Acme")))
+    first = _answers(teams)[-1]
+    liked = in_playground(teams.activity(type="invoke", name="message/submitAction", value=like))
+    liked["replyToId"] = first.activity_id
+    assert await teams.send(liked) == 200
+    await teams.send(in_playground(teams.activity(text="my deals closing this quarter")))
+    disliked = in_playground(
+        teams.activity(type="invoke", name="message/submitAction", value=_thumbs_down("Too long"))
+    )
+    assert await teams.send(disliked) == 200
+
+    assert teams.runtime is not None
+    stored = await feedback_for(teams.runtime.service.pool, teams.conversation)
+    assert [(f.rating, f.tenant_id) for f in stored] == [("like", TENANT), ("dislike", TENANT)]
+    assert stored[1].thread_id is not None, "the latest answer found, though the invoke's tenant differs"
+    await teams.send(in_playground(teams.activity(text="copilot stats")))
+    assert "1 👍 · 1 👎" in teams.last_text()
+
+
 @pytest.mark.parametrize(
     "value",
     [

@@ -629,6 +629,39 @@ async def test_a_question_while_a_proposal_waits_is_answered_without_reposting_i
     assert len(_activities_with(sandbox, f"{approve['thread_id']}:")) == 1
 
 
+async def test_a_change_asked_for_while_a_proposal_waits_gets_its_own_card_and_each_decides_once(
+    teams: Teams, sandbox: SandboxProcess
+):
+    """No proposal blocks another (the digest's "Move the close date" is such a request): the
+    second card is posted beside the first, each resumes its own thread, decided in the
+    other order, each writes once; a second click on either changes nothing."""
+    await teams.say("log a call with Acme about the renewal")
+    first = teams.connector.cards()[-1]
+    await teams.say("push the Acme renewal to Dec 15")
+    second = teams.connector.cards()[-1]
+    assert second.activity_id != first.activity_id, teams.last_text()
+    assert "can't" not in teams.last_text()
+    approve_first = _decision(card_of(first), "Approve")
+    approve_second = _decision(card_of(second), "Approve")
+    assert approve_second["thread_id"] != approve_first["thread_id"], "each card resumes its own thread"
+    assert teams.connector.updates() == [], "the waiting card is left as it is, live"
+
+    await teams.submit(second.activity_id or "", approve_second)
+    assert "✓ Approved" in repr(teams.connector.latest_content(second.activity_id or ""))
+    await teams.submit(first.activity_id or "", approve_first)
+    assert "✓ Approved" in repr(teams.connector.latest_content(first.activity_id or ""))
+    for card_activity, data in ((second, approve_second), (first, approve_first)):
+        await teams.submit(card_activity.activity_id or "", data)  # a second click
+    assert len(_activities_with(sandbox, f"{approve_first['thread_id']}:")) == 1
+    async with teams.runtime.service.pool.connection() as conn:  # type: ignore[union-attr]
+        keys = await (
+            await conn.execute(
+                "SELECT key FROM idempotency_keys WHERE key LIKE %s", (f"{approve_second['thread_id']}:%",)
+            )
+        ).fetchall()
+    assert len(keys) == 1, keys
+
+
 async def test_my_approvals_lists_pending_proposals_newest_first_and_opens_one_into_its_card(
     teams: Teams, sandbox: SandboxProcess
 ):

@@ -25,6 +25,7 @@ from bot.cards import (
     brief_follow_up_request,
     brief_log_request,
     card_element_id,
+    command_data,
 )
 from bot.handler import BRIEFS_ON
 from copilot.redaction import detect_email, detect_phone_numbers
@@ -190,11 +191,23 @@ async def teams(
 
 
 async def _click(teams: Teams, brief: Recorded, title: str) -> Recorded:
-    """Clicks ``title`` on the brief; returns the approval card the turn posted."""
-    [button] = find_actions(card_of(brief), title)
+    """Clicks ``title`` on the brief; returns the approval card the turn posted.
+
+    "Log this meeting" is offered only once the meeting has started, so a brief posted before
+    it has none: its click is the request the brief's card then sends.
+    """
+    data: dict[str, Any]
+    if title == BUTTONS[0] and not find_actions(card_of(brief), title):
+        [follow_up] = find_actions(card_of(brief), BUTTONS[1])
+        asked = FOLLOW_UP_REQUEST.match(follow_up["data"]["text"])
+        assert asked is not None
+        data = command_data(brief_log_request(asked["account"], asked["subject"]))
+    else:
+        [button] = find_actions(card_of(brief), title)
+        data = button["data"]
     before = len(teams.connector.messages())
     teams.conversation = "conv-alex-personal"
-    await teams.submit(brief.activity_id or "", button["data"], aad=_aad("alex"))
+    await teams.submit(brief.activity_id or "", data, aad=_aad("alex"))
     [approval] = [m for m in teams.connector.messages()[before:] if _is_proposal(m)]
     return approval
 

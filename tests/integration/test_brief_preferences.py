@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import date, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -267,6 +268,13 @@ async def test_brief_me_answers_with_the_next_customer_meeting_or_says_there_is_
     await _as(teams, "alex", "brief me")
     card = card_of(teams.connector.messages()[-1])
     assert card["body"][0]["id"] == f"brief-{upcoming[0]['id']}"
+    # Its time in alex's zone (his mailbox settings: Pacific), as the digest and the CLI show it.
+    local = _start(upcoming[0]).astimezone(ZoneInfo("America/Los_Angeles"))
+    header = repr(card["body"][0])
+    assert "America/Los_Angeles" in header, header
+    assert f"{local:%-I:%M}" in header, header
+    assert "UTC" not in header
+    assert "Log this meeting" not in repr(card), "the meeting has not started"
     # adele's calendar holds no meeting at all.
     assert NO_UPCOMING_MEETING in await _as(teams, "adele", "brief me")
 

@@ -14,8 +14,10 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from bot.brief_delivery import deliver_briefs
+from bot.cards import brief_card
 from bot.handler import BRIEFS_OFF, BRIEFS_ON, BRIEFS_PRIVATE_ONLY, PRIVATE_ONLY
 from bot.settings import BotSettings
+from copilot.briefs.service import briefs_at
 from copilot.persistence.database import connect
 from copilot.settings import Settings
 from copilot.writes import title
@@ -109,10 +111,11 @@ async def test_a_rep_with_briefs_on_gets_exactly_one_card_per_meeting_across_rep
     assert [r.posted for r in concurrent] == [[], []]
     # Posted to alex's 1:1 chat, where "brief on" was said.
     assert {message.conversation_id for _, message in posted} == {"conv-alex-personal"}
-    # Each card offers the two buttons that go the normal proposal path.
+    # Each card offers the button that goes the normal proposal path; "Log this meeting" is
+    # not offered, since a brief is posted before its meeting starts.
     for _, message in posted:
         titles = [a["title"] for a in card_of(message).get("actions", [])]
-        assert titles == ["Log this meeting", "Draft follow-up"]
+        assert titles == ["Draft follow-up"]
     tried = 4
     failures = sum(1 for m in set(meetings) if meetings.count(m) != 1)
     print(f"briefs: tried {tried}, failures {failures}")
@@ -228,7 +231,7 @@ async def test_a_brief_the_connector_refused_is_not_lost_and_the_next_run_posts_
     assert len(meetings) == len(set(meetings)) == len(refused.posted) + 2
 
 
-async def test_log_this_meeting_on_a_posted_brief_proposes_the_activity_through_the_approval_card(
+async def test_log_this_meeting_on_a_started_meetings_brief_proposes_the_activity_through_the_approval_card(
     teams: Teams, sandbox: SandboxProcess
 ) -> None:
     assert BRIEFS_ON in await _as(teams, "alex", "brief on")
@@ -239,7 +242,21 @@ async def test_log_this_meeting_on_a_posted_brief_proposes_the_activity_through_
         for _, message in _briefs_posted(teams)
         if "Acme renewal pricing review" in repr(card_of(message))
     )
-    [button] = find_actions(card_of(acme), "Log this meeting")
+    assert find_actions(card_of(acme), "Log this meeting") == [], "posted before the meeting started"
+    # The same brief's card once the meeting has started offers it.
+    async with teams.runtime.service.pool.connection() as conn:
+        rep = await teams.runtime.reps.rep_for("", _aad("alex"))
+        assert rep is not None
+        run = await briefs_at(
+            teams.runtime.settings,
+            rep.identity,
+            rep.broker,
+            conn,
+            at=_seeded_day(sandbox),
+            lead_minutes=WINDOW,
+        )
+    brief = next(b for b in run.briefs if b.subject == "Acme renewal pricing review")
+    [button] = find_actions(brief_card(brief, now=brief.start), "Log this meeting")
     before = len(teams.connector.messages())
 
     teams.conversation = "conv-alex-personal"

@@ -16,6 +16,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -348,6 +349,32 @@ async def test_the_cli_prints_as_json_the_briefs_the_timer_would_post_at_a_fixed
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1
     assert bad.stderr.startswith("error: --at")
+
+
+async def test_the_brief_cli_shows_times_in_the_reps_mailbox_zone_and_takes_now(
+    copilot_settings: Settings, sandbox: SandboxProcess
+) -> None:
+    """alex's mailbox settings name Pacific time: the brief and its header say so, in local
+    times, as the Teams card does. ``--at`` defaults to now and takes ``now``."""
+    await _ingest_library(copilot_settings)
+    env = _cli_env(copilot_settings, sandbox)
+    meeting = _event(_export(sandbox), "Globex co-sell sync")
+    start = _start(meeting)
+    at = (start - timedelta(minutes=45)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    result = _brief_cli(env, "--rep", "alex", "--at", at)
+    assert result.returncode == 0, result.stderr
+    local = start.astimezone(ZoneInfo("America/Los_Angeles"))
+    assert f"{local:%a %Y-%m-%d %H:%M}" in result.stdout
+    assert "America/Los_Angeles" in result.stdout.splitlines()[0]
+    assert " UTC" not in result.stdout
+    as_json = json.loads(_brief_cli(env, "--rep", "alex", "--at", at, "--json").stdout)
+    assert as_json["time_zone"] == "America/Los_Angeles"
+    assert as_json["briefs"][0]["time_zone"] == "America/Los_Angeles"
+    for when in ("now", None):
+        shown = _brief_cli(env, "--rep", "alex", *(["--at", when] if when else []))
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.startswith("Briefs for alex@contoso.example at ")
 
 
 async def test_a_rep_without_calendars_read_consent_gets_a_clear_error_naming_it(

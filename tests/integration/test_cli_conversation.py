@@ -120,6 +120,46 @@ def test_ask_stops_at_a_proposal_and_resume_in_a_new_process_executes_it(cli_env
     assert "intact" in verified.stdout
 
 
+def test_a_second_change_asked_on_a_waiting_thread_is_proposed_on_its_own_thread_and_resumed_there(
+    cli_env, sandbox
+):
+    """`ask` on a thread whose proposal waits proposes the new change too; `--json` names each
+    proposal's thread, and each is resumed there, in a new process, in any order, once."""
+    first = _json(_run(cli_env, "ask", "--rep", "alex", "--json", "log a call with Acme about the SLA"))
+    thread = first["thread_id"]
+    [a] = first["proposals"]
+    second = _json(
+        _run(
+            cli_env, "ask", "--rep", "alex", "--thread", thread, "--json", "log a task for Acme: send the SLA"
+        )
+    )
+    assert second["thread_id"] == thread
+    assert len(second["proposals"]) == 2
+    assert second["proposals"][0]["tool_call_id"] == a["tool_call_id"]
+    b = second["proposals"][-1]
+    assert b["tool_call_id"] != a["tool_call_id"]
+    assert (a["thread_id"], b["thread_id"] != thread) == (thread, True)
+    text = _run(cli_env, "ask", "--rep", "alex", "--thread", thread, "how many open deals does Acme have?")
+    assert text.returncode == 0, text.stderr
+    for proposal in (b, a):  # the newer first
+        decisions = json.dumps([{"tool_call_id": proposal["tool_call_id"], "type": "approve"}])
+        args = [
+            "resume",
+            "--rep",
+            "alex",
+            "--thread",
+            proposal["thread_id"],
+            "--decisions",
+            decisions,
+            "--json",
+        ]
+        assert _json(_run(cli_env, *args))["proposals"] == []
+        assert _run(cli_env, *args[:-1]).returncode == 2, "decided once"
+    written = {a["external_id"] for a in sandbox.admin("GET", "/admin/export")["activities"]}
+    assert f"{thread}:{a['tool_call_id']}" in written
+    assert f"{b['thread_id']}:{b['tool_call_id']}" in written
+
+
 def test_ask_answers_with_citations_the_crm_returned(cli_env):
     answer = _json(_run(cli_env, "ask", "--rep", "alex", "--json", "what's going on with the Acme account?"))
     assert "acc-acme" in answer["citations"]

@@ -21,6 +21,7 @@ from copilot.errors import InvalidDecision, ThreadAccessDenied
 from copilot.middleware.limits import LIMIT_MESSAGE
 from copilot.persistence import audit
 from copilot.persistence.database import connect
+from copilot.persistence.threads import list_threads
 from copilot.runner import TurnResult
 from tests.support.copilot_env import service, sign_in
 from tests.support.idn_emails import stored_contact_emails
@@ -141,6 +142,10 @@ async def test_a_question_asked_while_a_proposal_waits_is_answered_and_the_propo
         still = await svc.pending(rep.identity, first.thread_id)
         done = await svc.decide(rep.identity, rep.broker, first.thread_id, [_approve(waiting.tool_call_id)])
         side = await svc.saver.aget_tuple({"configurable": {"thread_id": f"{first.thread_id}~side"}})
+        async with connect(copilot_settings) as conn:
+            listed = await list_threads(
+                conn, tenant_id=rep.identity.tenant_id, aad_id=rep.identity.aad_object_id, limit=50
+            )
     assert asked.notice == "proposals_pending"
     assert asked.answer is not None
     assert "Acme Corporation" in asked.answer
@@ -151,25 +156,78 @@ async def test_a_question_asked_while_a_proposal_waits_is_answered_and_the_propo
     assert done.writes[waiting.tool_call_id].status == "done"
     assert len(_activities(sandbox, first.thread_id)) == 1
     assert side is None, "the side thread is deleted once the question is answered"
+    assert [t.thread_id for t in listed] == [first.thread_id], (
+        "a question that proposed nothing leaves no thread"
+    )
 
 
 def _answer_acme(messages: list[BaseMessage]) -> AIMessage:
     return AIMessage(content="Acme Corporation is a customer [acc-acme].")
 
 
-async def test_a_question_that_would_propose_a_change_while_one_waits_is_refused(copilot_settings, sandbox):
-    model = ScriptedChatModel(steps=[calls(_log("first")), calls(_log("second"))], final="Logged.")
+async def test_a_new_proposal_while_one_waits_is_made_on_its_own_thread_and_each_decides_once(
+    copilot_settings, sandbox
+):
+    """No proposal blocks another: the second is proposed on a thread of its own (the first
+    thread's checkpoint holds the first's interrupt, untouched), so each card resumes its own
+    thread; decided in the other order, each executes exactly once; there is no approve-all."""
+    model = ScriptedChatModel(
+        steps=[calls(_log("first")), calls(_log("second")), calls(_log("third"))], final="Logged."
+    )
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, model) as svc:
         first = await svc.run_turn(rep.identity, rep.broker, None, "log it")
+        [a] = first.proposals
         again = await svc.run_turn(rep.identity, rep.broker, first.thread_id, "log another")
-        still = await svc.pending(rep.identity, first.thread_id)
-    assert again.notice == "proposals_pending"
-    assert again.answer is not None
-    assert "can't propose another change" in again.answer
-    assert [p.tool_call_id for p in again.proposals] == [first.proposals[0].tool_call_id]
-    assert [p.tool_call_id for p in still.proposals] == [first.proposals[0].tool_call_id]
-    assert _activities(sandbox, first.thread_id) == []
+        assert again.answer is not None
+        assert "can't" not in again.answer
+        assert again.thread_id == first.thread_id, "the conversation stays on its thread"
+        assert [p.tool_call_id for p in again.proposals] == [a.tool_call_id, again.proposals[1].tool_call_id]
+        b = again.proposals[1]
+        assert a.thread_id in ("", first.thread_id)
+        assert b.thread_id not in ("", first.thread_id), "the new proposal waits on a thread of its own"
+        assert b.args["subject"] == "second"
+        # Both wait, each on its own thread, and the rep's threads list both.
+        assert [p.tool_call_id for p in (await svc.pending(rep.identity, first.thread_id)).proposals] == [
+            a.tool_call_id
+        ]
+        assert [p.tool_call_id for p in (await svc.pending(rep.identity, b.thread_id)).proposals] == [
+            b.tool_call_id
+        ]
+        # A third while two wait: a third thread.
+        third = await svc.run_turn(rep.identity, rep.broker, first.thread_id, "and one more")
+        c = third.proposals[-1]
+        assert [p.tool_call_id for p in third.proposals[:-1]] == [a.tool_call_id]
+        assert c.thread_id not in ("", first.thread_id, b.thread_id)
+        # Decided in the other order: the newest first, each on its own thread.
+        done_b = await svc.decide(rep.identity, rep.broker, b.thread_id, [_approve(b.tool_call_id)])
+        rejected_c = await svc.decide(
+            rep.identity,
+            rep.broker,
+            c.thread_id,
+            [{"tool_call_id": c.tool_call_id, "type": "reject", "reason": "not needed"}],
+        )
+        done_a = await svc.decide(rep.identity, rep.broker, first.thread_id, [_approve(a.tool_call_id)])
+        # Exactly once: a second decision of either is refused, and no thread decides another's.
+        for thread_id, call_id in ((b.thread_id, b.tool_call_id), (first.thread_id, a.tool_call_id)):
+            with pytest.raises(InvalidDecision):
+                await svc.decide(rep.identity, rep.broker, thread_id, [_approve(call_id)])
+        with pytest.raises(InvalidDecision):
+            await svc.decide(rep.identity, rep.broker, first.thread_id, [_approve(c.tool_call_id)])
+        other = ThreadAccessDenied
+        nestor = await sign_in(copilot_settings, "nestor")
+        with pytest.raises((other, InvalidDecision)):
+            await svc.decide(nestor.identity, nestor.broker, c.thread_id, [_approve(c.tool_call_id)])
+    assert done_b.writes[b.tool_call_id].status == "done"
+    assert done_a.writes[a.tool_call_id].status == "done"
+    assert c.tool_call_id in rejected_c.decided
+    assert [r["subject"] for r in _activities(sandbox, first.thread_id)] == ["first"]
+    assert [r["subject"] for r in _activities(sandbox, b.thread_id)] == ["second"]
+    assert _activities(sandbox, c.thread_id) == []
+    assert len(await _audit_rows(copilot_settings)) == 2
+    # The JSON an `ask` prints names each proposal's thread, for `resume --thread`.
+    shown = again.to_json()["proposals"]
+    assert [p["thread_id"] for p in shown] == [first.thread_id, b.thread_id]
 
 
 # --- invariant 3: exactly once ----------------------------------------------------------------

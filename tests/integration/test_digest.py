@@ -33,6 +33,7 @@ from tests.integration.test_briefs import (
 from tests.support.copilot_env import service, sign_in
 from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess
 from tests.support.scripted_model import ScriptedChatModel, call, calls
+from tests.support.working_hours import working_hours
 
 pytestmark = pytest.mark.integration
 
@@ -140,13 +141,14 @@ async def test_alexs_digest_has_every_section_each_line_cited_with_ids_alex_may_
     # The waiting proposal: absent before it was made, listed (with its target) after.
     assert [i for i in before.items if i.section == "waiting"] == []
     waiting = [i for i in digest.items if i.section == "waiting"]
-    assert [i.cited for i in waiting] == [(waiting_id, "opp-acme-renewal")], digest.text
+    assert [i.cited for i in waiting] == [("opp-acme-renewal",)], digest.text
+    assert waiting_id not in digest.text  # cited by its record, not by the runner's tool call id
     assert {i.section for i in digest.items} == set(DIGEST_SECTIONS), digest.text
 
     # The answers' citation check, and every cited CRM id is one alex may read.
     assert digest.citation_check.unverified == ()
     assert set(digest.citation_check.cited) == set(digest.citations)
-    assert set(digest.citations) - {waiting_id} <= _readable_crm_ids(state, "alex")
+    assert set(digest.citations) <= _readable_crm_ids(state, "alex")
     for item in digest.items:
         assert all(f"[{c}]" in item.text for c in item.cited)
         assert item.text in digest.text
@@ -177,6 +179,11 @@ async def test_the_digest_cli_prints_the_digest_as_json(
 ) -> None:
     state = _export(sandbox)
     at = _moment(state).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with working_hours(sandbox, "alex", zone="UTC"):  # alex's day is the UTC day here
+        _the_digest_cli_in_utc(copilot_settings, sandbox, state, at)
+
+
+def _the_digest_cli_in_utc(copilot_settings: Settings, sandbox: SandboxProcess, state: Any, at: str) -> None:
     result = _digest_cli(_cli_env(copilot_settings, sandbox), "--rep", "alex", "--at", at, "--json")
     assert result.returncode == 0, result.stderr
     digest = json.loads(result.stdout)
@@ -198,3 +205,23 @@ async def test_the_digest_cli_prints_the_digest_as_json(
     assert text.returncode == 0, text.stderr
     assert text.stdout.startswith(f"Daily digest for alex@contoso.example, {_instant(at):%a %Y-%m-%d} (UTC)")
     assert text.stdout.rstrip().endswith(f"{len(digest['citations'])} checked, 0 unverified")
+
+
+async def test_the_digest_cli_shows_the_reps_day_in_their_mailbox_zone_and_takes_now(
+    copilot_settings: Settings, sandbox: SandboxProcess
+) -> None:
+    """alex's mailbox settings name Pacific time: the CLI's digest is of his day there, as the
+    Teams digest is. ``--at`` defaults to now and takes ``now``."""
+    env = _cli_env(copilot_settings, sandbox)
+    at = _moment(_export(sandbox))  # 07:30 UTC: still the day before in Los Angeles
+    fixed = _digest_cli(env, "--rep", "alex", "--at", at.strftime("%Y-%m-%dT%H:%M:%SZ"), "--json")
+    assert fixed.returncode == 0, fixed.stderr
+    digest = json.loads(fixed.stdout)
+    assert digest["time_zone"] == "America/Los_Angeles"
+    assert digest["day"] == (at.date() - timedelta(days=1)).isoformat()
+    for when in ("now", None):
+        args = ["--rep", "alex", *(["--at", when] if when else [])]
+        shown = _digest_cli(env, *args)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.startswith("Daily digest for alex@contoso.example, ")
+        assert "(America/Los_Angeles)" in shown.stdout.splitlines()[0]

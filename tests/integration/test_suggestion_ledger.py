@@ -237,8 +237,9 @@ async def test_not_now_on_a_brief_card_records_the_suggestion_declined_and_the_n
     assert record_id not in await _brief_suggestions(copilot_settings, rep, _seeded_day(sandbox))
 
 
-async def _propose_the_move(teams: Teams, sandbox: SandboxProcess) -> tuple[dict[str, Any], Recorded]:
-    """The suggestion's button on a posted brief: the proposal's approval card that follows."""
+async def _propose_the_move(teams: Teams, sandbox: SandboxProcess) -> tuple[dict[str, Any], Recorded, str]:
+    """The suggestion's button on a posted brief: the proposal's approval card that follows, and
+    the text the button sent."""
     card, not_now = await _a_posted_suggestion(teams, sandbox)
     [move] = [
         b
@@ -255,13 +256,13 @@ async def _propose_the_move(teams: Teams, sandbox: SandboxProcess) -> tuple[dict
     ]
     assert len(approvals) == 1, teams.last_text()
     assert title("update_opportunity") in repr(card_of(approvals[0]))
-    return not_now, approvals[0]
+    return not_now, approvals[0], str(move["data"]["text"])
 
 
 async def test_rejecting_the_approval_card_of_a_suggested_move_records_the_suggestion_declined(
     teams: Teams, sandbox: SandboxProcess, copilot_settings: Settings, overdue: str
 ) -> None:
-    not_now, approval = await _propose_the_move(teams, sandbox)
+    not_now, approval, _ = await _propose_the_move(teams, sandbox)
     record_id, version = not_now["record_id"], not_now["record_version"]
     closes = _read(sandbox, "get_opportunity", opportunity_id=record_id)["close_date"]
 
@@ -279,7 +280,7 @@ async def test_rejecting_the_approval_card_of_a_suggested_move_records_the_sugge
 async def test_approving_the_approval_card_of_a_suggested_move_records_it_accepted_and_moves_the_date(
     teams: Teams, sandbox: SandboxProcess, copilot_settings: Settings, overdue: str
 ) -> None:
-    not_now, approval = await _propose_the_move(teams, sandbox)
+    not_now, approval, move_text = await _propose_the_move(teams, sandbox)
     record_id, version = not_now["record_id"], not_now["record_version"]
     closes = _read(sandbox, "get_opportunity", opportunity_id=record_id)["close_date"]
     [approve] = find_actions(card_of(approval), "Approve")
@@ -291,10 +292,12 @@ async def test_approving_the_approval_card_of_a_suggested_move_records_it_accept
         [entry] = await _entries(copilot_settings, rep.identity, record_id)
         assert (entry.record_version, entry.state) == (version, "accepted")
         assert moved["version"] > version
-        assert (
-            moved["close_date"][:10]
-            == (_seeded_day(sandbox).date() + timedelta(days=MOVE_BY_DAYS)).isoformat()
-        )
+        # The move the rep was offered: MOVE_BY_DAYS after the brief's day, which is the rep's
+        # own day (their time zone): the seeded UTC midnight's date or the day before it.
+        offered = date.fromisoformat(moved["close_date"][:10]) - timedelta(days=MOVE_BY_DAYS)
+        seeded = _seeded_day(sandbox).date()
+        assert offered in (seeded, seeded - timedelta(days=1)), moved["close_date"]
+        assert f"to {moved['close_date'][:10]}" in move_text
         # No longer passed: nothing to suggest for it.
         assert record_id not in await _brief_suggestions(copilot_settings, rep, _seeded_day(sandbox))
     finally:

@@ -302,3 +302,62 @@ async def test_a_rep_who_says_undo_the_acme_stage_change_gets_that_undo_proposed
     assert done.answer is not None
     assert "Undone" in done.answer
     assert _opportunity(sandbox, "opp-acme-renewal")["stage"] == before["stage"]
+
+
+async def test_undo_by_name_picks_the_change_to_the_named_record_and_asks_when_two_match(
+    copilot_settings, sandbox
+):
+    """ "undo the change I made to the Acme fleet expansion" is the deal's change, not a newer
+    unsent draft whose text mentions the expansion; two changes to that deal: the rep is asked
+    which, and nothing is proposed until they say."""
+    rep = await sign_in(copilot_settings, "alex")
+    _, moved = await _write(
+        copilot_settings,
+        rep,
+        call("update_opportunity", opportunity_id="opp-acme-expansion", next_step="Send the pilot plan"),
+    )
+    _, drafted = await _write(
+        copilot_settings,
+        rep,
+        call(
+            "draft_followup_email",
+            contact_id="con-0001",
+            subject="Acme fleet expansion: next steps",
+            body="Thanks for confirming budget for the Acme fleet expansion.",
+        ),
+    )
+    assert moved.audit_id is not None
+    assert drafted.audit_id is not None
+    async with service(copilot_settings) as svc:
+        named = await svc.run_turn(
+            rep.identity, rep.broker, None, "undo the change I made to the Acme fleet expansion"
+        )
+        assert len(named.proposals) == 1, named.answer
+        [proposal] = named.proposals
+        assert (proposal.tool, proposal.args) == ("undo_write", {"audit_id": moved.audit_id})
+        await svc.decide(
+            rep.identity,
+            rep.broker,
+            named.thread_id,
+            [{"tool_call_id": proposal.tool_call_id, "type": "reject", "reason": "just checking"}],
+        )
+    _, staged = await _write(
+        copilot_settings,
+        rep,
+        call("update_opportunity", opportunity_id="opp-acme-expansion", stage="Proposal"),
+    )
+    async with service(copilot_settings) as svc:
+        asked = await svc.run_turn(
+            rep.identity, rep.broker, None, "undo my change to the Acme fleet expansion"
+        )
+        assert asked.proposals == []
+        assert asked.notice is None, asked.answer
+        assert asked.answer is not None
+        assert "which one" in asked.answer
+        assert asked.answer.count("[opp-acme-expansion]") == 2
+        assert asked.answer.index("stage → Proposal") < asked.answer.index("next step → Send the pilot plan")
+        precise = await svc.run_turn(
+            rep.identity, rep.broker, None, "undo the stage change on the Acme fleet expansion"
+        )
+        [undo] = precise.proposals
+        assert undo.args == {"audit_id": staged.audit_id}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 from langchain_core.messages import ToolMessage
 
@@ -83,3 +84,15 @@ def test_an_empty_section_says_none_and_other_external_attendees_are_only_counte
     assert "  Open deals: none" in brief.text
     assert "  Last activities: none" in brief.text
     assert "(2 other external attendees are not a CRM contact you can see.)" in brief.text
+
+
+def test_a_brief_shows_its_meeting_in_the_reps_zone_and_names_the_zone() -> None:
+    pacific = ZoneInfo("America/Los_Angeles")
+    brief = compose_brief(MEETING, [_account()], 0, [], zone=pacific)
+    assert brief.time_zone == "America/Los_Angeles"
+    assert brief.text.splitlines()[0] == (
+        "Meeting: (External) Renewal review — Thu 2026-12-03 07:00–07:45 America/Los_Angeles"
+    )
+    assert "UTC" not in brief.text
+    # No zone known: UTC, and it says so.
+    assert compose_brief(MEETING, [_account()], 0, []).text.splitlines()[0].endswith("15:00–15:45 UTC")

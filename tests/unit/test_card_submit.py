@@ -23,6 +23,7 @@ from copilot.decisions import Edit, edited_args, parse_decisions
 from copilot.errors import CopilotError
 from copilot.proposals import ProposalRecord
 from copilot.runner import Proposal
+from tests.support.adaptive_cards import inputs as walk_inputs
 from tests.support.adaptive_cards import teams_submit
 
 THREAD = "thr-1"
@@ -151,6 +152,47 @@ def test_an_input_missing_from_the_submission_stays_as_proposed():
 def test_edits_of_fields_the_card_does_not_offer_are_ignored():
     value = submit(UPDATE, "edit", {"edit.opportunity_id": "opp-other", "edit.amount": "1"})
     assert to_decision(parse_submission(value), UPDATE)["args"] == {"amount": 1.0}
+
+
+MOVE = Proposal(
+    tool_call_id="call_5",
+    tool="update_opportunity",
+    args={"opportunity_id": "opp-acme-renewal", "close_date": "2026-12-15"},
+    record={
+        "tool": "update_opportunity",
+        "target": {"type": "opportunity", "id": "opp-acme-renewal", "name": "Renewal 2027"},
+        "version": 3,
+        "current": {
+            "stage": "Proposal",
+            "close_date": "2026-11-30",
+            "amount": 95000.0,
+            "next_step": "Send quote",
+        },
+    },
+    description="",
+    interrupt_id="int-5",
+)
+"""A proposal that sets one field of a record whose other editable fields have values."""
+
+
+def test_the_edit_panel_shows_the_records_current_value_of_a_field_the_proposal_leaves_alone():
+    card = approval_card(MOVE, thread_id=THREAD, view="edit")
+    values = {i["id"]: i.get("value") for i in walk_inputs(card)}
+    assert values["edit.close_date"] == "2026-12-15"  # proposed
+    assert values["edit.stage"] == "Proposal"  # the record's, as they are now
+    assert values["edit.amount"] == 95000.0
+    assert values["edit.next_step"] == "Send quote"
+
+
+def test_a_current_value_left_as_shown_is_no_change_and_one_changed_or_cleared_is():
+    assert decide(MOVE, "edit") == {
+        "tool_call_id": "call_5",
+        "digest": args_digest(MOVE.args),
+        "type": "approve",
+    }
+    assert decide(MOVE, "edit", {"edit.amount": "95000"})["type"] == "approve"
+    assert decide(MOVE, "edit", {"edit.amount": "99000"})["args"] == {"amount": 99000.0}
+    assert decide(MOVE, "edit", {"edit.next_step": ""})["args"] == {"next_step": None}
 
 
 def test_reject_with_a_reason_becomes_a_reject_decision():

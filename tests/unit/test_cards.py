@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from typing import Any, get_args
 from zoneinfo import ZoneInfo
@@ -209,11 +210,13 @@ def all_cards() -> dict[str, dict[str, Any]]:
     cards["delegations:none"] = delegations_card([], [])
     cards["brief:full"] = brief_card(
         BRIEF,
+        now=MEETING_STARTED,
         record_url_template="https://crm.example.com/records/{id}",
         documents={"kb-proposal-1": ("Proposal stage playbook", "https://kb.example.com/proposal")},
     )
-    cards["brief:sparse"] = brief_card(SPARSE_BRIEF, locale="de-DE")
-    cards["brief:suggested"] = brief_card(SUGGESTED_BRIEF)
+    cards["brief:sparse"] = brief_card(SPARSE_BRIEF, now=MEETING_STARTED, locale="de-DE")
+    cards["brief:suggested"] = brief_card(SUGGESTED_BRIEF, now=MEETING_STARTED)
+    cards["brief:ahead"] = brief_card(BRIEF, now=MEETING.start - dt.timedelta(hours=1))
     cards["digest:full"] = digest_card(DIGEST, record_url_template="https://crm.example.com/records/{id}")
     cards["digest:empty"] = digest_card(EMPTY_DIGEST)
     cards["digest-feedback:not_useful"] = digest_feedback_card("not_useful", (), None)
@@ -228,6 +231,7 @@ MEETING = Meeting(
     end=dt.datetime(2026, 12, 3, 15, 45, tzinfo=dt.UTC),
     is_online=True,
 )
+MEETING_STARTED = MEETING.start + dt.timedelta(minutes=5)
 BRIEF = compose_brief(
     MEETING,
     [
@@ -1035,6 +1039,28 @@ def test_brief_buttons_send_the_chat_requests_that_propose_through_the_approval_
     assert buttons[0]["data"]["text"] == "log a meeting with Acme Corporation — Renewal review"
 
 
+def test_a_brief_card_shows_the_meeting_time_in_the_reps_zone():
+    pacific = compose_brief(
+        MEETING,
+        [AccountReads({"id": "acc-acme", "name": "Acme"}, [], [], [], {})],
+        0,
+        [],
+        zone=ZoneInfo("America/Los_Angeles"),
+    )
+    text = all_text(brief_card(pacific, now=MEETING_STARTED))
+    assert "7:00:00\u202fAM America/Los_Angeles" in text  # CLDR puts a narrow space before AM
+    assert "UTC" not in text
+    assert "3:00:00\u202fPM UTC" in all_text(CARDS["brief:full"]), "no zone known: UTC, and it says so"
+
+
+def test_log_this_meeting_is_offered_only_once_the_meeting_has_started():
+    ahead = CARDS["brief:ahead"]
+    assert [b["title"] for b in submit_actions(ahead)] == ["Draft follow-up"]
+    assert "Log this meeting" not in repr(ahead)
+    at_start = brief_card(BRIEF, now=MEETING.start)
+    assert [b["title"] for b in submit_actions(at_start)] == ["Log this meeting", "Draft follow-up"]
+
+
 def test_a_suggestion_asks_for_its_change_in_chat_and_not_now_names_the_suggestion_at_its_version():
     [block] = suggestion_block(SUGGESTIONS)
     [suggestion] = SUGGESTIONS
@@ -1099,6 +1125,20 @@ def test_digest_card_shows_every_line_with_its_citations_and_every_cited_id_as_a
     assert CARDS["digest:full"]["body"][0]["id"] == "digest-2026-12-03"
 
 
+@pytest.mark.parametrize("name", sorted(CARDS))
+def test_no_card_shows_an_internal_tool_call_id(name: str):
+    """Tool call ids (``call_…``) are the runner's: a card may carry them in a button's data, never
+    in what the rep reads (text, Sources, choices)."""
+
+    def seen(node: Any) -> Any:  # everything but the data buttons submit and the elements' ids
+        if isinstance(node, dict):
+            return {k: seen(v) for k, v in node.items() if k not in ("data", "id")}
+        return [seen(v) for v in node] if isinstance(node, list) else node
+
+    shown = json.dumps(seen(CARDS[name]))
+    assert not re.search(r"\bcall_[0-9a-z]", shown), name
+
+
 def test_digest_card_stacks_its_lines_for_phone_width_and_an_empty_day_says_none():
     assert "ColumnSet" not in {n["type"] for n in elements(CARDS["digest:full"])}
     assert all_text(CARDS["digest:empty"]).count("None.") == len(DIGEST_TITLES)
@@ -1119,7 +1159,12 @@ def test_digest_card_offers_not_useful_and_a_snooze_panel_choosing_among_its_lin
     [choices] = [i for i in inputs(snooze["card"]) if i["type"] == "Input.ChoiceSet"]
     assert choices["id"] == SNOOZE_INPUT_ID
     assert choices["isMultiSelect"] is True
-    assert [c["value"] for c in choices["choices"]] == ["acc-acme", "opp-quiet", "opp-late", "call_1"]
+    assert [c["value"] for c in choices["choices"]] == [
+        "acc-acme",
+        "opp-quiet",
+        "opp-late",
+        "opp-acme-renewal",
+    ]
     [submit] = snooze["card"]["actions"]
     assert submit["data"]["kind"] == "snooze"
 

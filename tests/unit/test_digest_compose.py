@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 from langchain_core.messages import ToolMessage
 
@@ -37,7 +38,36 @@ def test_an_overdue_deal_says_how_late_and_a_missing_next_step_and_a_hidden_targ
     assert overdue.text == (
         "Big (deal) (Proposal): close date 2026-12-02 passed 1 day ago; no next step set [opp-1]"
     )
-    assert waiting.cited == ("call_1",)
-    # The proposal's id appeared in no read: the answers' citation check says so.
-    assert digest.citation_check.unverified == ("call_1",)
+    # A proposal whose target the rep cannot read now is listed by its kind alone: it cites nothing.
+    assert waiting.text == "Update an opportunity"
+    assert waiting.cited == ()
+    assert digest.citation_check.unverified == ()
     assert digest.citation_check.cited == ("opp-1",)
+
+
+def test_a_waiting_proposal_cites_its_record_never_its_internal_tool_call_id() -> None:
+    """A tool call id is the runner's, not the rep's: it is in no line, no Sources list, no choice."""
+    target = {"id": "opp-1", "name": "Big deal"}
+    shown = WaitingProposal(
+        tool_call_id="call_3e6f0a9b",
+        tool="update_opportunity",
+        target=target,
+        proposed_at="2026-12-02T09:00:00Z",
+    )
+    digest = compose_digest("alex", AT, UTC, DigestReads((), (), (), (shown,)), 0, [_read(target)])
+    [waiting] = digest.items
+    assert waiting.text == "Update an opportunity: Big deal (proposed 2026-12-02) [opp-1]"
+    assert waiting.cited == ("opp-1",)
+    assert "call_" not in digest.text
+    assert digest.citations == ("opp-1",)
+    assert digest.citation_check.unverified == ()
+
+
+def test_a_waiting_proposals_day_is_the_reps_day() -> None:
+    target = {"id": "opp-1", "name": "Big deal"}
+    late = WaitingProposal(
+        tool_call_id="call_9", tool="update_opportunity", target=target, proposed_at="2026-12-03T02:00:00Z"
+    )
+    pacific = ZoneInfo("America/Los_Angeles")
+    digest = compose_digest("alex", AT, pacific, DigestReads((), (), (), (late,)), 0, [_read(target)])
+    assert "(proposed 2026-12-02)" in digest.text  # 18:00 on the 2nd in Los Angeles

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from offline_model.intents import parse_undo
-from offline_model.undo import _pick
+from offline_model.undo import _pick, candidates
 
 
 def _item(audit_id: int, tool: str, record: str, undoable: bool = True, **changes: Any) -> dict[str, Any]:
@@ -57,3 +57,52 @@ def test_a_change_already_undone_or_not_named_is_not_picked_and_other_requests_a
     assert _pick([], ()) is None
     for text in ("what did I change on the kestrel pilot?", "log a call with Zephyr", "my pipeline"):
         assert parse_undo(text) is None, text
+
+
+def _draft(audit_id: int, subject: str, body: str) -> dict[str, Any]:
+    return {
+        "audit_id": audit_id,
+        "tool": "draft_followup_email",
+        "what": "Draft a follow-up email",
+        "record": subject,
+        "record_id": "con-sarah",
+        "changes": {"contact_id": "con-sarah", "subject": subject, "body": body},
+        "undoable": True,
+    }
+
+
+FLEET = {
+    **_item(11, "update_opportunity", "Fleet expansion (Acme Corporation)", close_date="2027-01-15"),
+    "record_id": "opp-acme-fleet",
+}
+
+
+def test_an_undo_is_resolved_by_record_and_field_never_by_words_in_a_changes_free_text():
+    """ "the change I made to the Acme fleet expansion" names the deal, not a newer unsent draft
+    whose text mentions the expansion."""
+    history = [
+        _draft(12, "Pricing follow-up", "Hi Sarah, about the Acme fleet expansion we discussed…"),
+        FLEET,
+    ]
+    spec = parse_undo("undo the change I made to the Acme fleet expansion")
+    assert spec is not None
+    assert (_pick(history, spec.words) or {}).get("audit_id") == 11
+    spec = parse_undo("undo the fleet expansion close date")
+    assert spec is not None
+    assert (_pick(history, spec.words) or {}).get("audit_id") == 11
+
+
+def test_two_changes_that_match_equally_are_not_guessed_between_the_rep_is_asked_which():
+    older = {
+        **_item(10, "update_opportunity", "Fleet expansion (Acme Corporation)", stage="Proposal"),
+        "record_id": "opp-acme-fleet",
+    }
+    history = [FLEET, older]
+    spec = parse_undo("undo my Acme fleet expansion change")
+    assert spec is not None
+    assert _pick(history, spec.words) is None
+    assert [c["audit_id"] for c in candidates(history, spec.words)] == [11, 10]  # newest first
+    # Naming the field tells them apart.
+    spec = parse_undo("undo the Acme fleet expansion stage change")
+    assert spec is not None
+    assert (_pick(history, spec.words) or {}).get("audit_id") == 10
