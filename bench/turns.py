@@ -9,7 +9,8 @@ from bench.counting import Costs
 from bench.environment import BenchEnvironment
 from bench.model import BenchChatModel
 from bench.stats import Comparison, Progress, Trial, interleave
-from copilot.runner import CopilotService, Proposal
+from copilot.runner import CopilotService
+from copilot.turns import Proposal
 
 
 class OursFailed(RuntimeError):

@@ -39,7 +39,7 @@ from copilot.briefs.types import SuggestionKind
 from copilot.errors import CopilotError
 
 if TYPE_CHECKING:
-    from copilot.runner import Proposal
+    from copilot.turns import Proposal
 
 __all__ = [
     "CardSubmission",

@@ -46,7 +46,7 @@ from copilot.writes import WRITE_TOOL_SCHEMAS, write_tool, write_tools
 from copilot.writes import title as write_title
 
 if TYPE_CHECKING:
-    from copilot.runner import Proposal
+    from copilot.turns import Proposal
 
 Card = dict[str, Any]
 """An Adaptive Card (or one of its elements / actions) as JSON-ready data."""

@@ -72,7 +72,6 @@ from bot.token_service_sign_in import exchange_at_token_service
 from copilot.analytics.team import StatsUnavailable, approval_stats
 from copilot.auth.tokens import OboTokenBroker, identity_from_assertion
 from copilot.briefs import ledger
-from copilot.briefs.evidence import Evidence
 from copilot.briefs.mailbox_settings import rep_schedule
 from copilot.briefs.service import briefs_at
 from copilot.crm import connector
@@ -86,12 +85,14 @@ from copilot.errors import (
     ThreadAccessDenied,
     ThreadNotFound,
 )
+from copilot.evidence import Evidence
 from copilot.identity import RepIdentity
 from copilot.insight.catchup import catch_up_at
 from copilot.insight.risk import RiskSettings, deal_risks
 from copilot.models.factory import build_model
-from copilot.runner import CopilotService, Proposal, TurnResult
+from copilot.runner import CopilotService
 from copilot.settings import is_offline_model
+from copilot.turns import Proposal, TurnResult
 from copilot.writes.undo import undoable
 
 logger = logging.getLogger(__name__)

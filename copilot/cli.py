@@ -405,13 +405,13 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command in ("data", "retention"):
         return asyncio.run(_data(settings, args))
     if args.command == "brief":
-        from copilot.briefs.command import main as brief_main
+        from copilot.cli_briefs import main as brief_main
 
         return asyncio.run(
             brief_main(settings, rep=args.rep, at=args.at, lead_minutes=args.lead_minutes, as_json=args.json)
         )
     if args.command == "digest":
-        from copilot.briefs.command import digest_main
+        from copilot.cli_briefs import digest_main
 
         return asyncio.run(digest_main(settings, rep=args.rep, at=args.at, as_json=args.json))
     raise AssertionError(f"unhandled command {args}")

@@ -33,13 +33,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from copilot.briefs import ledger
 from copilot.briefs.calendar import read_meetings
-from copilot.briefs.compose import check_citations, plain
-from copilot.briefs.evidence import Evidence
 from copilot.briefs.matching import domain_of, external_attendees, visible_contacts
 from copilot.briefs.service import BriefTokens
-from copilot.briefs.types import CitationCheck, Meeting, Suggestion
+from copilot.briefs.types import Meeting, Suggestion
+from copilot.cited_text import CitationCheck, check_citations, plain
 from copilot.crm import connector
 from copilot.errors import AuthError
+from copilot.evidence import Evidence
 from copilot.identity import RepIdentity
 from copilot.redaction import redact_pii
 from copilot.settings import Settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from copilot.runner import Proposal, TurnResult
+from copilot.turns import Proposal, TurnResult
 from copilot.writes import WRITE_TOOL_SCHEMAS
 from copilot.writes import title as write_title
 

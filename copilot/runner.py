@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
@@ -41,11 +39,10 @@ from copilot.agent import build_agent
 from copilot.auth.tokens import TokenBroker
 from copilot.briefs import ledger
 from copilot.briefs.types import SuggestionDecision
-from copilot.citations import CitedRecord, cited_records, current_run, message_text
+from copilot.citations import cited_records, current_run, message_text
 from copilot.clock import Clock, system_clock
 from copilot.context import AgentContext, run_context
 from copilot.crm.connector import load_vocabulary
-from copilot.crm.vocabulary import crm_identity, vocabulary_loaded
 from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
 from copilot.errors import (
     AuthError,
@@ -73,6 +70,8 @@ from copilot.settings import Settings
 from copilot.tools.crm_client import parse_result_text, read_tool_definitions, read_tools
 from copilot.tools.session_pool import CrmSessionPool
 from copilot.tracing import Tracing, current_trace, model_labels, open_tracing
+from copilot.turns import Notice, Proposal, TurnResult, also_waiting_line, waiting_line
+from copilot.vocabulary import crm_identity, vocabulary_loaded
 from copilot.writes import REGISTRY, WriteOutcome, backends
 from copilot.writes.crm import apply_vocabulary
 
@@ -104,93 +103,6 @@ MAILBOX_UNAVAILABLE_MESSAGE = (
 )
 
 UNAVAILABLE_KEPT = UNAVAILABLE_MESSAGE + " Your pending approvals are kept."
-
-
-def waiting_line(n: int) -> str:
-    """The one line under an answer given while proposals wait (their cards stay as they are)."""
-    if n == 1:
-        return "1 proposal still waits for your decision on its card."
-    return f"{n} proposals still wait for your decision on their cards."
-
-
-def also_waiting_line(n: int) -> str:
-    """The line under a new proposal made while others wait: each is decided on its own card."""
-    earlier = "1 earlier proposal still waits" if n == 1 else f"{n} earlier proposals still wait"
-    return f"{earlier} for your decision on its own card; decide each on its own."
-
-
-Notice = Literal[
-    "limit_reached",
-    "proposals_pending",
-    "crm_unavailable",
-    "mailbox_unavailable",
-    "auth",
-    "no_crm_access",
-    "ungrounded",
-]
-"""Why a result is not (only) an answer; ``None`` when it is one."""
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """A write waiting for the rep's decision."""
-
-    tool_call_id: str
-    tool: str
-    args: dict[str, Any]
-    record: ProposalRecord | None
-    description: str
-    interrupt_id: str
-    thread_id: str = ""
-    """The thread whose run waits on it, so its decision resumes that thread ("" if unknown: the
-    result's). A proposal made while others wait has a thread of its own."""
-
-
-@dataclass
-class TurnResult:
-    """What one turn (or resume) produced."""
-
-    thread_id: str
-    answer: str | None = None
-    citations: list[str] = field(default_factory=list)
-    unverified_citations: list[str] = field(default_factory=list)
-    proposals: list[Proposal] = field(default_factory=list)
-    notice: Notice | None = None
-    outcomes: list[dict[str, Any]] = field(default_factory=list)
-    """Results of the writes decided in this call, as JSON (``--json``'s ``outcomes``)."""
-    writes: dict[str, WriteOutcome] = field(default_factory=dict)
-    """The same results, typed, by tool call id (rejections have none)."""
-    decided: dict[str, Proposal] = field(default_factory=dict)
-    """The proposals decided in this call, as they were when decided, by tool call id."""
-    sources: dict[str, CitedRecord] = field(default_factory=dict)
-    """The cited records as this run's tool results describe them (name, kind, facts), by id:
-    what Teams shows when a rep hovers over a citation."""
-    run_id: str | None = None
-    """The LangSmith root run of this turn or decision (``Tracing.record_feedback`` takes it);
-    ``None`` when tracing is off."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``--json`` shape documented in the README."""
-        return {
-            "thread_id": self.thread_id,
-            "answer": self.answer,
-            "citations": self.citations,
-            "unverified_citations": self.unverified_citations,
-            "proposals": [
-                {
-                    "tool_call_id": p.tool_call_id,
-                    "tool": p.tool,
-                    "args": p.args,
-                    "record": p.record,
-                    "description": p.description,
-                    "digest": args_digest(p.args),
-                    "thread_id": p.thread_id or self.thread_id,
-                }
-                for p in self.proposals
-            ],
-            "outcomes": self.outcomes,
-            "notice": self.notice,
-        }
 
 
 def _answer_notice(answer: AIMessage) -> Notice | None:
@@ -1081,8 +993,3 @@ async def open_service(
     finally:
         await locks.close()
         await pool.close()
-
-
-def dumps(result: TurnResult) -> str:
-    """``result`` as the CLI's JSON."""
-    return json.dumps(result.to_json(), indent=2, default=str)

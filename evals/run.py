@@ -18,8 +18,9 @@ from typing import Any
 
 from copilot import writes
 from copilot.errors import CopilotError
-from copilot.runner import CopilotService, TurnResult, open_service
+from copilot.runner import CopilotService, open_service
 from copilot.settings import CrmKind
+from copilot.turns import TurnResult
 from evals.crm import rep_crm
 from evals.dataset import EvalItem, Thresholds, render_text
 from evals.environment import EvalEnvironment, SignedInRep, eval_environment

@@ -17,10 +17,10 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.runtime import Runtime, get_runtime
 from pydantic import BaseModel, ConfigDict, Field
 
-from copilot.briefs.evidence import Evidence
 from copilot.context import AgentContext
 from copilot.crm.connector import run_reads
 from copilot.errors import CrmCallError
+from copilot.evidence import Evidence
 from copilot.insight import catchup
 from copilot.insight.risk import RiskSettings, deal_risks
 from copilot.insight.since import UnreadableSince, read_since

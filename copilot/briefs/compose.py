@@ -13,7 +13,7 @@ brief handed to a model later would need no masking either.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -27,12 +27,12 @@ from copilot.briefs.types import (
     AccountBrief,
     Brief,
     BriefItem,
-    CitationCheck,
     Meeting,
     Section,
     Suggestion,
 )
-from copilot.citations import cited_ids, ids_in_tool_results
+from copilot.citations import cited_ids
+from copilot.cited_text import amount_text, check_citations, plain, with_citations
 
 MAX_ACTIVITIES = 3
 MAX_PLAYBOOK_CHARS = 280
@@ -54,13 +54,6 @@ class AccountReads:
     """Deal id → why it is at risk (:mod:`copilot.insight.risk`), for the deals that are."""
 
 
-def plain(value: Any) -> str:
-    """Free text of a record as one line, without square brackets."""
-    # Square brackets are the citation form: free text (a subject "[External] …") keeps
-    # none, so only a brief's own citations are ever read as one.
-    return " ".join(str(value or "").split()).replace("[", "(").replace("]", ")")
-
-
 def _advice(snippet: Any) -> str:
     """A playbook snippet as one line: its Markdown bullets joined with "; ", a cut-off end marked."""
     parts = [p.strip() for p in _BULLET.split(" " + plain(snippet)) if p.strip()]
@@ -70,25 +63,9 @@ def _advice(snippet: Any) -> str:
     return text if not text or text[-1] in ".!?…" else text + " …"
 
 
-def with_citations(text: str, *ids: str) -> tuple[str, tuple[str, ...]]:
-    """``text`` followed by its ``[id]`` citations (each once, empty ids left out), and those ids."""
-    cites = tuple(dict.fromkeys(i for i in ids if i))
-    return " ".join([text, *(f"[{i}]" for i in cites)]), cites
-
-
 def _item(section: Section, text: str, *ids: str) -> BriefItem:
     cited, cites = with_citations(text, *ids)
     return BriefItem(section=section, text=cited, cited=cites)
-
-
-def amount_text(record: Mapping[str, Any]) -> str:
-    """A record's ``amount`` with its currency ("" if it has none)."""
-    value = record.get("amount")
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return ""
-    number = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
-    currency = record.get("currency")
-    return f"{currency} {number}" if isinstance(currency, str) and currency else number
 
 
 def account_items(reads: AccountReads) -> tuple[BriefItem, ...]:
@@ -171,15 +148,6 @@ def suggestion_lines(suggestions: Sequence[Suggestion], indent: str = "") -> lis
     if not suggestions:
         return []
     return [f"{indent}{SUGGESTIONS_TITLE}:", *(f"{indent}  - {s.text}" for s in suggestions)]
-
-
-def check_citations(text: str, reads: Iterable[BaseMessage]) -> CitationCheck:
-    """The answers' citation check: which cited ids appeared in a read of this run."""
-    seen = ids_in_tool_results(reads)
-    cited = cited_ids(text)
-    return CitationCheck(
-        cited=tuple(i for i in cited if i in seen), unverified=tuple(i for i in cited if i not in seen)
-    )
 
 
 def compose_brief(

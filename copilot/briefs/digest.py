@@ -16,7 +16,7 @@ Four sections, each from reads made with the rep's own delegated tokens (the cal
 * proposals still waiting for the rep's decision on their own threads.
 
 Composition is pure (:func:`compose_digest`): the reads are kept as tool results
-(:class:`copilot.briefs.evidence.Evidence`) and the text passes the answers' citation check,
+(:class:`copilot.evidence.Evidence`) and the text passes the answers' citation check,
 as a brief does.
 """
 
@@ -34,8 +34,7 @@ from psycopg.rows import DictRow
 
 from copilot.briefs import ledger
 from copilot.briefs.calendar import read_meetings
-from copilot.briefs.compose import amount_text, check_citations, plain, suggestion_lines, with_citations
-from copilot.briefs.evidence import Evidence
+from copilot.briefs.compose import suggestion_lines
 from copilot.briefs.matching import domain_of, external_attendees, visible_contacts
 from copilot.briefs.schedule import zone_name
 from copilot.briefs.service import BriefTokens
@@ -50,15 +49,17 @@ from copilot.briefs.types import (
     Suggestion,
 )
 from copilot.citations import cited_ids
+from copilot.cited_text import amount_text, check_citations, plain, with_citations
 from copilot.crm import connector
 from copilot.crm.types import TargetKind
 from copilot.errors import ThreadAccessDenied, ThreadNotFound
+from copilot.evidence import Evidence
 from copilot.identity import RepIdentity
 from copilot.insight.risk import HISTORY_SIGNALS, RiskSettings, Signal, assess, history_of
 from copilot.persistence.threads import list_threads
-from copilot.runner import Proposal
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmCallError
+from copilot.turns import Proposal
 from copilot.writes import title
 
 HORIZON_DAYS = 14

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from copilot.briefs.evidence import Evidence
 from copilot.briefs.types import Attendee, Meeting
+from copilot.evidence import Evidence
 from copilot.tools.crm_client import CrmCallError
 
 

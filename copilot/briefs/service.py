@@ -22,12 +22,12 @@ from copilot.auth.tokens import TokenBroker
 from copilot.briefs import ledger
 from copilot.briefs.calendar import read_meetings
 from copilot.briefs.compose import AccountReads, compose_brief, starts_within
-from copilot.briefs.evidence import Evidence
 from copilot.briefs.matching import domain_of, external_attendees, visible_contacts
 from copilot.briefs.schedule import zone_name
 from copilot.briefs.suggestions import for_brief
 from copilot.briefs.types import Brief, BriefRun, Meeting
 from copilot.crm import connector
+from copilot.evidence import Evidence
 from copilot.identity import RepIdentity
 from copilot.insight.risk import RiskSettings, assess, history_of
 from copilot.knowledge.acl import Reader

@@ -17,8 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, timedelta
 from typing import Any
 
-from copilot.briefs.compose import AccountReads, plain
+from copilot.briefs.compose import AccountReads
 from copilot.briefs.types import Suggestion
+from copilot.cited_text import plain
 
 MOVE_BY_DAYS = 14
 """A passed close date is offered moved to this many days after the day (the rep may edit it)."""

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from copilot.cited_text import CitationCheck
+
 AttendeeType = Literal["required", "optional", "resource"]
 Section = Literal["account", "attendee", "deal", "activity", "next_step", "playbook"]
 SECTIONS: tuple[Section, ...] = ("account", "attendee", "deal", "activity", "next_step", "playbook")
@@ -58,13 +60,6 @@ class AccountBrief(_Frozen):
     account_id: str
     name: str
     items: tuple[BriefItem, ...]
-
-
-class CitationCheck(_Frozen):
-    """The citation check answers pass: every cited id appeared in a read of this brief."""
-
-    cited: tuple[str, ...]
-    unverified: tuple[str, ...]
 
 
 # --- suggestions ----------------------------------------------------------------------------------

@@ -16,10 +16,10 @@ from copilot.auth.tokens import TokenBroker
 from copilot.crm import dataverse, dataverse_reads, reference
 from copilot.crm.reads import CrmReads
 from copilot.crm.types import CrmWriter
-from copilot.crm.vocabulary import Vocabulary, crm_identity, current_vocabulary
 from copilot.errors import CrmUnavailable
 from copilot.settings import CrmKind, Settings
 from copilot.tools.crm_client import TRANSPORT_ERRORS
+from copilot.vocabulary import Vocabulary, crm_identity, current_vocabulary
 
 if TYPE_CHECKING:
     from copilot.context import AgentContext

@@ -41,9 +41,9 @@ from copilot.crm.types import (
     TargetKind,
     Updated,
 )
-from copilot.crm.vocabulary import EDITABLE_OPPORTUNITY_FIELDS, Vocabulary
 from copilot.errors import CrmCallError, CrmUnavailable
 from copilot.settings import Settings
+from copilot.vocabulary import EDITABLE_OPPORTUNITY_FIELDS, Vocabulary
 
 API_PATH: Final = "/api/data/v9.2"
 CONCURRENCY_MISMATCH: Final = "0x80060882"

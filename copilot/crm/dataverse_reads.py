@@ -36,8 +36,8 @@ from copilot.crm.dataverse import (
 )
 from copilot.crm.reads import Record
 from copilot.crm.types import TargetKind
-from copilot.crm.vocabulary import Vocabulary, current_vocabulary, vocabulary_loaded
 from copilot.errors import CrmCallError
+from copilot.vocabulary import Vocabulary, current_vocabulary, vocabulary_loaded
 
 PAGE: Final = 100
 """Rows per page (``Prefer: odata.maxpagesize``)."""
@@ -91,7 +91,7 @@ class DataverseReads:
         transport: httpx.AsyncBaseTransport | None = None,
     ):
         """``crm``: the key the process keeps this CRM's vocabulary under
-        (:func:`copilot.crm.vocabulary.crm_identity`), to reuse it when an agent has loaded it."""
+        (:func:`copilot.vocabulary.crm_identity`), to reuse it when an agent has loaded it."""
         self._config = config
         self._token = token
         self._crm = crm

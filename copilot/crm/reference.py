@@ -27,9 +27,9 @@ from copilot.crm.types import (
     TargetKind,
     Updated,
 )
-from copilot.crm.vocabulary import REFERENCE_VOCABULARY, Vocabulary
 from copilot.errors import CrmCallError
 from copilot.tools.crm_client import CrmGateway
+from copilot.vocabulary import REFERENCE_VOCABULARY, Vocabulary
 
 # --- the reference CRM's tools ------------------------------------------------------------------
 

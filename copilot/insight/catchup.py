@@ -26,10 +26,9 @@ from psycopg import AsyncConnection
 from pydantic import BaseModel, ConfigDict, Field
 
 from copilot.auth.tokens import TokenBroker
-from copilot.briefs.compose import amount_text, check_citations, plain, with_citations
-from copilot.briefs.evidence import Evidence
-from copilot.briefs.types import CitationCheck
+from copilot.cited_text import CitationCheck, amount_text, check_citations, plain, with_citations
 from copilot.crm import connector
+from copilot.evidence import Evidence
 from copilot.identity import RepIdentity
 from copilot.insight.risk import history_of
 from copilot.settings import Settings

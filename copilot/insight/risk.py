@@ -17,7 +17,7 @@ with a real model given; otherwise it is not computed and the report says so
 (:data:`NOTES_SKIPPED`).
 
 Composition is pure (:func:`assess`, :func:`report_text`); :func:`deal_risks` reads, as the rep,
-through :class:`~copilot.briefs.evidence.Evidence`, so the text passes the answers' citation
+through :class:`~copilot.evidence.Evidence`, so the text passes the answers' citation
 check like a brief.
 """
 
@@ -31,10 +31,10 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from copilot.briefs.compose import amount_text, plain, with_citations
-from copilot.briefs.evidence import Evidence
+from copilot.cited_text import amount_text, plain, with_citations
 from copilot.crm.reads import Record
 from copilot.errors import CrmCallError
+from copilot.evidence import Evidence
 from copilot.insight.notes import CONCERN_WORDS, read_concerns
 
 SignalKind = Literal[

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema, JsonSchemaMode
 
-from copilot.crm.vocabulary import (
+from copilot.vocabulary import (
     REFERENCE_STAGES,
     REFERENCE_VOCABULARY,
     ReferenceActivityType,

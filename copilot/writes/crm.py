@@ -18,9 +18,9 @@ from copilot.crm.types import (
     TargetKind,
     Updated,
 )
-from copilot.crm.vocabulary import Vocabulary, install_vocabulary
 from copilot.errors import CrmCallError, CrmUnavailable
 from copilot.tools.schemas import LogActivityArgs, UpdateOpportunityArgs, vocabulary_schemas
+from copilot.vocabulary import Vocabulary, install_vocabulary
 from copilot.writes.registry import WriteTool, register, reschema
 from copilot.writes.types import ProposalRecord, WriteOutcome, WritePlan
 

@@ -40,9 +40,10 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from copilot.errors import InvalidDecision
 from copilot.persistence.database import connect
-from copilot.runner import CopilotService, TurnResult
+from copilot.runner import CopilotService
 from copilot.tools.preferences import Preferences, apply_update, load_preferences
 from copilot.tools.schemas import UpdatePreferencesArgs
+from copilot.turns import TurnResult
 from tests.adversarial.counts import Tally, count, soak
 from tests.adversarial.harness import (
     WRITE_TOOLS,

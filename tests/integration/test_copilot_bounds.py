@@ -17,8 +17,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatResult
 
 from copilot.citations import message_text
-from copilot.runner import CopilotService, TurnResult
+from copilot.runner import CopilotService
 from copilot.settings import Settings
+from copilot.turns import TurnResult
 from copilot.writes import WRITE_TOOL_SCHEMAS
 from offline_model import OfflineChatModel
 from offline_model.text import quarter_bounds

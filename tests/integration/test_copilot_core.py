@@ -22,7 +22,7 @@ from copilot.middleware.limits import LIMIT_MESSAGE
 from copilot.persistence import audit
 from copilot.persistence.database import connect
 from copilot.persistence.threads import list_threads
-from copilot.runner import TurnResult
+from copilot.turns import TurnResult
 from tests.support.copilot_env import service, sign_in
 from tests.support.idn_emails import stored_contact_emails
 from tests.support.sandbox_process import SandboxProcess

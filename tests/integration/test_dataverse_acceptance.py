@@ -21,8 +21,8 @@ from copilot.errors import InvalidDecision
 from copilot.persistence import audit
 from copilot.persistence.database import connect
 from copilot.persistence.idempotency import idempotency_key
-from copilot.runner import TurnResult
 from copilot.settings import Settings
+from copilot.turns import TurnResult
 from sandbox.dataverse.ids import guid_for
 from tests.support.copilot_env import prepare_database, service, sign_in
 from tests.support.dataverse import east_account_of_diego, knobs, webapi

@@ -23,8 +23,8 @@ from copilot.briefs.types import SECTIONS
 from copilot.identity import RepIdentity
 from copilot.persistence.database import connect
 from copilot.redaction import detect_phone_numbers, redact_pii
-from copilot.runner import Proposal
 from copilot.settings import Settings
+from copilot.turns import Proposal
 from sandbox.dataverse.ids import guid_for
 from sandbox.directory import find_user
 from tests.integration.test_briefs import (

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from copilot.crm.sql_schema import SCHEMAS, prompt_tokens
-from copilot.runner import TurnResult
 from copilot.settings import Settings
+from copilot.turns import TurnResult
 from offline_model import OfflineChatModel
 from offline_model.text import quarter_bounds
 from sandbox.dataverse.ids import guid_for

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from copilot.briefs.evidence import Evidence
 from copilot.crm import connector
+from copilot.evidence import Evidence
 from copilot.followthrough import follow_throughs_at
 from copilot.insight.catchup import catch_up_reads
 from copilot.insight.risk import RiskSettings, deal_risks

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from copilot.briefs.compose import check_citations
-from copilot.briefs.evidence import Evidence
+from copilot.cited_text import check_citations
 from copilot.crm import connector
 from copilot.errors import CrmCallError
+from copilot.evidence import Evidence
 from copilot.insight.risk import NOTES_SKIPPED, RiskReport, RiskSettings, deal_risks, report_text
 from copilot.settings import Settings
 from sandbox.dataverse.ids import guid_for

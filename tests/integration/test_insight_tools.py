@@ -12,8 +12,8 @@ from datetime import timedelta
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
-from copilot.briefs.evidence import Evidence
 from copilot.crm import connector
+from copilot.evidence import Evidence
 from copilot.insight.catchup import last_catch_up
 from copilot.insight.risk import RiskSettings, deal_risks
 from copilot.persistence.database import connect

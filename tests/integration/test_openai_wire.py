@@ -29,8 +29,9 @@ from copilot.agent_tools.model_tools import write_tools
 from copilot.errors import ConfigurationError
 from copilot.middleware.limits import LIMIT_MESSAGE
 from copilot.prompts import CORE
-from copilot.runner import CopilotService, TurnResult
+from copilot.runner import CopilotService
 from copilot.settings import Settings
+from copilot.turns import TurnResult
 from functions.host import get_host
 from tests.integration.test_function_app import (  # noqa: F401 - fixtures used by the Functions tests
     Teams,

@@ -25,8 +25,8 @@ import pytest
 from copilot.grounding import COULD_NOT_LOOK_UP
 from copilot.grounding.text_calls import find_text_calls
 from copilot.middleware.limits import LIMIT_MESSAGE
-from copilot.runner import TurnResult
 from copilot.settings import Settings
+from copilot.turns import TurnResult
 from tests.support.copilot_env import copilot_settings as make_settings
 from tests.support.copilot_env import service, sign_in
 from tests.support.fake_connector import card_of, find_actions

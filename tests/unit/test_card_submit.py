@@ -22,7 +22,7 @@ from bot.cards import SNOOZE_INPUT_ID, CardView, approval_card, decline_suggesti
 from copilot.decisions import Edit, edited_args, parse_decisions
 from copilot.errors import CopilotError
 from copilot.proposals import ProposalRecord
-from copilot.runner import Proposal
+from copilot.turns import Proposal
 from tests.support.adaptive_cards import inputs as walk_inputs
 from tests.support.adaptive_cards import teams_submit
 

@@ -48,8 +48,8 @@ from copilot.briefs.suggestions import close_date_passed
 from copilot.briefs.types import DIGEST_TITLES, SECTION_TITLES, Meeting
 from copilot.delegation import Delegation, end_of_day
 from copilot.proposals import ProposalRecord
-from copilot.runner import Proposal
 from copilot.tools.schemas import STAGES, ActivityType, EmailTone
+from copilot.turns import Proposal
 from copilot.writes import title
 from tests.support.adaptive_cards import all_text, elements, inputs, submit_actions, validate_cards, walk
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from copilot import cli
+from copilot import cli, cli_input
 from copilot import cli_conversation as conversation
 from copilot.auth import tokens as auth_tokens
 from copilot.decisions import MAX_DEPTH, MAX_VALUES, Edit, edited_args, parse_decisions
 from copilot.errors import AuthError, InvalidDecision, ThreadAccessDenied, ThreadNotFound
 from copilot.persistence import threads
-from copilot.runner import Proposal
+from copilot.turns import Proposal
 
 THREAD = "AbCdEfGhIjKlMnOpQrStUvWxYz012345"  # the shape new_thread_id makes
 APPROVE = json.dumps([{"tool_call_id": "call_1", "type": "approve"}])
@@ -446,4 +446,4 @@ def test_generated_thread_ids_are_random_url_safe_and_never_an_option():
     ids = [threads.new_thread_id() for _ in range(5000)]  # (63/64)**5000: no "-" start by chance
     assert len(set(ids)) == len(ids)
     assert not [i for i in ids if i.startswith("-")]
-    assert all(len(i) == 32 and conversation._THREAD_ID.fullmatch(i) for i in ids)
+    assert all(len(i) == 32 and cli_input._THREAD_ID.fullmatch(i) for i in ids)

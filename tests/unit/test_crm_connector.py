@@ -12,12 +12,12 @@ from mcp.types import Tool
 from bot.cards import approval_card, editable_fields
 from copilot.crm import reference
 from copilot.crm.connector import expected_tools
-from copilot.crm.vocabulary import REFERENCE_VOCABULARY, Vocabulary, current_vocabulary, install_vocabulary
 from copilot.errors import ConfigurationError
 from copilot.progress import describe_tool_call
-from copilot.runner import Proposal
 from copilot.settings import Settings
 from copilot.tools.schemas import LogActivityArgs, UpdateOpportunityArgs
+from copilot.turns import Proposal
+from copilot.vocabulary import REFERENCE_VOCABULARY, Vocabulary, current_vocabulary, install_vocabulary
 from copilot.writes import REGISTRY, write_tool
 from copilot.writes.crm import apply_vocabulary
 

@@ -9,9 +9,9 @@ import pytest
 
 from copilot.crm.dataverse import DataverseConfig, DataverseWriter, load_vocabulary, version_of
 from copilot.crm.types import ActivityRef, ActivityRequest, Conflict, OpportunityUpdate, Updated
-from copilot.crm.vocabulary import Vocabulary
 from copilot.errors import CrmCallError, CrmUnavailable
 from copilot.settings import Settings
+from copilot.vocabulary import Vocabulary
 from tests.support.fake_dataverse import CONCURRENCY, KEY_COLUMN, FakeDataverse
 
 OPP = "0b3c6a52-0000-4000-8000-000000000001"

@@ -11,7 +11,7 @@ from copilot.briefs.mailbox_settings import rep_schedule
 from copilot.briefs.schedule import resolve_zone
 from copilot.briefs.service import MAX_LEAD_MINUTES, briefs_at
 from copilot.briefs.types import BriefRun
-from copilot.cli_conversation import check_rep
+from copilot.cli_input import check_rep
 from copilot.clock import Clock, system_clock
 from copilot.errors import InvalidInput
 from copilot.persistence.database import connect
