@@ -41,7 +41,7 @@ from copilot.briefs.types import (
     Suggestion,
 )
 from copilot.delegation import Delegation
-from copilot.proposals import args_digest
+from copilot.turns import args_digest
 from copilot.writes import WRITE_TOOL_SCHEMAS, write_tool, write_tools
 from copilot.writes import title as write_title
 
@@ -111,6 +111,9 @@ WELCOME_COMMANDS: tuple[str, ...] = (
 )
 STATS_COMMANDS: tuple[str, ...] = ("copilot stats", "my stats", "approval stats", "team stats", "stats")
 """Messages (lower-cased) answered with the approval stats card; the first is the one shown."""
+DELEGATIONS_COMMANDS: tuple[str, ...] = ("my delegations", "delegations")
+"""Messages (lower-cased) answered with the delegations card (granting and ending one are said
+in the rep's own words, to the agent)."""
 HELP_COMMANDS: frozenset[str] = frozenset({"help", "what can you do", "?"})
 """Messages (lower-cased) answered with the help card."""
 RESET_COMMANDS: tuple[str, ...] = ("new conversation", "start over", "reset")
@@ -1186,8 +1189,8 @@ def delegations_card(
     if not granted:
         body.append(
             _text(
-                'To delegate, say for example "delegate approvals to megan@contoso.example until '
-                'Dec 24"; "revoke delegation" ends it early.',
+                'To delegate, say for example "delegate my approvals to Megan Bowen until '
+                'Friday"; "revoke my delegation to Megan" ends it early. Either waits for your approval.',
                 isSubtle=True,
                 spacing="Medium",
             )

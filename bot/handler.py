@@ -61,7 +61,6 @@ from bot.card_submit import (
     to_decision,
     undo_audit_id,
 )
-from bot.delegation_commands import parse_delegation_command
 from bot.digests import rep_digest
 from bot.json_entity import JsonEntity
 from bot.progress import Clock, Sleep, TurnProgress
@@ -464,15 +463,11 @@ class CopilotBot(TeamsActivityHandler):
         if brief_command is not None:
             await self._brief_command(turn_context, rep, brief_command, zone)
             return
-        locale = turn_context.activity.locale
-        command = parse_delegation_command(text, today=self.service.clock().date(), locale=locale)
-        if command is not None:
-            settings, pool = self.service.settings, self.service.pool
+        if text.lower() in cards.DELEGATIONS_COMMANDS:
+            locale = turn_context.activity.locale
             await _reply(
                 turn_context,
-                await delegations.answer_command(
-                    settings, pool, rep, command, locale=locale, now=self.service.clock()
-                ),
+                await delegations.show(self.service.pool, rep, locale=locale, now=self.service.clock()),
             )
             return
         thread_id = await conversations.thread_for(self.service.pool, conversation_id, rep.identity)

@@ -15,6 +15,7 @@ from langgraph.store.base import BaseStore
 
 from copilot.agent_tools.model_tools import local_read_tools, write_tools
 from copilot.context import AgentContext
+from copilot.errors import UNAVAILABLE_MESSAGE
 from copilot.middleware.approval import approval_middleware, assert_every_write_is_interrupted
 from copilot.middleware.citations import CitationCheckMiddleware
 from copilot.middleware.context import RepContextMiddleware
@@ -22,12 +23,7 @@ from copilot.middleware.grounding import GroundingMiddleware
 from copilot.middleware.limits import FriendlyModelCallLimit
 from copilot.middleware.pii import pii_middleware
 from copilot.middleware.proposals import ProposalSnapshotMiddleware
-from copilot.middleware.resilience import (
-    UNAVAILABLE_MESSAGE,
-    CircuitBreaker,
-    CircuitBreakerMiddleware,
-    CrmRetryMiddleware,
-)
+from copilot.middleware.resilience import CircuitBreaker, CircuitBreakerMiddleware, CrmRetryMiddleware
 from copilot.middleware.tool_call_ids import ToolCallIdMiddleware
 from copilot.middleware.tool_selection import ToolSelectionMiddleware, tool_cues
 from copilot.middleware.write_guard import WriteGuardMiddleware

@@ -14,11 +14,10 @@ from copilot.cli_input import check_question, check_rep, check_thread
 from copilot.decisions import parse_decisions
 from copilot.errors import InvalidDecision, InvalidInput
 from copilot.progress import ProgressEvent
-from copilot.proposals import args_digest
 from copilot.render import render_proposal, render_result
 from copilot.runner import CopilotService, open_service
 from copilot.settings import Settings
-from copilot.turns import Proposal, TurnResult, dumps
+from copilot.turns import Proposal, TurnResult, args_digest, dumps
 
 HELP = "approve | edit field=value [field=value ...] | reject <reason>   (or: a / e / r)"
 

@@ -8,9 +8,10 @@ comes through here.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from mcp import ClientSession
 from psycopg import AsyncConnection
@@ -24,6 +25,27 @@ from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, open_crm_session, read_tool_definitions
 from copilot.tools.session_host import SessionHost, SessionOpener
 from copilot.tools.session_pool import CrmSessionPool, PooledSession, TokenOpener
+
+
+class PendingWrite(Protocol):
+    """A proposal waiting for a decision, as far as what waits is read (a
+    :class:`copilot.turns.Proposal` is one)."""
+
+    @property
+    def tool_call_id(self) -> str: ...
+
+    @property
+    def tool(self) -> str: ...
+
+    @property
+    def record(self) -> Mapping[str, Any] | None: ...
+
+
+class WaitingProposals(Protocol):
+    """What waits for a rep on one of their threads, read without touching the thread
+    (:meth:`copilot.runner.CopilotService.waiting`): the digest and the waiting-approvals tool read it."""
+
+    async def waiting(self, identity: RepIdentity, thread_id: str) -> Sequence[PendingWrite]: ...
 
 
 @dataclass
@@ -48,6 +70,9 @@ class AgentContext:
     clock: Clock = field(default=system_clock, repr=False)
     """The service's clock: "now" for the run (the date the model is told, undo windows,
     audit timestamps). A test pins it; production reads the wall clock."""
+    proposals: WaitingProposals | None = field(default=None, repr=False)
+    """What waits on the rep's other threads (the runner): the waiting-approvals and digest
+    tools read it; ``None`` where no runner is behind the run (a bare agent in a test)."""
 
     @property
     def owner(self) -> RepIdentity:
@@ -115,6 +140,7 @@ async def run_context(
     sessions: CrmSessionPool | None = None,
     acting_for: RepIdentity | None = None,
     clock: Clock = system_clock,
+    proposals: WaitingProposals | None = None,
 ) -> AgentContext:
     """The context of one run; its sessions are closed (or given back to ``sessions``, the
     process's kept ones) when ``stack`` closes. ``acting_for``: see
@@ -129,4 +155,5 @@ async def run_context(
         crm_write=crm_gateway(stack, settings, tokens, write=True, sessions=sessions),
         acting_for=acting_for,
         clock=clock,
+        proposals=proposals,
     )

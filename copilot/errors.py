@@ -47,6 +47,12 @@ class AuthError(CopilotError):
         self.no_access = no_access
 
 
+UNAVAILABLE_MESSAGE = (
+    "Live CRM data is unavailable right now; nothing was read or written. Please try again shortly."
+)
+"""What the rep is told when the CRM cannot be reached (:class:`CrmUnavailable`)."""
+
+
 class CrmUnavailable(CopilotError):
     """The CRM cannot be reached (down, timing out, throttling, circuit open): transient.
 

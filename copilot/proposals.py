@@ -10,8 +10,6 @@ record's version at approval time (no blind overwrite).
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
 from typing import Any
 
 from copilot.writes import WRITE_TOOL_SCHEMAS, ProposalRecord, Target, title, write_tool
@@ -19,24 +17,11 @@ from copilot.writes import WRITE_TOOL_SCHEMAS, ProposalRecord, Target, title, wr
 __all__ = [
     "ProposalRecord",
     "Target",
-    "args_digest",
     "describe_proposal",
     "same_value",
     "unchanged_fields",
     "unchanged_result",
 ]
-
-
-def args_digest(args: dict[str, Any]) -> str:
-    """SHA-256 (hex) of the canonical JSON of a proposal's arguments: what the rep was shown.
-
-    Sorted keys, no whitespace, UTF-8: the same arguments always give the same digest.
-    A decision that carries it (every card button, the terminal chat, ``--decisions``
-    entries with ``digest``) is bound to exactly those arguments: a proposal that changed,
-    or another one under the same id, is refused instead of executed.
-    """
-    canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def _fmt(value: Any) -> str:

@@ -444,6 +444,8 @@ def detect_email(text: str) -> list[PIIMatch]:
 
 STRATEGY: Literal["redact"] = "redact"
 """What the model (and a trace) sees instead of a match: ``[REDACTED_EMAIL]``, ``[REDACTED_PHONE_NUMBER]``."""
+REDACTED_PREFIX = "[REDACTED_"
+"""How every placeholder of :data:`STRATEGY` starts: a tool argument holding one names nothing."""
 
 Detector = Callable[[str], list[PIIMatch]]
 

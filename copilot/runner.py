@@ -45,6 +45,7 @@ from copilot.context import AgentContext, run_context
 from copilot.crm.connector import load_vocabulary
 from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
 from copilot.errors import (
+    UNAVAILABLE_MESSAGE,
     AuthError,
     CrmUnavailable,
     InvalidDecision,
@@ -55,7 +56,7 @@ from copilot.errors import (
 )
 from copilot.identity import RepIdentity
 from copilot.middleware.limits import LIMIT_MESSAGE
-from copilot.middleware.resilience import UNAVAILABLE_MESSAGE, CircuitBreaker, breaker_for
+from copilot.middleware.resilience import CircuitBreaker, breaker_for
 from copilot.middleware.write_guard import WriteGuardMiddleware
 from copilot.models.factory import build_model
 from copilot.persistence import idempotency, rejections, threads
@@ -64,13 +65,13 @@ from copilot.persistence.embedded import resolve_database_url
 from copilot.persistence.migrations import assert_schema_current
 from copilot.persistence.pool import open_pool
 from copilot.progress import ProgressEvent, describe_tool_call, names_in
-from copilot.proposals import ProposalRecord, args_digest
+from copilot.proposals import ProposalRecord
 from copilot.rotation import handoff, rotation_due
 from copilot.settings import Settings
 from copilot.tools.crm_client import parse_result_text, read_tool_definitions, read_tools
 from copilot.tools.session_pool import CrmSessionPool
 from copilot.tracing import Tracing, current_trace, model_labels, open_tracing
-from copilot.turns import Notice, Proposal, TurnResult, also_waiting_line, waiting_line
+from copilot.turns import Notice, Proposal, TurnResult, also_waiting_line, args_digest, waiting_line
 from copilot.vocabulary import crm_identity, vocabulary_loaded
 from copilot.writes import REGISTRY, WriteOutcome, backends
 from copilot.writes.crm import apply_vocabulary
@@ -779,6 +780,7 @@ class CopilotService:
                 sessions=self.crm_sessions,
                 acting_for=acting_for,
                 clock=self.clock,
+                proposals=self,
             )
             try:
                 if read_now:

@@ -7,13 +7,25 @@ digest's buttons) reads these types without importing the runner that produces t
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from copilot.citations import CitedRecord
-from copilot.proposals import args_digest
-from copilot.writes import ProposalRecord, WriteOutcome
+from copilot.writes.types import ProposalRecord, WriteOutcome
+
+
+def args_digest(args: dict[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of a proposal's arguments: what the rep was shown.
+
+    Sorted keys, no whitespace, UTF-8: the same arguments always give the same digest.
+    A decision that carries it (every card button, the terminal chat, ``--decisions``
+    entries with ``digest``) is bound to exactly those arguments: a proposal that changed,
+    or another one under the same id, is refused instead of executed.
+    """
+    canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def waiting_line(n: int) -> str:

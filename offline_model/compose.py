@@ -144,6 +144,8 @@ def more_note(result: ToolResult) -> str:
 def error_sentence(result: ToolResult, what: str = "that record") -> str:
     """The plain-language sentence for a failed tool call."""
     code = result.error_code or "error"
+    if result.for_rep and result.error_message:
+        return result.error_message[:1].upper() + result.error_message[1:]
     if result.unavailable or "unavailable" in result.error_message.lower():
         return UNAVAILABLE
     if code in ("permission_denied", "forbidden", "insufficient_scope"):

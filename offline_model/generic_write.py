@@ -13,9 +13,12 @@ tool by name.
 
 from __future__ import annotations
 
+import re
+
 from offline_model import compose as c
 from offline_model.catalog import BoundTool, words
 from offline_model.context import PlanContext
+from offline_model.questions import is_question
 from offline_model.steps import PlannedCall, Step, answer
 from offline_model.structured import best_effort_args
 
@@ -23,6 +26,7 @@ from offline_model.structured import best_effort_args
 _FUNCTION_WORDS = frozenset(
     {"a", "an", "the", "to", "for", "of", "on", "in", "into", "at", "by", "with", "and", "or", "your", "my"}
 )
+_SHOW = re.compile(r"\s*(?:please\s+)?(?:show|list|see|view|display)\b")
 _STEM = 5  # "badges" and "badge", "pinned" and "pin": compare the first letters only
 
 
@@ -37,6 +41,11 @@ def _title_words(tool: BoundTool) -> set[str]:
 def requested_tool(ctx: PlanContext) -> BoundTool | None:
     """The bound write tool with no role whose title the rep's message uses, word for word
     (:meth:`~offline_model.catalog.ToolCatalog.writes_without_role` are the candidates)."""
+    lower = ctx.turn.question.lower()
+    if is_question(lower) or _SHOW.match(lower):
+        # "show my approval delegations" uses every word of "Delegate my approvals" and asks
+        # to see, not to change: a question is answered with reads, never a proposal.
+        return None
     said = {_stem(w) for w in words(ctx.turn.question)}
     matches = [
         tool for tool in ctx.tools.writes_without_role() if (needed := _title_words(tool)) and needed <= said

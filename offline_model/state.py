@@ -45,6 +45,8 @@ class ToolResult:
     error_message: str = ""
     rejected: bool = False
     reason: str = ""
+    for_rep: bool = False
+    """The error's message is written for the rep (a question back): shown as it is."""
 
     @property
     def ok(self) -> bool:
@@ -92,7 +94,11 @@ def parse_tool_result(message: ToolMessage) -> ToolResult:
         if isinstance(error, dict):
             code = str(error.get("code") or "error")
             return ToolResult(
-                text=text, data=data, error_code=code, error_message=str(error.get("message", ""))
+                text=text,
+                data=data,
+                error_code=code,
+                error_message=str(error.get("message", "")),
+                for_rep=error.get("for_rep") is True,
             )
         if isinstance(error, str):
             return ToolResult(text=text, data=data, error_code=_guess_code(error), error_message=error)

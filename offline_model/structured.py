@@ -7,12 +7,21 @@ a tool and force a call; the offline model fills it from the rep's message.
 from __future__ import annotations
 
 import datetime
+import itertools
 import re
 from typing import Any
 
 from offline_model.intents import Request
 from offline_model.state import as_dict
-from offline_model.text import account_candidates, find_amount, find_date, find_stage
+from offline_model.text import (
+    account_candidates,
+    find_amount,
+    find_date,
+    find_dates,
+    find_stage,
+    mask,
+    name_runs,
+)
 
 
 def forced_tool(tool_choice: Any, names: list[str]) -> tuple[str | None, bool]:
@@ -88,6 +97,8 @@ def _extract_for(
     if "date" in name or schema.get("format") in ("date", "date-time"):
         day = find_date(text, today)
         return day.isoformat() if day else None
+    if any(w in name for w in _PERSON_FIELDS):
+        return find_person(text, today)
     if "stage" in name:
         stage = find_stage(text)
         return stage.value if stage else None
@@ -98,6 +109,31 @@ def _extract_for(
         w in name for w in ("answer", "summary", "response", "content", "text", "body", "message", "reply")
     ):
         return answer or text
+    return None
+
+
+_PERSON_FIELDS = ("colleague", "person", "delegate", "assignee")
+"""Argument names that take a person as the rep named them."""
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_REDACTED = re.compile(r"\[REDACTED_[A-Z_]+\]")
+_PERSON_AFTER = frozenset({"to", "for", "with", "from", "by"})
+
+
+def find_person(text: str, today: datetime.date) -> str | None:
+    """The person the rep names: an email address, else the name after "to" / "for" / "with"
+    ("delegate approvals to megan"), else the first capitalised name ("can Megan Bowen approve").
+    Dates are left out first ("until Friday" is no one)."""
+    email = _EMAIL.search(text) or _REDACTED.search(text)
+    if email is not None:
+        # An address the copilot kept from the model is passed on as it was shown.
+        return email.group(0)
+    runs = name_runs(mask(text, find_dates(text, today)))
+    after = [r for r in runs if r.after in _PERSON_AFTER]
+    capitalised = [r for r in runs if r.capitalised]
+    for run in after or capitalised:
+        words = run.text.split()
+        proper = list(itertools.takewhile(lambda w: w[:1].isupper(), words)) if run.capitalised else words
+        return " ".join(proper or words)
     return None
 
 

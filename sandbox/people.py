@@ -1,5 +1,6 @@
 """Microsoft-Graph-shaped user lookup: ``GET /v1.0/users/{id | userPrincipalName}`` and
-``GET /v1.0/users?$filter=displayName eq '…'`` (or ``mail eq '…'``).
+``GET /v1.0/users?$filter=displayName eq '…'`` (or ``mail eq '…'``, or Graph's
+``startswith(displayName,'…')``).
 
 Callers present a delegated token for ``settings.graph_audience`` with the
 ``User.ReadBasic.All`` scope and see only the users of their own tenant (the directory a
@@ -24,6 +25,9 @@ from sandbox.mailbox import GraphError, graph_error_response
 
 PEOPLE_SCOPE = "User.ReadBasic.All"
 _FILTER = re.compile(r"^\s*(displayName|mail|userPrincipalName)\s+eq\s+'((?:[^']|'')*)'\s*$")
+_STARTSWITH = re.compile(
+    r"^\s*startswith\(\s*(displayName|mail|userPrincipalName)\s*,\s*'((?:[^']|'')*)'\s*\)\s*$"
+)
 
 
 def _profile(user: User) -> dict[str, Any]:
@@ -66,17 +70,25 @@ def people_routes(settings: SandboxSettings) -> list[Route]:
     async def list_users(request: Request) -> Response:
         try:
             caller = _authenticate(settings, request)
-            match = _FILTER.match(request.query_params.get("$filter", ""))
+            query = request.query_params.get("$filter", "")
+            match = _FILTER.match(query) or _STARTSWITH.match(query)
             if match is None:
                 raise GraphError(
-                    400, "Request_UnsupportedQuery", "Use $filter=displayName eq '…' or mail eq '…'."
+                    400,
+                    "Request_UnsupportedQuery",
+                    "Use $filter=displayName eq '…', mail eq '…' or startswith(displayName,'…').",
                 )
             field, value = match.group(1), match.group(2).replace("''", "'").strip().lower()
+            prefix = match.re is _STARTSWITH
             found = [
                 _profile(u)
                 for u in USERS
                 if u.tenant_id == caller.tenant_id
-                and (u.name if field == "displayName" else u.email).lower() == value
+                and (
+                    (u.name if field == "displayName" else u.email).lower().startswith(value)
+                    if prefix
+                    else (u.name if field == "displayName" else u.email).lower() == value
+                )
             ]
             return JSONResponse({"value": found})
         except GraphError as exc:

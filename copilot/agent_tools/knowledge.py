@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.runtime import Runtime, get_runtime
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from copilot.context import AgentContext
 from copilot.knowledge.acl import Reader
 from copilot.knowledge.embedding import EmbeddingModel, from_setting
-from copilot.knowledge.store import Hit, search
+from copilot.knowledge.store import compact, search
 
 TOOL_NAME = "search_knowledge"
 
@@ -39,17 +38,6 @@ class SearchKnowledgeArgs(BaseModel):
 def _embeddings(spec: str | None) -> EmbeddingModel | None:
     # One client per process and model: building one per call would reconnect each time.
     return from_setting(spec)
-
-
-def compact(hit: Hit) -> dict[str, Any]:
-    """What the model sees of one chunk: its citable id, title, section, link and a snippet."""
-    return {
-        "id": hit.chunk_id,
-        "title": hit.title,
-        "section": hit.section,
-        "url": hit.source_url,
-        "snippet": hit.snippet,
-    }
 
 
 async def _search_knowledge(query: str) -> str:

@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime, get_runtime
 from copilot.agent_tools.insight import insight_tools
 from copilot.agent_tools.knowledge import knowledge_tool
 from copilot.agent_tools.recent_writes import recent_writes_tool
+from copilot.agent_tools.rep_desk import rep_desk_tools
 from copilot.context import AgentContext
 from copilot.tools.preferences import load_preferences
 from copilot.tools.schemas import NoArgs
@@ -51,4 +52,5 @@ def local_read_tools() -> list[BaseTool]:
         recent_writes_tool(),
         knowledge_tool(),
         *insight_tools(),
+        *rep_desk_tools(),
     ]

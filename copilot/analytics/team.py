@@ -26,9 +26,8 @@ from copilot.analytics.queries import Filters, fetch
 from copilot.analytics.report import AnalyticsReport, summarise
 from copilot.auth.tokens import TokenBroker
 from copilot.crm import connector
-from copilot.errors import AuthError, CrmUnavailable
+from copilot.errors import UNAVAILABLE_MESSAGE, AuthError, CrmUnavailable
 from copilot.identity import RepIdentity
-from copilot.middleware.resilience import UNAVAILABLE_MESSAGE
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmCallError
 

@@ -44,6 +44,10 @@ class TokenBroker(Protocol):
 
     async def graph_token(self) -> str: ...
 
+    async def token_for(self, scopes: list[str]) -> str:
+        """A delegated token for other Graph scopes (the calendar, the directory, mailbox settings)."""
+        ...
+
 
 def identity_from_assertion(assertion: str) -> RepIdentity:
     """Read tenant and object id from a user token the caller already authenticated.

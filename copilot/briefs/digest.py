@@ -26,7 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
-from typing import Any, Protocol
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 from psycopg import AsyncConnection
@@ -50,6 +50,7 @@ from copilot.briefs.types import (
 )
 from copilot.citations import cited_ids
 from copilot.cited_text import amount_text, check_citations, plain, with_citations
+from copilot.context import PendingWrite, WaitingProposals
 from copilot.crm import connector
 from copilot.crm.types import TargetKind
 from copilot.errors import ThreadAccessDenied, ThreadNotFound
@@ -59,7 +60,6 @@ from copilot.insight.risk import HISTORY_SIGNALS, RiskSettings, Signal, assess, 
 from copilot.persistence.threads import list_threads
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmCallError
-from copilot.turns import Proposal
 from copilot.writes import title
 
 HORIZON_DAYS = 14
@@ -72,13 +72,6 @@ READ_TARGET: dict[str, TargetKind] = {
     "contact": "contact",
 }
 """A proposal's CRM target kinds, read again as the rep (so it is cited only if still readable)."""
-
-
-class WaitingProposals(Protocol):
-    """What the digest needs of the runner: a thread's waiting proposals, read without touching it
-    (:meth:`copilot.runner.CopilotService.waiting`)."""
-
-    async def waiting(self, identity: RepIdentity, thread_id: str) -> Sequence[Proposal]: ...
 
 
 @dataclass(frozen=True)
@@ -306,7 +299,7 @@ def _instant(text: str) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
-async def _waiting(
+async def waiting_proposals(
     evidence: Evidence,
     conn: AsyncConnection[DictRow],
     proposals: WaitingProposals,
@@ -334,7 +327,7 @@ async def _waiting(
     return found
 
 
-async def _with_target(evidence: Evidence, proposal: Proposal) -> WaitingProposal:
+async def _with_target(evidence: Evidence, proposal: PendingWrite) -> WaitingProposal:
     record: Mapping[str, Any] = proposal.record or {}
     target = record.get("target") or {}
     kind, target_id = str(target.get("type") or ""), target.get("id")
@@ -382,7 +375,7 @@ async def digest_at(
         quiet = [d for d in soon if await _quiet(evidence, d, at)]
         overdue = [d for d in mine if closes[str(d["id"])] < day]
         at_risk = await _at_risk(evidence, mine, at, day)
-        waiting = await _waiting(evidence, conn, proposals, identity)
+        waiting = await waiting_proposals(evidence, conn, proposals, identity)
     reads = DigestReads(
         meetings=customer,
         closing_quiet=sorted(quiet, key=lambda d: (closes[str(d["id"])], str(d["id"]))),

@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
-from copilot.agent_tools.knowledge import compact
 from copilot.auth.tokens import TokenBroker
 from copilot.briefs import ledger
 from copilot.briefs.calendar import read_meetings
@@ -31,7 +30,7 @@ from copilot.evidence import Evidence
 from copilot.identity import RepIdentity
 from copilot.insight.risk import RiskSettings, assess, history_of
 from copilot.knowledge.acl import Reader
-from copilot.knowledge.store import search
+from copilot.knowledge.store import compact, search
 from copilot.settings import Settings
 
 DEFAULT_LEAD_MINUTES = 60

@@ -151,7 +151,11 @@ class RunSoFar:
     def internal_sources(self) -> list[str]:
         """Texts only the model was meant to see: the system prompt, the gate's own notes and
         every tool error of the thread."""
-        errors = [message_text(m) for m in self.messages if isinstance(m, ToolMessage) and _failed(m)]
+        errors = [
+            message_text(m)
+            for m in self.messages
+            if isinstance(m, ToolMessage) and _failed(m) and not written_for_rep(m)
+        ]
         for notice in self.rep_facing:
             errors = [e.replace(notice, " ") for e in errors]
         return [self.system, *GATE_NOTES, *errors]
@@ -332,6 +336,22 @@ def nothing_earned(run: RunSoFar, ids: Mapping[int, set[str]]) -> bool:
         if any(ident in argued_text for ident in about):
             return True
     return False
+
+
+FOR_REP = "for_rep"
+"""Key of a tool error (``{"error": {"code", "message", "for_rep": true}}``) whose message is
+written for the rep (a question back: "more than one person is called 'Megan' … Which one?"):
+a reply may repeat it, as it may the CRM-outage notice."""
+
+
+def written_for_rep(result: ToolMessage) -> bool:
+    """Whether a tool error's message is written for the rep (see :data:`FOR_REP`)."""
+    try:
+        body = json.loads(message_text(result))
+    except ValueError:
+        return False
+    error = body.get("error") if isinstance(body, dict) else None
+    return isinstance(error, dict) and error.get(FOR_REP) is True
 
 
 def _failed(result: ToolMessage) -> bool:

@@ -354,3 +354,14 @@ async def embed_pending(conn: AsyncConnection[DictRow], model: EmbeddingModel, *
 def content_hash(data: bytes) -> str:
     """The hash that decides whether a re-ingested document changed."""
     return hashlib.sha256(data).hexdigest()
+
+
+def compact(hit: Hit) -> dict[str, Any]:
+    """What the model sees of one chunk: its citable id, title, section, link and a snippet."""
+    return {
+        "id": hit.chunk_id,
+        "title": hit.title,
+        "section": hit.section,
+        "url": hit.source_url,
+        "snippet": hit.snippet,
+    }

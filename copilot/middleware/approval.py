@@ -20,8 +20,9 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from copilot.errors import ConfigurationError
+from copilot.grounding.rules import FOR_REP
 from copilot.proposals import describe_proposal, unchanged_fields, unchanged_result
-from copilot.writes import write_tools
+from copilot.writes import UNRESOLVED, write_tools
 
 REQUIRED_DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
 
@@ -50,22 +51,48 @@ def no_change_answer(request: ToolCallRequest) -> ToolMessage | None:
     )
 
 
+def unresolved_answer(request: ToolCallRequest) -> ToolMessage | None:
+    """The tool error for a write call whose snapshot could not tell what it names (a colleague
+    called "Megan" when two are, or none): the model asks the rep which, nothing is proposed."""
+    call = request.tool_call
+    state = request.state if isinstance(request.state, dict) else {}
+    record = (state.get("proposals") or {}).get(call["id"]) or {}
+    error = record.get("error") or {}
+    if error.get("code") != UNRESOLVED:
+        return None
+    return ToolMessage(
+        json.dumps({"error": {"code": UNRESOLVED, "message": error.get("message", ""), FOR_REP: True}}),
+        tool_call_id=str(call["id"]),
+        name=call["name"],
+        status="error",
+    )
+
+
 class ApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
-    """LangChain's HITL, per call, except that a no-op proposal is answered instead of asked."""
+    """LangChain's HITL, per call, except that a no-op proposal is answered instead of asked,
+    and so is one that names no one (or more than one) it could resolve."""
 
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        return no_change_answer(request) or super().wrap_tool_call(request, handler)
+        return (
+            unresolved_answer(request)
+            or no_change_answer(request)
+            or super().wrap_tool_call(request, handler)
+        )
 
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        return no_change_answer(request) or await super().awrap_tool_call(request, handler)
+        return (
+            unresolved_answer(request)
+            or no_change_answer(request)
+            or await super().awrap_tool_call(request, handler)
+        )
 
 
 def approval_middleware() -> HumanInTheLoopMiddleware[Any, Any, Any]:

@@ -22,14 +22,11 @@ from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
+from copilot.errors import UNAVAILABLE_MESSAGE
 from copilot.tools.mcp_http import CANDIDATE_ERRORS, is_transient, retry_after
 from copilot.tracing import trace_event
 
 Handler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
-
-UNAVAILABLE_MESSAGE = (
-    "Live CRM data is unavailable right now; nothing was read or written. Please try again shortly."
-)
 
 
 def backoff_delay(

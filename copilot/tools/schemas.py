@@ -196,6 +196,29 @@ class NoArgs(_Args):
     """A tool without arguments."""
 
 
+class DelegateApprovalsArgs(_Args):
+    """Let a colleague approve or reject the rep's CRM proposals until a day."""
+
+    colleague: str = Field(
+        min_length=1,
+        max_length=200,
+        title="Colleague",
+        description="The colleague, as the rep named them: full name, first name or email",
+    )
+    until: dt.date = Field(title="Until", description="The last day they may approve (ISO date)")
+
+
+class RevokeDelegationArgs(_Args):
+    """End the rep's approval delegations: to one colleague, or all of them."""
+
+    colleague: str | None = Field(
+        default=None,
+        max_length=200,
+        title="Colleague",
+        description="Whose delegation to end (full name, first name or email); empty = every one",
+    )
+
+
 class UndoWriteArgs(_Args):
     """Undo one executed write (by its audit id) with the compensating change."""
 

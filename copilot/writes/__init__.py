@@ -1,6 +1,6 @@
 """Write tools: the registry and its built-in entries (see :mod:`copilot.writes.registry`)."""
 
-from copilot.writes import crm, mailbox, preferences, undo  # noqa: F401  (each registers its tools)
+from copilot.writes import crm, delegation, mailbox, preferences, undo  # noqa: F401  (each registers its tools)
 from copilot.writes.registry import (
     REGISTRY,
     WRITE_TOOL_SCHEMAS,
@@ -14,10 +14,11 @@ from copilot.writes.registry import (
     write_tool,
     write_tools,
 )
-from copilot.writes.types import Backend, ProposalRecord, Target, WriteOutcome, WritePlan
+from copilot.writes.types import UNRESOLVED, Backend, ProposalRecord, Target, WriteOutcome, WritePlan
 
 __all__ = [
     "REGISTRY",
+    "UNRESOLVED",
     "WRITE_TOOL_SCHEMAS",
     "Backend",
     "ProposalRecord",

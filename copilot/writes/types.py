@@ -17,6 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field
 Backend = Literal["crm", "mailbox", "store"]
 """Where a write lands, and so which token and session it needs."""
 
+UNRESOLVED = "unresolved"
+"""A snapshot ``error`` code: the proposal names something that resolves to no one or to more
+than one (a colleague "Megan"). Such a call is answered with the snapshot's message, a question
+for the model to ask, and never put to the rep (:mod:`copilot.middleware.approval`)."""
+
 
 class Target(TypedDict):
     type: str

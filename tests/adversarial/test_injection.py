@@ -44,7 +44,7 @@ from pydantic import ValidationError
 from copilot.proposals import unchanged_fields
 from copilot.tools.preferences import apply_update, load_preferences
 from copilot.tools.schemas import UpdatePreferencesArgs
-from copilot.writes import WRITE_TOOL_SCHEMAS, is_write
+from copilot.writes import UNRESOLVED, WRITE_TOOL_SCHEMAS, is_write
 from tests.adversarial.counts import Tally, count, soak
 from tests.adversarial.harness import (
     audit_count,
@@ -942,8 +942,9 @@ def explain(
 
 async def answered_unchanged(svc: Any, thread_id: str) -> frozenset[str]:
     """The thread's write calls (``canon([name, args])``; the copilot re-keys call ids) the
-    approval step answers "already has that value" instead of proposing: judged, as it judges
-    them, from the snapshot taken at proposal time.
+    approval step answers itself instead of proposing ("already has that value", or a colleague
+    it could not resolve: nothing to decide, nothing written): judged, as it judges them, from
+    the snapshot taken at proposal time.
 
     (While other calls of the same message wait, the answer itself is not in state yet: the
     tool step completes on resume.)
@@ -954,7 +955,9 @@ async def answered_unchanged(svc: Any, thread_id: str) -> frozenset[str]:
     ids = set()
     for message in values.get("messages", []):
         for call in message.tool_calls if isinstance(message, AIMessage) else []:
-            if unchanged_fields(call["name"], dict(call["args"]), snapshots.get(call["id"])) is not None:
+            snapshot = snapshots.get(call["id"])
+            unresolved = ((snapshot or {}).get("error") or {}).get("code") == UNRESOLVED
+            if unresolved or unchanged_fields(call["name"], dict(call["args"]), snapshot) is not None:
                 ids.add(canon([call["name"], call["args"]]))
     return frozenset(ids)
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from bot.handler import PRIVATE_ONLY
-from copilot.middleware.resilience import UNAVAILABLE_MESSAGE
+from copilot.errors import UNAVAILABLE_MESSAGE
 from copilot.persistence import audit, rejections
 from copilot.persistence.audit import AuditEntry
 from copilot.settings import Settings

@@ -456,7 +456,7 @@ async def test_a_tool_call_id_reused_from_an_earlier_turn_gets_an_id_of_its_own(
 
 
 async def test_a_decision_is_bound_to_the_arguments_shown_by_their_digest(copilot_settings, sandbox):
-    from copilot.proposals import args_digest
+    from copilot.turns import args_digest
 
     rep = await sign_in(copilot_settings, "alex")
     async with service(copilot_settings, ScriptedChatModel(steps=[calls(_log("Bound"))])) as svc:

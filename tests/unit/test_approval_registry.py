@@ -124,6 +124,11 @@ def test_the_copilots_own_tools_are_its_writes_and_its_known_local_reads():
         "search_knowledge",
         "deals_at_risk",
         "catch_up",
+        "pending_approvals",
+        "who_can_approve",
+        "brief_next_meeting",
+        "todays_digest",
+        "approval_stats",
     }
     assert not {t.name for t in local_read_tools()} & set(WRITE_TOOL_SCHEMAS)
 

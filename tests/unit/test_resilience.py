@@ -13,10 +13,9 @@ from langgraph.types import Command
 from mcp.shared.exceptions import McpError
 from mcp.types import ErrorData
 
-from copilot.errors import CrmUnavailable
+from copilot.errors import UNAVAILABLE_MESSAGE, CrmUnavailable
 from copilot.middleware import resilience
 from copilot.middleware.resilience import (
-    UNAVAILABLE_MESSAGE,
     CircuitBreaker,
     CircuitBreakerMiddleware,
     CrmRetryMiddleware,
