@@ -33,8 +33,9 @@ async def test_anything_waiting_on_my_approval_lists_the_proposal_waiting_on_ano
     async with service(copilot_settings, clock=SteppingClock(NOW)) as svc:
         proposed = await svc.run_turn(rep.identity, rep.broker, None, "log a call with Acme: pricing review")
         assert proposed.proposals
-        target = proposed.proposals[0].record or {}
-        account = str((target.get("target") or {}).get("id"))
+        record = proposed.proposals[0].record
+        assert record is not None
+        account = str(record["target"]["id"])
 
         result = await svc.run_turn(rep.identity, rep.broker, None, "anything waiting on my approval?")
     assert result.answer is not None
