@@ -12,6 +12,7 @@ import pytest
 
 from offline_model.intents import parse_request
 from offline_model.limits import unplaced_runs
+from tests.unit.test_offline_model import EXPANSION, RENEWAL, FakeCrm, _ask
 from tests.unit.test_offline_phrasing import TODAY, ask, cited
 
 
@@ -83,3 +84,38 @@ def test_a_word_no_record_holds_is_left_unplaced_by_the_parse_and_a_stage_is_pla
 def test_a_name_the_crm_does_not_have_still_gets_no_account_matching_it() -> None:
     text, _, _ = ask("brief me on Zephyrine Quarry Co")
     assert text.startswith("I found no account matching 'Zephyrine Quarry Co'"), text
+
+
+# --- answers that focus ---------------------------------------------------------------------------
+
+
+def test_a_list_of_deals_gives_count_total_weighted_and_flags_a_past_due_close_date() -> None:
+    late = {**EXPANSION, "close_date": "2026-04-30"}  # before the pinned today, 2026-05-06
+    crm = FakeCrm(list_opportunities={"items": [RENEWAL, late], "next_cursor": None, "total": 2})
+    produced, _ = _ask("what deals do I have open", crm)
+    head, *lines = produced[-1].text.splitlines()
+    assert head == (
+        "You have 2 open opportunities worth USD 420,000 in total, USD 210,000 weighted by probability; "
+        "1 past its close date:"
+    )
+    assert [line.endswith("**past due**") for line in lines] == [False, True]
+
+
+def test_a_refused_field_is_followed_by_no_list_of_deals() -> None:
+    text, _, _ = ask("whats the commission on my deals")
+    assert text.startswith("I can't see a commission field on your open opportunities"), text
+    assert len(text.splitlines()) == 1
+    assert "USD" not in text
+
+
+def test_a_question_about_one_deal_of_an_account_answers_about_that_deal() -> None:
+    produced, _ = _ask("how's the Acme renewal looking?")
+    text = produced[-1].text
+    assert text.startswith("Acme Corporation — Renewal 2027 [opp-acme-renewal]"), text
+    assert "opp-acme-expansion" not in text
+    assert "[act-0001]" in text  # the call about the renewal
+
+
+def test_an_account_question_naming_no_deal_still_gets_the_whole_account() -> None:
+    produced, _ = _ask("how's Acme looking?")
+    assert "**Open opportunities (2)**" in produced[-1].text
