@@ -22,6 +22,7 @@ from offline_model.questions import (
     find_asked_field,
     find_focus,
     find_rank,
+    focus_patterns,
     focus_spans,
     is_question,
     title_spans,
@@ -517,6 +518,14 @@ _CUES: tuple[str, ...] = (
     _TEAM,
     _OPPORTUNITY_CUES.pattern,
 )
+
+
+CUE_WORDS: frozenset[str] = frozenset(
+    word
+    for cue in (*_CUES, *focus_patterns())
+    for word in re.findall(r"[a-z]{4,}", re.sub(r"\\[a-z]", " ", cue))
+)
+"""The words the cue patterns spell out ("advice", "stakeholders"): vocabulary a typo may miss."""
 
 
 def change_words(text: str) -> list[str]:

@@ -28,7 +28,7 @@ from langchain_core.messages import BaseMessage
 
 from offline_model import compose as c
 from offline_model.context import PlanContext
-from offline_model.intents import WRITE_INTENTS, change_words
+from offline_model.intents import CUE_WORDS, WRITE_INTENTS, change_words
 from offline_model.questions import VOCABULARY
 from offline_model.records import cited
 from offline_model.state import every_result
@@ -69,7 +69,7 @@ NAME_KEYS = ("name", "title", "subject", "industry", "city", "territory", "stage
 """Keys of tool-result objects whose text names the record (its words are the record's)."""
 TYPO_CUTOFF = 0.84
 """How alike a word and a vocabulary word must be to be read as a typo of it (as the parser's)."""
-_KNOWN = tuple(sorted(STOPWORDS | FRAMING | set(VOCABULARY)))
+_KNOWN = tuple(sorted(STOPWORDS | FRAMING | set(VOCABULARY) | CUE_WORDS))
 _KNOWN_SET = frozenset(_KNOWN)
 _WORD = re.compile(r"[a-z0-9][a-z0-9&'’-]*")
 
@@ -141,33 +141,34 @@ def unplaced_runs(runs: Sequence[NameRun], known: set[str]) -> list[str]:
     return out
 
 
-def _named_records(ctx: PlanContext, messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
-    """The accounts and deals this question read whose name the rep typed (id, name)."""
+def _named_record(ctx: PlanContext) -> tuple[str, str] | None:
+    """The account or deal this question read whose name the rep typed most of (id, name):
+    the record a limit may point to ("Kestrel Aviation", not "Kestrel Aviation — Renewal")."""
     typed = set(_words(ctx.req.text))
-    named: list[tuple[str, str]] = []
+    best: tuple[float, str, str] | None = None
     for _, result in ctx.turn.results():
         for item in [result.obj, *result.items]:
             name, ident = item.get("name"), item.get("id")
-            if isinstance(name, str) and isinstance(ident, str) and ident not in dict(named):
-                # Named: a word of its own typed, and none of its vocabulary left out (the
-                # account "Kestrel Aviation", not the deal "Kestrel Aviation — Renewal").
-                words = set(_words(name)) - {""}
-                own = {w for w in words if not _understood(w)}
-                if own & typed and {w for w in words - own if w.isalpha()} <= typed:
-                    named.append((ident, name))
-    return named[:2]
+            if not isinstance(name, str) or not isinstance(ident, str):
+                continue
+            words = {w for w in _words(name) if w.isalpha()}
+            share = len(words & typed) / len(words) if words else 0.0
+            own = {w for w in words if not _understood(w)}
+            if own & typed and (best is None or share > best[0]):
+                best = (share, ident, name)
+    return (best[1], best[2]) if best else None
 
 
-def limit_text(ctx: PlanContext, unplaced: Sequence[str], named: Sequence[tuple[str, str]]) -> str:
+def limit_text(ctx: PlanContext, unplaced: Sequence[str], named: tuple[str, str] | None) -> str:
     """ "I can't … yet", the words not understood, and what can be done instead."""
     quoted = ", ".join(f'"{w}"' for w in unplaced[:3])
     lines = [
         f"I can't answer that yet: I don't understand {quoted} in your question, "
         "so I won't guess at a different one."
     ]
-    if named:
-        about = " and ".join(f"{name} {c.cite(ident)}" for ident, name in named)
-        lines.append(f"About {about}, I can tell you its deals, contacts and recent activity.")
+    if named is not None:
+        ident, name = named
+        lines.append(f"About {name} {c.cite(ident)}, I can tell you its deals, contacts and recent activity.")
     lines.append(c.help_text(ctx.tools.has))
     return "\n".join(lines)
 
@@ -202,4 +203,4 @@ def honest(ctx: PlanContext, step: Step, messages: Sequence[BaseMessage], not_na
     if len(unplaced) == 1 and not other and not shows_records:
         return step  # the name asked about: "which account?", "no account matching …"
     unplaced = other + unplaced
-    return answer(limit_text(ctx, unplaced, _named_records(ctx, messages)))
+    return answer(limit_text(ctx, unplaced, _named_record(ctx)))

@@ -73,6 +73,11 @@ def find_focus(lower: str) -> list[Focus]:
     return [focus for _, focus in sorted(found)]
 
 
+def focus_patterns() -> list[str]:
+    """The focus rules' patterns (their words are the parser's vocabulary)."""
+    return [pattern.pattern for _, pattern in _FOCUS_RULES]
+
+
 def focus_spans(lower: str) -> list[Span]:
     """Every span the focus rules match (the words a read question's focus was read from)."""
     return [
