@@ -145,17 +145,19 @@ def _named_record(ctx: PlanContext) -> tuple[str, str] | None:
     """The account or deal this question read whose name the rep typed most of (id, name):
     the record a limit may point to ("Kestrel Aviation", not "Kestrel Aviation — Renewal")."""
     typed = set(_words(ctx.req.text))
-    best: tuple[float, str, str] | None = None
+    best: tuple[tuple[float, int], str, str] | None = None
     for _, result in ctx.turn.results():
         for item in [result.obj, *result.items]:
             name, ident = item.get("name"), item.get("id")
             if not isinstance(name, str) or not isinstance(ident, str):
                 continue
             words = {w for w in _words(name) if w.isalpha()}
-            share = len(words & typed) / len(words) if words else 0.0
+            # Most of its name typed, then the most words of it: a deal named in full
+            # ("Granite Energy — Expansion") over its account.
+            score = (len(words & typed) / len(words) if words else 0.0, len(words & typed))
             own = {w for w in words if not _understood(w)}
-            if own & typed and (best is None or share > best[0]):
-                best = (share, ident, name)
+            if own & typed and (best is None or score > best[0]):
+                best = (score, ident, name)
     return (best[1], best[2]) if best else None
 
 
