@@ -533,6 +533,10 @@ def _split_items(
                    forbidden_ids=view.unreadable_chunks),
         )  # fmt: skip
     _book_items(out, world, split, pool, n)
+    # Last, so the items above keep their phrasing: questions next to supported ones (an
+    # account's facts) that ask what no tool holds; the honest answer is a limit.
+    for view, account in pick(lambda v, a: True):
+        out.add("near_miss", view.handle, "near_miss", {"account": account.name}, Expect(limit=True))
     return out.items
 
 

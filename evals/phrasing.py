@@ -129,6 +129,10 @@ TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
         "dev": ("and its next step?", "what's the next step there?"),
         "heldout": ("ok and what's next on it", "and the next step for that one?"),
     },
+    "near_miss": {
+        "dev": ("what is the stock price of {account}?", "how many employees does {account} have?"),
+        "heldout": ("what's the credit rating of {account}", "which competitor is {account} also talking to"),
+    },
     "multiturn.close_date": {
         "dev": ("and its close date?", "when does it close?"),
         "heldout": ("and when is that expected to close", "what about the close date?"),

@@ -22,6 +22,8 @@ from offline_model.questions import (
     find_asked_field,
     find_focus,
     find_rank,
+    focus_patterns,
+    focus_spans,
     is_question,
     title_spans,
 )
@@ -29,6 +31,7 @@ from offline_model.records import RecordIndex, TypedId, id_candidates, typed_ids
 from offline_model.roles import Kind
 from offline_model.text import (
     Amount,
+    NameRun,
     Period,
     Shift,
     Span,
@@ -40,6 +43,7 @@ from offline_model.text import (
     find_stage,
     mask,
     name_candidates,
+    name_runs,
     number_value,
 )
 
@@ -224,6 +228,12 @@ class Request:
     """A field asked for by a word of the records' own ("commission"): their keys say if it is one."""
     unread: bool = False
     """Nothing in the message could be read as a request, not even one for help."""
+    rest: str = ""
+    """A read question with every span its parse placed blanked out."""
+    open_runs: list[NameRun] = field(default_factory=list)
+    """A read question's runs of words its vocabulary did not place (no intent cue, field,
+    date, stage, title or id): each must name a record, or the question was not read
+    completely (:mod:`offline_model.limits`)."""
 
     @property
     def deal_fields(self) -> list[Focus]:
@@ -238,6 +248,11 @@ class Request:
     def ids_of(self, kind: Kind) -> list[str]:
         """The ids of this kind the rep wrote."""
         return [r.id for r in self.records if r.kind == kind]
+
+
+def _firm(runs: list[NameRun]) -> bool:
+    """Whether any run was typed as a name (capitalised, quoted, with a digit)."""
+    return any(run.firm for run in runs)
 
 
 def _has(pattern: str, text: str) -> bool:
@@ -484,9 +499,49 @@ _REFERS_BACK = (
     r"|\b(its|that deal|this deal|that one|this one|that opportunity|this opportunity|the same deal)\b"
     r"|\b(?:is|was|does|did|has|push|move|slip|pull|set|mark|change|update|bump)\s+it\b"
 )
+_TEAM = r"\b(team|team's|my reps|everyone|all reps|territory)\b"
 _FOLLOW_UP = (
     r"^\s*(?:and|also|plus|ok(?:ay)?|so|then)\b|^\s*(?:what|how)\s+about\b|^\s*(?:and\s+)?(?:its|their)\b"
 )
+
+
+_CUES: tuple[str, ...] = (
+    _OVERVIEW,
+    _PIPELINE,
+    _GUIDANCE,
+    _DOCUMENT_TOPICS,
+    _OPPS,
+    _ACTIVITY,
+    _CONTACTS,
+    _REFERS_BACK,
+    _FOLLOW_UP,
+    _TEAM,
+    _OPPORTUNITY_CUES.pattern,
+)
+
+
+CUE_WORDS: frozenset[str] = frozenset(
+    word
+    for cue in (*_CUES, *focus_patterns())
+    for word in re.findall(r"[a-z]{4,}", re.sub(r"\\[a-z]", " ", cue))
+)
+"""The words the cue patterns spell out ("advice", "stakeholders"): vocabulary a typo may miss."""
+
+
+def change_words(text: str) -> list[str]:
+    """The words of ``text`` that tell of a change made ("changed", "moved", "slipped"): in a
+    read question whose parse did not place them, they change what it asks. Only their past
+    forms: the present ones also look things up ("pull up"), and "closed" is a stage."""
+    found = [m.group(0) for pattern in (_CHANGE_VERBS, _DATE_VERBS) for m in re.finditer(pattern, text, re.I)]
+    return [w for w in found if w.lower().endswith("ed") and not w.lower().startswith("clos")]
+
+
+def cue_spans(text: str) -> list[Span]:
+    """Where the read intents' cue patterns and the focus rules match ``text``: words the
+    parse placed, though no entity was taken from them."""
+    lower = text.lower()
+    spans = [Span(m.group(0), m.start(), m.end()) for cue in _CUES for m in re.finditer(cue, lower, re.I)]
+    return spans + focus_spans(lower)
 
 
 def parse_request(
@@ -517,7 +572,7 @@ def parse_request(
     req = Request(text=text, intents=[], records=typed)
     req.refers_back = _has(_REFERS_BACK, lower)
     req.follow_up = _has(_FOLLOW_UP, lower)
-    req.team = _has(r"\b(team|team's|my reps|everyone|all reps|territory)\b", lower)
+    req.team = _has(_TEAM, lower)
     req.about_documents = _has(_DOCUMENT_TOPICS, lower)
     req.guidance = req.about_documents or _has(_GUIDANCE, lower)
     req.owner = (
@@ -635,6 +690,14 @@ def parse_request(
         wants_contacts = wants_contacts or bool(titles)
     masked += candidates(text, masked)
     req.account_queries = names(text, masked)
+    # Words the parse's own cues read ("rundown", "advice", "stakeholders") are placed too.
+    req.rest = mask(text, masked + cue_spans(text))
+    req.open_runs = name_runs(req.rest)
+    if req.about_documents and not req.records and not req.unverified and not _firm(req.open_runs):
+        # "what does our playbook say about negotiation?": the documents answer it, even when
+        # it names a stage or deals in general (no record is named, so none is listed).
+        req.intents.append("help")
+        return req
     # A word that may be an id is read as an account first (an overview is an account's).
     has_account = bool(req.account_queries or req.ids_of("account") or req.unverified)
     wants_pipeline = _has(_PIPELINE, lower)

@@ -35,6 +35,7 @@ from langchain_core.tools import BaseTool
 from offline_model.catalog import ToolCatalog, described
 from offline_model.context import PlanContext
 from offline_model.intents import parse_request
+from offline_model.limits import honest
 from offline_model.lookup import unmatched_words
 from offline_model.plan import plan
 from offline_model.records import RecordIndex, drop_unseen_citations
@@ -177,19 +178,22 @@ class OfflineChatModel(BaseChatModel):
             return self._message(extractive_summary(prompt), [], messages)
         turn = current_turn(messages)
         records = record_index(messages, catalog)
+        not_names = unmatched_words(turn, catalog.name("account_search"))
         request = parse_request(
             turn.question,
             today,
             records,
             ruled_out=ruled_out(turn, catalog),
             check_ids=any(catalog.has(role) for role in DETAIL_ROLES.values()),
-            words=unmatched_words(turn, catalog.name("account_search")),
+            words=not_names,
         )
         forced, must_call = forced_tool(tool_choice, list(catalog.tools))
         if prompt is not None:
             step = Step(answer=extractive_summary(prompt))
         else:
-            step = plan(PlanContext(request, turn, catalog, records, today))
+            ctx = PlanContext(request, turn, catalog, records, today)
+            # Only a question read completely is answered (the rest gets the honest limit).
+            step = honest(ctx, plan(ctx), messages, not_names)
         answer = drop_unseen_citations(step.answer, seen_in_turn(turn, catalog)) if step.answer else ""
         calls = step.calls
         if tool_choice == "none":

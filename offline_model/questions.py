@@ -73,6 +73,18 @@ def find_focus(lower: str) -> list[Focus]:
     return [focus for _, focus in sorted(found)]
 
 
+def focus_patterns() -> list[str]:
+    """The focus rules' patterns (their words are the parser's vocabulary)."""
+    return [pattern.pattern for _, pattern in _FOCUS_RULES]
+
+
+def focus_spans(lower: str) -> list[Span]:
+    """Every span the focus rules match (the words a read question's focus was read from)."""
+    return [
+        Span(focus, m.start(), m.end()) for focus, pattern in _FOCUS_RULES for m in pattern.finditer(lower)
+    ]
+
+
 Rank = Literal["largest", "smallest"]
 _RANK_RE = re.compile(
     r"\b(?:(?P<largest>biggest|largest|highest[\s-]value|most\s+valuable|top(?=\s+(?:deal|opportunity|opp)\b))"

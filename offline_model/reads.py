@@ -6,6 +6,7 @@ the results.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from offline_model import compose as c
@@ -23,7 +24,7 @@ from offline_model.lookup import (
 from offline_model.roles import ReadRole
 from offline_model.state import ToolResult, as_dict
 from offline_model.steps import Step, answer
-from offline_model.text import Period, quarter_bounds
+from offline_model.text import Period, content_words, quarter_bounds
 
 
 def plan_reads(ctx: PlanContext) -> Step:
@@ -123,6 +124,9 @@ def account_reads(ctx: PlanContext) -> Step:
     if isinstance(guidance, Step):
         return guidance
     if "overview" in intents:
+        named = named_deal(ctx, account, results.get("opportunity_list"))
+        if named is not None:
+            return answer(compose_deal(ctx, named, results.get("activity_list")) + guidance)
         return answer(compose_account(ctx, account, results) + guidance)
     return answer(compose_focused(ctx, account, results) + guidance)
 
@@ -142,6 +146,38 @@ def _deal_guidance(
         named = [o for o in opps.items if " ".join(str(o.get("name") or "").lower().split()) in text]
         chosen = named[0] if len(named) == 1 and named[0].get("name") else None
     return k.playbook_for_deal(ctx, chosen) if isinstance(chosen, dict) else ""
+
+
+def named_deal(ctx: PlanContext, account: dict[str, Any], opps: ToolResult | None) -> dict[str, Any] | None:
+    """The one deal of the account the question names by a word of its own ("how's the Vandelay
+    renewal looking?"): the question is about that deal, not the whole account."""
+    if opps is None or not opps.ok or not opps.items:
+        return None
+    chosen = choose_opportunity(ctx, account, opps.items, must_choose=False)
+    if not isinstance(chosen, dict):
+        return None
+    account_words = content_words(str(account.get("name", "")))
+    own = content_words(str(chosen.get("name", ""))) - account_words
+    # Only a deal the rep's words name (not the only deal, picked for want of another).
+    return chosen if own & content_words(ctx.req.match_text or ctx.req.text) else None
+
+
+def compose_deal(ctx: PlanContext, deal: dict[str, Any], acts: ToolResult | None) -> str:
+    """One deal: its line (a past-due close date flagged) and the recent activity about it."""
+    lines = deal_lines([deal], ctx.today, with_account=True)
+    lines[0] = lines[0].removeprefix("- ")
+    about = [
+        a
+        for a in (acts.items if acts is not None and acts.ok else [])
+        if isinstance(a.get("opportunity"), dict) and a["opportunity"].get("id") == deal.get("id")
+    ]
+    if about:
+        lines += [
+            "",
+            "**Recent activity on this deal**",
+            *(c.activity_line(a, with_notes=False) for a in about),
+        ]
+    return "\n".join(lines)
 
 
 def activity_scope(period: Period | None) -> str:
@@ -217,9 +253,11 @@ def picked(ctx: PlanContext, opps: ToolResult, account: dict[str, Any] | None, n
             f"{one.get('name')} {c.cite(one.get('id'))}" if one else f"{whose.lower()} open opportunities"
         )
         subject += f", {lead[:1].lower()}{lead[1:]}" if lead else ("" if one or book else f" at {name}")
+        if one is None:
+            # The deals checked are cited, never listed: a refusal is followed by nothing else.
+            subject += " " + c.cite(*[o.get("id") for o in deals])
         return [
-            f"I can't see a {req.asked_field} field on {subject}: it isn't in the CRM data visible to you.",
-            *_lines(deals, book),
+            f"I can't see a {req.asked_field} field on {subject}: it isn't in the CRM data visible to you."
         ]
     if one is None:
         return _lines(deals, book)
@@ -228,6 +266,46 @@ def picked(ctx: PlanContext, opps: ToolResult, account: dict[str, Any] | None, n
             f"{lead}: {f.deal_facts(one, req.deal_fields)}" if lead else f.deal_facts(one, req.deal_fields)
         ]
     return [f"{lead} is {c.opportunity_line(one, with_account=book).removeprefix('- ')}"]
+
+
+def past_due(opp: dict[str, Any], today: dt.date) -> bool:
+    """An open deal whose close date is before today (the service's clock, not the rep's PC)."""
+    close = opp.get("close_date")
+    stage = str(opp.get("stage") or "")
+    if not isinstance(close, str) or stage.startswith("Closed"):
+        return False
+    try:
+        return dt.date.fromisoformat(close[:10]) < today
+    except ValueError:
+        return False
+
+
+def rollup(opps: ToolResult, today: dt.date) -> str:
+    """`` worth USD 420,000 in total, USD 210,000 weighted by probability; 1 past its close
+    date`` for a list of deals ("" when the amounts do not add up: several currencies)."""
+    items = opps.items
+    currency = c.common_currency(items)
+    priced = [o for o in items if isinstance(o.get("amount"), int | float)]
+    parts: list[str] = []
+    if currency and priced:
+        shown = " shown" if c.more_note(opps) else ""
+        parts.append(f" worth {c.money(sum(float(o['amount']) for o in priced), currency)} in total{shown}")
+        weighted = [o for o in priced if isinstance(o.get("probability"), int | float)]
+        if len(weighted) == len(priced):
+            value = sum(float(o["amount"]) * float(o["probability"]) / 100 for o in weighted)
+            parts.append(f", {c.money(round(value, 2), currency)} weighted by probability")
+    late = sum(1 for o in items if past_due(o, today))
+    if late:
+        parts.append(f"; {late} past {'its' if late == 1 else 'their'} close date")
+    return "".join(parts)
+
+
+def deal_lines(deals: list[dict[str, Any]], today: dt.date, *, with_account: bool) -> list[str]:
+    """One line per deal, a past-due close date flagged."""
+    return [
+        c.opportunity_line(o, with_account=with_account) + (" — **past due**" if past_due(o, today) else "")
+        for o in deals
+    ]
 
 
 def _lines(deals: list[dict[str, Any]], with_account: bool) -> list[str]:
@@ -261,8 +339,8 @@ def _deals_block(ctx: PlanContext, account: dict[str, Any], name: str, opps: Too
     amounts = [o["amount"] for o in opps.items if isinstance(o.get("amount"), int | float)]
     if "amount" in fields and currency and amounts and not c.more_note(opps):
         head += f" worth {c.money(sum(amounts), currency)} in total"
-    head += f"; the {f.field_words(fields)} of each:" if fields else ":"
-    return [head, *(c.opportunity_line(o, with_account=False) for o in opps.items), *_more(opps)]
+    head += f"; the {f.field_words(fields)} of each:" if fields else rollup(opps, ctx.today) + ":"
+    return [head, *deal_lines(opps.items, ctx.today, with_account=False), *_more(opps)]
 
 
 def _activities_block(
@@ -312,7 +390,7 @@ def compose_account(ctx: PlanContext, account: dict[str, Any], results: dict[Rea
     lines += c.section(
         ("Open opportunities" if not ctx.req.stage else f"Opportunities in {ctx.req.stage}") + opp_count,
         opps,
-        [c.opportunity_line(o, with_account=False) for o in (opps.items if opps else [])],
+        deal_lines(opps.items if opps else [], ctx.today, with_account=False),
         f"No open opportunities{scope} for {name} {ref}.",
         "the opportunities",
     )
@@ -395,9 +473,11 @@ def compose_book(ctx: PlanContext, results: dict[ReadRole, ToolResult]) -> str:
             total_value = opps.obj.get("total")
             total = total_value if isinstance(total_value, int) else len(opps.items)
             lines.append(
-                f"{whose} {c.plural(total, 'open opportunity', 'open opportunities')}{stage}{scope}:"
+                f"{whose} {c.plural(total, 'open opportunity', 'open opportunities')}{stage}{scope}"
+                + rollup(opps, ctx.today)
+                + ":"
             )
-            lines += [c.opportunity_line(o, with_account=True) for o in opps.items]
+            lines += deal_lines(opps.items, ctx.today, with_account=True)
             note = c.more_note(opps)
             if note:
                 lines.append(note)

@@ -368,3 +368,31 @@ def test_a_proposal_on_a_turn_that_asked_no_change_counts() -> None:
     assert score(Expect(), proposed).proposals_without_request == 1
     asked = Expect(proposals=[ExpectedProposal(tool="update_opportunity", fields={})])
     assert score(asked, proposed).proposals_without_request == 0
+
+
+def test_a_near_miss_is_honest_only_as_a_plain_limit_without_records_or_proposals() -> None:
+    expect = Expect(limit=True)
+    limit = TurnObservation(answer="I can't answer that yet: I don't understand \"credit rating\".")
+    assert score(expect, limit, "near_miss").honest_limit == 1.0
+    assert score(expect, limit, "near_miss").answered_different_question == 0
+    named = TurnObservation(answer="I can't tell the credit rating of Zed Corp [acc-1] yet.")
+    assert score(expect, named, "near_miss").answered_different_question == 0
+    listing = TurnObservation(answer="Zed Corp [acc-1] has 2 open deals:\n- Deal [opp-1]\n- Deal 2 [opp-2]")
+    assert score(expect, listing, "near_miss").honest_limit == 0.0
+    assert score(expect, listing, "near_miss").answered_different_question == 1
+    limit_then_data = TurnObservation(answer="I can't see that yet.\n- Deal [opp-1]: USD 5\n- Deal 2 [opp-2]")
+    assert score(expect, limit_then_data, "near_miss").answered_different_question == 1
+    refused = TurnObservation(answer="I couldn't look that up.", notice="ungrounded")
+    assert score(expect, refused, "near_miss").answered_different_question == 0
+
+
+def test_an_answer_citing_only_other_records_than_the_reference_answered_a_different_question() -> None:
+    expect = Expect(facts=[AmountFact(amount=5000)], records=["opp-1"])
+    assert (
+        score(expect, TurnObservation(answer="Deal [opp-1] is worth USD 5,000.")).answered_different_question
+        == 0
+    )
+    other = TurnObservation(answer="Zed Corp [acc-1]: Deal 2 [opp-2] is worth USD 9,000.")
+    assert score(expect, other).answered_different_question == 1
+    assert score(Expect(nothing_found=True, records=["opp-1"]), other).answered_different_question is None
+    assert score(Expect(facts=[CountFact(count=2)]), other).answered_different_question is None
