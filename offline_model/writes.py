@@ -12,6 +12,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from offline_model import compose as c
+from offline_model.capture import propose_capture
 from offline_model.context import PlanContext, ReadCall
 from offline_model.focus import fitting_contacts
 from offline_model.intents import log_occurred_at
@@ -62,6 +63,8 @@ def _opportunity_record(ctx: PlanContext, opportunity_id: str) -> dict[str, Any]
 
 def propose_log(ctx: PlanContext) -> Step:
     """Propose logging the activity on the account (and the deal) the rep named."""
+    if ctx.req.capture is not None:
+        return propose_capture(ctx, ctx.req.capture)
     stop = _start(ctx, "activity_log", "log activities")
     if stop is not None:
         return stop
