@@ -1239,11 +1239,17 @@ def suggestion_request(suggestion: Suggestion) -> str:
                 f"to {suggestion.value}"
             )
         case "log_meeting":
-            return f"log a meeting on {suggestion.record_name} ({suggestion.record_id}) — {suggestion.value}"
+            # The attendees by name, before the deal (whose name may hold a dash): the model finds
+            # them among the account's contacts and names them on the activity.
+            people = f" with {' and '.join(suggestion.contacts)}" if suggestion.contacts else ""
+            return f"log a meeting{people} on {suggestion.record_name} ({suggestion.record_id}) — {suggestion.value}"
         case "set_next_step":
             return f"change the next step for {suggestion.record_name} ({suggestion.record_id}): {suggestion.value}"
         case "follow_up_task":
-            return f"log a task on {suggestion.record_name} ({suggestion.record_id}) — {suggestion.value}"
+            due = f" due {suggestion.due.isoformat()}" if suggestion.due else ""
+            return (
+                f"log a task on {suggestion.record_name} ({suggestion.record_id}){due} — {suggestion.value}"
+            )
         case _:
             assert_never(suggestion.kind)
 

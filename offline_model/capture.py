@@ -52,7 +52,7 @@ def _find_people(
             return listed
         if not listed.ok:
             return answer(c.error_sentence(listed, "your accounts"))
-        # A name that is an account's ("call with Globex") is the account, not a person.
+        # A name that is an account's ("call with Initech") is the account, not a person.
         for name in list(names):
             hits = [a for a in listed.items if names_match(name, a)]
             if len(hits) == 1 and not account:

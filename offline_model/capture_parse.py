@@ -63,7 +63,7 @@ class CaptureSpec:
     people: tuple[str, ...]
     """The names of people the rep wrote ("Sarah Chen", "Maria")."""
     account: str | None
-    """An account named after "at" / "from" ("… Sarah Chen at Acme")."""
+    """An account named after "at" / "from" ("… Sarah Chen at Initech")."""
     follow_up: FollowUp | None
     reminder: bool
     """A "remind me to …": only the task is proposed (``follow_up`` holds it)."""
@@ -189,3 +189,15 @@ def parse_capture(text: str, today: dt.date) -> CaptureSpec | None:
         occurred_on=occurred if occurred is not None and occurred < today else None,
         match_text=mask(body, spans + date_spans),
     )
+
+
+def named_people(text: str, today: dt.date) -> list[str]:
+    """The title-case names ``text`` writes (people, or an account's or deal's name: the caller
+    keeps those that are contacts)."""
+    people, account, _ = _names(text, today)
+    return people + ([account] if account else [])
+
+
+def follow_up_of(text: str, today: dt.date) -> FollowUp | None:
+    """The first clause with a deadline ("due Dec 11", "by the 15th") and its day, if any."""
+    return _follow_up(text, today)

@@ -196,3 +196,35 @@ async def test_a_contact_the_rep_cannot_read_is_refused_at_the_check_and_nothing
     assert result["message"].endswith("nothing was written")
     after = _structured(sandbox, "alex", "list_activities", account_id="acc-acme", limit=100)["total"]
     assert after == before
+
+
+async def test_the_digest_after_the_due_date_lists_the_task_as_overdue_by_its_due_date(
+    profile: Settings, sandbox: SandboxProcess
+) -> None:
+    from datetime import timedelta
+
+    from copilot.briefs.digest import digest_at
+    from copilot.persistence.database import connect
+
+    rep = await sign_in(profile, "alex")
+    async with service(profile, OfflineChatModel(today=SEED_DAY), clock=lambda: WEDNESDAY_AFTERNOON) as svc:
+        asked = await svc.run_turn(
+            rep.identity, rep.broker, None, "remind me to send Kevin Park the order form tomorrow"
+        )
+        (task,) = asked.proposals
+        await svc.decide(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [{"tool_call_id": task.tool_call_id, "type": "approve"}],
+        )
+        stored = _activity(sandbox, task.tool_call_id)
+        async with connect(profile) as conn:
+            digest = await digest_at(
+                profile, rep.identity, rep.broker, conn, svc, at=WEDNESDAY_AFTERNOON + timedelta(days=3)
+            )
+    task_id = _id(profile, "activity", stored["id"])
+    overdue = [i for i in digest.items if i.section == "overdue" and task_id in i.cited]
+    assert len(overdue) == 1, digest.text
+    assert overdue[0].text.startswith("Task “Send Kevin Park the order form” on Acme Corporation: ")
+    assert f"due {TOMORROW}, 2 days ago" in overdue[0].text
