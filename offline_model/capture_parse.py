@@ -23,7 +23,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from offline_model.text import Span, find_activity_type, find_dates, mask, name_runs
+from offline_model.text import Span, find_activity_type, find_dates, find_period, mask, name_runs
 
 # "… . log it", "…, capture this please": a keep-verb and a pronoun closing the message.
 _KEEP_COMMAND = re.compile(
@@ -86,8 +86,9 @@ def _names(text: str, today: dt.date) -> tuple[list[str], str | None, list[Span]
     people: list[str] = []
     account: str | None = None
     spans: list[Span] = []
-    # Dates first: "next Tuesday" is a day, not a person.
-    text = mask(text, find_dates(text, today))
+    # Dates and periods first: "next Tuesday" is a day and "in January" a month, not people.
+    period = find_period(text, today)
+    text = mask(text, find_dates(text, today) + ([period[1]] if period else []))
     for run in name_runs(text):
         if not run.capitalised or not run.firm:
             continue

@@ -228,3 +228,37 @@ async def test_the_digest_after_the_due_date_lists_the_task_as_overdue_by_its_du
     assert len(overdue) == 1, digest.text
     assert overdue[0].text.startswith("Task “Send Kevin Park the order form” on Acme Corporation: ")
     assert f"due {TOMORROW}, 2 days ago" in overdue[0].text
+
+
+async def test_an_approved_call_naming_a_contact_is_undone_by_voiding_it(
+    profile: Settings, sandbox: SandboxProcess
+) -> None:
+    rep = await sign_in(profile, "alex")
+    async with service(profile, OfflineChatModel(today=SEED_DAY), clock=lambda: WEDNESDAY_AFTERNOON) as svc:
+        asked = await svc.run_turn(
+            rep.identity,
+            rep.broker,
+            None,
+            "spoke with Tom Becker at Acme, the pilot starts in January. log it",
+        )
+        (call,) = asked.proposals
+        assert call.args["contact_ids"]
+        await svc.decide(
+            rep.identity,
+            rep.broker,
+            asked.thread_id,
+            [{"tool_call_id": call.tool_call_id, "type": "approve"}],
+        )
+        logged = _activity(sandbox, call.tool_call_id)
+        assert [c["name"] for c in logged["contacts"]] == ["Tom Becker"]
+        undo = await svc.run_turn(rep.identity, rep.broker, asked.thread_id, "undo my last change")
+        assert [p.tool for p in undo.proposals] == ["undo_write"], undo.answer
+        done = await svc.decide(
+            rep.identity,
+            rep.broker,
+            undo.thread_id,
+            [{"tool_call_id": undo.proposals[0].tool_call_id, "type": "approve"}],
+        )
+    assert done.outcomes[0]["result"]["status"] == "done", done.outcomes
+    items = _structured(sandbox, "alex", "list_activities", account_id="acc-acme", limit=100)["items"]
+    assert logged["id"] not in {a["id"] for a in items}

@@ -54,6 +54,13 @@ def test_dictation_ending_in_log_it_is_a_call_with_the_person_the_account_and_a_
             None,
         ),
         (
+            "spoke with Tom Becker at Acme, the pilot starts in January. log it",
+            "call",
+            ("Tom Becker",),
+            "Acme",
+            None,
+        ),
+        (
             "quick call with Maria, she needs the SOW before Friday - log it please",
             "call",
             ("Maria",),
