@@ -273,6 +273,8 @@ def _convert(spec: FieldSpec, raw: InputValue) -> Any:
             return int(number)
         return number
     text = str(raw).strip()
+    if spec.kind == "ids":
+        return [part.strip() for part in text.split(",") if part.strip()]
     if spec.kind == "date":
         try:
             return dt.date.fromisoformat(text[:10]).isoformat()
@@ -295,6 +297,8 @@ def _proposed(spec: FieldSpec, proposal: Proposal) -> Any:
         return False if spec.kind == "toggle" else spec.default
     if spec.kind == "date":
         return str(value)[:10]
+    if spec.kind == "ids":
+        return [str(v).strip() for v in value] if isinstance(value, list) else value
     if spec.kind in ("number", "integer") and not isinstance(value, bool):
         return float(value)
     if isinstance(value, str):

@@ -187,7 +187,8 @@ def _shows_draft(tool: str) -> bool:
     return entry is not None and entry.shows_draft
 
 
-FieldKind = Literal["choice", "date", "number", "integer", "toggle", "text"]
+FieldKind = Literal["choice", "date", "number", "integer", "toggle", "text", "ids"]
+"""``ids``: a list of record ids (an activity's contacts), edited as one comma-separated text."""
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,8 @@ def field_spec(tool: str, name: str) -> FieldSpec:
         kind = "date"
     elif base is str:
         kind = "text"
+    elif get_origin(base) is list and get_args(base) == (str,):
+        kind = "ids"
     else:
         raise ValueError(f"{tool}.{name} ({base!r}) cannot be edited in a card")
     minimum = maximum = None
@@ -253,7 +256,7 @@ def field_spec(tool: str, name: str) -> FieldSpec:
         kind=kind,
         optional=optional,
         required=required,
-        default=None if required else info.default,
+        default=None if required else info.get_default(call_default_factory=True),
         choices=choices,
         minimum=minimum,
         maximum=maximum,
@@ -400,10 +403,16 @@ def _target_line(proposal: Proposal) -> str | None:
 
 
 def _record_name(proposal: Proposal, value: Any) -> Any:
-    """A record id argument as its name when it is the proposal's target (ids are internal)."""
-    target: dict[str, Any] = dict((proposal.record or {}).get("target") or {})
+    """A record id argument as its name when it is the proposal's target (ids are internal);
+    a list of contact ids as the contacts' names read with the proposal."""
+    record = proposal.record or {}
+    target: dict[str, Any] = dict(record.get("target") or {})
     if isinstance(value, str) and value and value == target.get("id") and target.get("name"):
         return target["name"]
+    if isinstance(value, list):
+        names = record.get("contacts") or {}
+        assert isinstance(names, Mapping)
+        return ", ".join(str(names.get(str(v)) or v) for v in value)
     return value
 
 
@@ -497,6 +506,10 @@ def _input(spec: FieldSpec, value: Any) -> Card:
         element["type"] = "Input.Date"
         if value:
             element["value"] = str(value)[:10]
+    elif spec.kind == "ids":
+        element.update(type="Input.Text", placeholder="Record ids, separated by commas")
+        if value:
+            element["value"] = ", ".join(str(v) for v in value)
     elif spec.kind in ("number", "integer"):
         element["type"] = "Input.Number"
         if spec.minimum is not None:
@@ -1229,11 +1242,17 @@ def suggestion_request(suggestion: Suggestion) -> str:
                 f"to {suggestion.value}"
             )
         case "log_meeting":
-            return f"log a meeting on {suggestion.record_name} ({suggestion.record_id}) — {suggestion.value}"
+            # The attendees by name, before the deal (whose name may hold a dash): the model finds
+            # them among the account's contacts and names them on the activity.
+            people = f" with {' and '.join(suggestion.contacts)}" if suggestion.contacts else ""
+            return f"log a meeting{people} on {suggestion.record_name} ({suggestion.record_id}) — {suggestion.value}"
         case "set_next_step":
             return f"change the next step for {suggestion.record_name} ({suggestion.record_id}): {suggestion.value}"
         case "follow_up_task":
-            return f"log a task on {suggestion.record_name} ({suggestion.record_id}) — {suggestion.value}"
+            due = f" due {suggestion.due.isoformat()}" if suggestion.due else ""
+            return (
+                f"log a task on {suggestion.record_name} ({suggestion.record_id}){due} — {suggestion.value}"
+            )
         case _:
             assert_never(suggestion.kind)
 

@@ -8,9 +8,10 @@ name shares the most words with the subject (the only one if there is one; none 
 clear). It offers three suggestions, each only ever proposed through its own approval card
 (:mod:`copilot.briefs.suggestions`' path: the card's button asks in chat):
 
-* ``log_meeting``: the meeting as an activity regarding the deal (its attendees named);
+* ``log_meeting``: the meeting as an activity regarding the deal, its attendees (the matched
+  contacts the rep can read) named as its contacts;
 * ``set_next_step``: the deal's next step, pre-filled to follow up with the attendees;
-* ``follow_up_task``: a follow-up task due two working days after the meeting.
+* ``follow_up_task``: a follow-up task with a due date two working days after the meeting.
 
 The suggestion ledger applies (a suggestion the rep declined at the deal's version is not made
 again), and every line cites its records, checked like a brief's.
@@ -225,7 +226,8 @@ def suggestions_for(
         return ()
     deal_id, version = str(deal["id"]), int(deal["version"])
     name, subject = plain(deal.get("name")) or deal_id, plain(meeting.subject) or "the meeting"
-    people = ", ".join(plain(c.get("name")) for c in contacts) or plain(account.get("name"))
+    attendees = tuple(name for c in contacts if (name := plain(c.get("name"))))
+    people = ", ".join(attendees) or plain(account.get("name"))
     due = due_after(meeting.end.date())
     cites = tuple(dict.fromkeys([deal_id, str(account["id"]), *(str(c["id"]) for c in contacts)]))
     account_cite = f"[{account['id']}]"
@@ -243,6 +245,7 @@ def suggestions_for(
                 text=f"Log “{subject}” with {people} {account_cite} as a meeting on {name} [{deal_id}]?",
                 cited=cites,
                 value=subject,
+                contacts=attendees,
             ),
             Suggestion(
                 kind="set_next_step",
@@ -260,7 +263,8 @@ def suggestions_for(
                 record_name=name,
                 text=f"Add the task “{task}” on {name} [{deal_id}] due {due:%a %Y-%m-%d} {said}?",
                 cited=(deal_id, *line_ids),
-                value=f"{task} (due {due.isoformat()})",
+                value=task,
+                due=due,
             ),
         )
     return (
@@ -272,6 +276,7 @@ def suggestions_for(
             text=f"Log “{subject}” with {people} {account_cite} as a meeting on {name} [{deal_id}]?",
             cited=cites,
             value=subject,
+            contacts=attendees,
         ),
         Suggestion(
             kind="set_next_step",
@@ -289,7 +294,8 @@ def suggestions_for(
             record_name=name,
             text=f"Add a follow-up task on {name} [{deal_id}] due {due:%a %Y-%m-%d}?",
             cited=(deal_id,),
-            value=f"Follow up on {subject} (due {due.isoformat()})",
+            value=f"Follow up on {subject}",
+            due=due,
         ),
     )
 

@@ -117,11 +117,21 @@ def activity_line(act: dict[str, Any], *, with_notes: bool) -> str:
     """``- 2026-05-04 call: Subject [id]`` (+ the notes, quoted as data)."""
     when = str(act.get("occurred_at") or "")[:10]
     line = f"- {when} {act.get('type', 'activity')}: {_short(act.get('subject'), 100)} {cite(act.get('id'))}"
+    line += activity_extras(act)
     if act.get("voided"):
         line += " (voided)"
     if with_notes and act.get("notes"):
         line += f' — notes: "{_short(act["notes"], 160)}"'
     return line
+
+
+def activity_extras(act: dict[str, Any]) -> str:
+    """`` with Dana Reyes (due 2026-12-15)``: the people an activity names and a task's due date."""
+    people = [str(p.get("name")) for p in act.get("contacts") or [] if isinstance(p, dict) and p.get("name")]
+    extra = f" with {', '.join(people)}" if people else ""
+    if act.get("due_date"):
+        extra += f" (due {str(act['due_date'])[:10]})"
+    return extra
 
 
 def contact_line(contact: dict[str, Any]) -> str:

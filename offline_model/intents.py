@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from offline_model.capture_parse import CaptureSpec, parse_capture
 from offline_model.questions import (
     DEAL_FIELDS,
     Focus,
@@ -205,6 +206,8 @@ class Request:
     team: bool = False
     refers_back: bool = False
     log: LogSpec | None = None
+    capture: CaptureSpec | None = None
+    """A dictated activity ("… log it") or a reminder: :mod:`offline_model.capture` plans it."""
     update: UpdateSpec | None = None
     draft: DraftSpec | None = None
     prefs: PrefsSpec | None = None
@@ -583,6 +586,17 @@ def parse_request(
     if undo is not None:
         req.intents.append("undo")
         req.undo = undo
+        return req
+
+    capture = parse_capture(original, today)
+    if capture is not None:
+        # Dictation ("… log it") and reminders: the rep's own words, uncorrected.
+        req.text = original
+        req.intents.append("log")
+        req.capture = capture
+        req.account_queries = [capture.account] if capture.account else []
+        req.match_text = capture.match_text
+        req.log = LogSpec(capture.type, capture.notes, capture.occurred_on, mentions_opportunity=False)
         return req
 
     prefs = parse_preferences(text)

@@ -12,6 +12,8 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from offline_model import compose as c
+from offline_model.capture import propose_capture
+from offline_model.capture_parse import follow_up_of, named_people
 from offline_model.context import PlanContext, ReadCall
 from offline_model.focus import fitting_contacts
 from offline_model.intents import log_occurred_at
@@ -62,6 +64,8 @@ def _opportunity_record(ctx: PlanContext, opportunity_id: str) -> dict[str, Any]
 
 def propose_log(ctx: PlanContext) -> Step:
     """Propose logging the activity on the account (and the deal) the rep named."""
+    if ctx.req.capture is not None:
+        return propose_capture(ctx, ctx.req.capture)
     stop = _start(ctx, "activity_log", "log activities")
     if stop is not None:
         return stop
@@ -100,7 +104,37 @@ def propose_log(ctx: PlanContext) -> Step:
     occurred = log_occurred_at(spec.occurred_on, ctx.today)
     if occurred:
         args["occurred_at"] = occurred
+    if spec.type == "task":
+        # "log a task on … due Dec 11 — …": a task's deadline is its due date.
+        deadline = follow_up_of(ctx.req.text, ctx.today)
+        if deadline is not None:
+            args["due_date"] = deadline.due.isoformat()
+    account_id = account.get("id") or _account_id(opp)
+    record_names = " ".join(str(r.get("name") or "") for r in (account, opp)).lower()
+    people = [p for p in named_people(ctx.req.text, ctx.today) if p.lower() not in record_names]
+    if people and account_id and ctx.tools.has("contact_list"):
+        contacts = ctx.read("contact_list", {"account_id": account_id})
+        if isinstance(contacts, Step):
+            return contacts
+        found = [m[0] for name in people if contacts.ok and len(m := _named(contacts.items, name)) == 1]
+        # Names that are no contact of the account (its own name, the deal's) are not people.
+        if found:
+            args["contact_ids"] = list(dict.fromkeys(str(x.get("id")) for x in found))
     return propose(ctx, "activity_log", args)
+
+
+def _account_id(opp: dict[str, Any]) -> str | None:
+    account = opp.get("account")
+    return str(account["id"]) if isinstance(account, dict) and account.get("id") else None
+
+
+def _named(items: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The contacts ``name`` names: its full name, else every word of it."""
+    full = [x for x in items if str(x.get("name", "")).lower() == name.lower()]
+    if full:
+        return full
+    wanted = {w.lower() for w in name.split()}
+    return [x for x in items if wanted <= {p.lower() for p in str(x.get("name", "")).split()}]
 
 
 UNCLEAR_DATE = (

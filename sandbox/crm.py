@@ -14,8 +14,8 @@ import json
 import math
 import sqlite3
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +41,14 @@ MAX_LIMIT = 100
 MAX_NEXT_STEP = 500
 MAX_SUBJECT = 200
 MAX_NOTES = 4000
+MAX_ACTIVITY_CONTACTS = 20
+PARTY_TYPE = {"call": 2, "email": 2, "meeting": 5}
+"""How a named contact takes part, as Dataverse's ``participationtypemask``: a call's or email's
+To (2), a meeting's required attendee (5)."""
+PARTY_REGARDING = 8
+"""A task has no participants: the contact it names is what it regards (mask 8, Regarding)."""
+TASK_NOT_STARTED = 2
+"""A task's open ``statuscode`` (Not Started)."""
 MAX_REASON = 500
 MAX_IDEMPOTENCY_KEY = 200
 
@@ -164,6 +172,15 @@ class _Scope:
     accounts: dict[str, Row]
     opportunities: dict[str, Row]
     shares: dict[tuple[str, str], set[str]]
+    contacts: dict[str, Row] = field(default_factory=dict)
+    parties: dict[str, list[str]] = field(default_factory=dict)
+    """Each activity's contacts (activity parties), in the order they were named."""
+    due: dict[str, str] = field(default_factory=dict)
+    """Each task's due date (ISO date), where it has one."""
+
+    def contact_readable(self, contact_id: str) -> bool:
+        row = self.contacts.get(contact_id)
+        return row is not None and self.account_readable(row["account_id"])
 
     def account_readable(self, account_id: str | None) -> bool:
         row = self.accounts.get(account_id or "")
@@ -202,6 +219,21 @@ def _load_scope(conn: sqlite3.Connection, caller: User) -> _Scope:
     shares: dict[tuple[str, str], set[str]] = {}
     for row in conn.execute("SELECT * FROM shares WHERE tenant_id = ?", tenant):
         shares.setdefault((row["record_type"], row["record_id"]), set()).add(row["user_id"])
+    parties: dict[str, list[str]] = {}
+    for row in conn.execute(
+        "SELECT p.activity_id, p.party_id FROM activity_parties p JOIN activities a ON a.id = p.activity_id"
+        " WHERE a.tenant_id = ? AND p.party_type = 'contact' ORDER BY p.activity_id, p.rowid",
+        tenant,
+    ):
+        parties.setdefault(row["activity_id"], []).append(row["party_id"])
+    due = {
+        row["activity_id"]: str(row["scheduled_end"])[:10]
+        for row in conn.execute(
+            "SELECT s.activity_id, s.scheduled_end FROM activity_states s JOIN activities a"
+            " ON a.id = s.activity_id WHERE a.tenant_id = ? AND a.type = 'task' AND s.scheduled_end IS NOT NULL",
+            tenant,
+        )
+    }
     return _Scope(
         caller=caller,
         accounts={r["id"]: r for r in conn.execute("SELECT * FROM accounts WHERE tenant_id = ?", tenant)},
@@ -209,6 +241,9 @@ def _load_scope(conn: sqlite3.Connection, caller: User) -> _Scope:
             r["id"]: r for r in conn.execute("SELECT * FROM opportunities WHERE tenant_id = ?", tenant)
         },
         shares=shares,
+        contacts={r["id"]: r for r in conn.execute("SELECT * FROM contacts WHERE tenant_id = ?", tenant)},
+        parties=parties,
+        due=due,
     )
 
 
@@ -250,7 +285,15 @@ def _activity_view(row: Row, scope: _Scope) -> dict[str, Any]:
         "owner": _person(row["owner_id"]),
         "version": row["version"],
         "voided": row["voided_at"] is not None,
+        # The people it names (a contact the caller cannot read is left out, like any record).
+        "contacts": [
+            {"id": c, "name": scope.contacts[c]["name"]}
+            for c in scope.parties.get(row["id"], [])
+            if scope.contact_readable(c)
+        ],
     }
+    if row["type"] == "task":
+        view["due_date"] = scope.due.get(row["id"])
     if row["voided_at"] is not None:
         view |= {
             "voided_at": row["voided_at"],
@@ -636,12 +679,15 @@ class CrmService:
         occurred_at: str | None = None,
         account_id: str | None = None,
         opportunity_id: str | None = None,
+        contact_ids: Sequence[str] | None = None,
+        due_date: str | None = None,
     ) -> dict[str, Any]:
         """Create an activity once per (tenant, external_id); a repeat returns the stored one.
 
         A repeat with different fields is an ``idempotency_mismatch``, never a second
         write. An omitted ``occurred_at`` defaults to now and is not compared on repeats
-        (a retry cannot reproduce "now").
+        (a retry cannot reproduce "now"). ``contact_ids`` are the people taking part (each a
+        contact the caller can read); ``due_date`` is a task's due date.
         """
         external_id = _text(external_id, "external_id", 200, required=True)
         if type not in ACTIVITY_TYPES:
@@ -651,12 +697,20 @@ class CrmService:
         when = _parse_instant(occurred_at, "occurred_at") if occurred_at is not None else None
         if account_id is None and opportunity_id is None:
             raise _invalid("account_id or opportunity_id is required", field="account_id")
+        contacts = tuple(
+            dict.fromkeys(_text(c, "contact_ids", 200, required=True) for c in contact_ids or ())
+        )
+        if len(contacts) > MAX_ACTIVITY_CONTACTS:
+            raise _invalid(f"at most {MAX_ACTIVITY_CONTACTS} contacts", field="contact_ids")
+        due = _parse_date(due_date, "due_date").isoformat() if due_date else None
+        if due is not None and type != "task":
+            raise _invalid("only a task has a due date", field="due_date")
         # Under BEGIN IMMEDIATE the read-then-insert cannot race; the retry only covers a
         # writer that bypasses this service and wins the unique constraint.
         for _attempt in range(2):
             try:
                 return self._upsert_activity_once(
-                    caller, external_id, type, subject, notes, when, account_id, opportunity_id
+                    caller, external_id, type, subject, notes, when, account_id, opportunity_id, contacts, due
                 )
             except sqlite3.IntegrityError:
                 continue
@@ -672,9 +726,16 @@ class CrmService:
         when: str | None,
         account_id: str | None,
         opportunity_id: str | None,
+        contacts: tuple[str, ...] = (),
+        due: str | None = None,
     ) -> dict[str, Any]:
         with db.transaction(self.db_path, write=True) as conn:
             scope = _load_scope(conn, caller)
+            for contact_id in contacts:
+                # Named only if the caller may read the contact (as Dataverse's activity parties).
+                contact = scope.contacts.get(contact_id)
+                readable = contact is not None and scope.contact_readable(contact_id)
+                _require(perms.denial(caller, _tenant_of(contact), readable), "Contact", contact_id)
             account_ok: bool | None = None
             opportunity_ok: bool | None = None
             if account_id is not None:
@@ -712,6 +773,10 @@ class CrmService:
             ).fetchone()
             if existing is not None:
                 differing = sorted(k for k, v in wanted.items() if existing[k] != v)
+                if tuple(scope.parties.get(existing["id"], [])) != contacts:
+                    differing.append("contact_ids")
+                if scope.due.get(existing["id"]) != due:
+                    differing.append("due_date")
                 if differing:
                     visible = scope.activity_readable(existing)
                     raise CrmError(
@@ -743,6 +808,22 @@ class CrmService:
                     now,
                 ),
             )
+            # Parties and a due date live where the Dataverse face keeps them, so both faces agree.
+            for contact_id in contacts:
+                conn.execute(
+                    "INSERT OR IGNORE INTO activity_parties (activity_id, participation_type, party_type,"
+                    " party_id) VALUES (?, ?, 'contact', ?)",
+                    (activity_id, PARTY_TYPE.get(kind, PARTY_REGARDING), contact_id),
+                )
+            if due is not None:
+                conn.execute(
+                    "INSERT INTO activity_states (activity_id, statecode, statuscode, scheduled_start,"
+                    " scheduled_end) VALUES (?, 0, ?, NULL, ?)",
+                    (activity_id, TASK_NOT_STARTED, f"{due}T00:00:00Z"),
+                )
+            scope.parties[activity_id] = list(contacts)
+            if due is not None:
+                scope.due[activity_id] = due
             row = conn.execute("SELECT * FROM activities WHERE id = ?", (activity_id,)).fetchone()
             return {"activity": _activity_view(row, scope), "created": True}
 

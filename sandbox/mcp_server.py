@@ -277,6 +277,11 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
         occurred_at: Annotated[str | None, Field(description="ISO date-time; default now.")] = None,
         account_id: str | None = None,
         opportunity_id: str | None = None,
+        contact_ids: Annotated[
+            list[str] | None,
+            Field(max_length=20, description="Contacts taking part (ids, as list_contacts returns them)."),
+        ] = None,
+        due_date: Annotated[str | None, Field(description="A task's due date (ISO date).")] = None,
     ) -> CallToolResult:
         """Create an activity once per external_id; repeating the same call returns the stored record."""
         return await run(
@@ -291,6 +296,8 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
                 occurred_at=occurred_at,
                 account_id=account_id,
                 opportunity_id=opportunity_id,
+                contact_ids=contact_ids,
+                due_date=due_date,
             ),
         )
 

@@ -97,10 +97,18 @@ def account_items(reads: AccountReads) -> tuple[BriefItem, ...]:
             )
     for activity in list(reads.activities)[:MAX_ACTIVITIES]:
         when = plain(activity.get("occurred_at"))[:10]
+        people = [
+            plain(p.get("name"))
+            for p in activity.get("contacts") or []
+            if isinstance(p, Mapping) and p.get("name")
+        ]
+        extra = f" with {', '.join(people)}" if people else ""
+        if activity.get("due_date"):
+            extra += f" (due {plain(activity.get('due_date'))[:10]})"
         items.append(
             _item(
                 "activity",
-                f"{when} {plain(activity.get('type'))}: {plain(activity.get('subject'))}",
+                f"{when} {plain(activity.get('type'))}: {plain(activity.get('subject'))}{extra}",
                 activity["id"],
             )
         )

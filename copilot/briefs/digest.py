@@ -7,9 +7,11 @@ Four sections, each from reads made with the rep's own delegated tokens (the cal
   external attendee who is a CRM contact the rep may see (matched as briefs match them);
 * the rep's open deals closing within 14 days with no activity regarding them in the last
   14 days;
-* overdue next steps: the rep's open deals whose close date has passed (the CRM has no due
-  date on a next step; the close date is the one date the next step serves, so once it
-  has passed the step is overdue, whatever it says, and a deal with none set says so);
+* overdue next steps: the open tasks on the accounts of the rep's open deals whose due date
+  has passed (a task's due date is the real date a step was promised for), and the rep's open
+  deals whose close date has passed (the close date is the one date a next step without a task
+  serves, so once it has passed the step is overdue, whatever it says, and a deal with none set
+  says so);
 * the rep's open deals at risk by the signals that need the CRM's change history (close date
   pushed later repeatedly, stalled in a stage, amount lowered: :mod:`copilot.insight.risk`; the
   other two risk signals are the two sections above);
@@ -104,6 +106,8 @@ class DigestReads:
     waiting: Sequence[WaitingProposal]
     at_risk: Sequence[tuple[Mapping[str, Any], Sequence[Signal]]] = ()
     """Open deals and their change-history risk signals (:data:`HISTORY_SIGNALS`)."""
+    overdue_tasks: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]] = ()
+    """Open tasks whose due date passed, each with the deal (or account) it is about."""
 
 
 # --- composing (pure) ---------------------------------------------------------------------------
@@ -141,6 +145,18 @@ def digest_items(reads: DigestReads, day: date, zone: tzinfo) -> tuple[DigestIte
                 f"{_deal(deal)} closes {plain(deal.get('close_date'))[:10]}; no activity in "
                 f"{HORIZON_DAYS} days",
                 str(deal["id"]),
+            )
+        )
+    for task, about in reads.overdue_tasks:
+        due = str(task.get("due_date"))[:10]
+        late = (day - date.fromisoformat(due)).days
+        items.append(
+            _item(
+                "overdue",
+                f"Task “{plain(task.get('subject'))}” on {plain(about.get('name'))}: due {due}, "
+                f"{late} day{'s' if late != 1 else ''} ago",
+                str(task["id"]),
+                str(about["id"]),
             )
         )
     for deal in reads.overdue:
@@ -278,6 +294,57 @@ async def _quiet(evidence: Evidence, deal: Mapping[str, Any], at: datetime) -> b
     return not any(_instant(m) <= at for m in moments if isinstance(m, str) and m)
 
 
+def _task_due(activity: Mapping[str, Any]) -> date | None:
+    """An open task's due date (None for any other activity, or a task done or without one)."""
+    if activity.get("type") != "task" or activity.get("done") or activity.get("voided"):
+        return None
+    try:
+        return date.fromisoformat(str(activity.get("due_date") or "")[:10])
+    except ValueError:
+        return None
+
+
+def _regarding(activity: Mapping[str, Any]) -> str:
+    """The id of the record an activity regards: its deal, else its account (either CRM's shape)."""
+    for key in ("opportunity", "account"):
+        ref = activity.get(key)
+        if isinstance(ref, Mapping) and ref.get("id"):
+            return str(ref["id"])
+    return str(activity.get("regarding_id") or "")
+
+
+async def _overdue_tasks(
+    evidence: Evidence, deals: Sequence[Mapping[str, Any]], day: date
+) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """Open tasks on the accounts of the rep's open deals whose due date is before ``day``, oldest
+    due first, each with its deal (or its account)."""
+    by_id = {str(d["id"]): d for d in deals}
+    accounts: dict[str, Mapping[str, Any]] = {}
+    for deal in deals:
+        account: Mapping[str, Any] = deal.get("account") or {}
+        account_id = str(account.get("id") or "") if isinstance(account, Mapping) else ""
+        if account_id:
+            accounts.setdefault(account_id, {"id": account_id, "name": account.get("name") or account_id})
+    found: list[tuple[date, Mapping[str, Any], Mapping[str, Any]]] = []
+    for account_id, account in accounts.items():
+        for activity in await evidence.activities(account_id=account_id, limit=100):
+            due = _task_due(activity)
+            if due is None or due >= day:
+                continue
+            about = by_id.get(_regarding(activity))
+            if about is None:
+                # About the account (or one of its contacts): named as the CRM names the account.
+                if account.get("name") == account_id:
+                    accounts[account_id] = account = {
+                        "id": account_id,
+                        "name": (await evidence.account(account_id)).get("name") or account_id,
+                    }
+                about = account
+            found.append((due, activity, about))
+    found.sort(key=lambda f: (f[0], str(f[1].get("id"))))
+    return [(activity, about) for _, activity, about in found]
+
+
 async def _at_risk(
     evidence: Evidence, deals: Sequence[Mapping[str, Any]], at: datetime, day: date
 ) -> list[tuple[Mapping[str, Any], Sequence[Signal]]]:
@@ -374,6 +441,7 @@ async def digest_at(
         soon = [d for d in mine if day <= closes[str(d["id"])] <= day + timedelta(days=HORIZON_DAYS)]
         quiet = [d for d in soon if await _quiet(evidence, d, at)]
         overdue = [d for d in mine if closes[str(d["id"])] < day]
+        overdue_tasks = await _overdue_tasks(evidence, mine, day)
         at_risk = await _at_risk(evidence, mine, at, day)
         waiting = await waiting_proposals(evidence, conn, proposals, identity)
     reads = DigestReads(
@@ -382,6 +450,7 @@ async def digest_at(
         overdue=sorted(overdue, key=lambda d: (closes[str(d["id"])], str(d["id"]))),
         waiting=waiting,
         at_risk=at_risk,
+        overdue_tasks=overdue_tasks,
     )
     # A snoozed record's line is left out, and so is its suggestion.
     overdue_shown = [d for d in reads.overdue if str(d["id"]) not in leave_out]

@@ -117,6 +117,10 @@ class Suggestion(_Frozen):
     cited: tuple[str, ...] = Field(min_length=1)
     value: str
     """The value the suggestion offers for its kind's field (the rep may edit it on the card)."""
+    contacts: tuple[str, ...] = ()
+    """The people it names, as the CRM names them (a logged meeting's attendees)."""
+    due: date | None = None
+    """A suggested task's due date."""
 
 
 class Brief(_Frozen):
@@ -161,7 +165,7 @@ DIGEST_SECTIONS: tuple[DigestSection, ...] = ("meeting", "closing_quiet", "overd
 DIGEST_TITLES: dict[DigestSection, str] = {
     "meeting": "Today's customer meetings",
     "closing_quiet": "Closing within 14 days, no activity in 14 days",
-    "overdue": "Overdue next steps (close date passed)",
+    "overdue": "Overdue next steps (task due date or close date passed)",
     "at_risk": "Deals at risk (close date pushed, stalled in stage, amount lowered)",
     "waiting": "Proposals still waiting for your decision",
 }

@@ -353,9 +353,11 @@ class DataverseWriter:
             self._config.key_column,
         )
 
-    def _activity(self, activity_type: str, row: dict[str, Any]) -> dict[str, Any]:
+    def _activity(
+        self, activity_type: str, row: dict[str, Any], contact_ids: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
         state = {0: "open", 1: "completed", 2: "canceled"}.get(row.get("statecode", 0), "open")
-        return {
+        activity: dict[str, Any] = {
             "id": row.get("activityid"),
             "type": activity_type,
             "subject": row.get("subject"),
@@ -364,15 +366,32 @@ class DataverseWriter:
             "regarding_id": row.get("_regardingobjectid_value"),
             "state": state,
             "version": version_of(row.get("@odata.etag")),
+            "contacts": [{"id": contact} for contact in contact_ids],
         }
+        if self._config.activity_tables.get(activity_type) == "task" and row.get("scheduledend"):
+            activity["due_date"] = str(row["scheduledend"])[:10]
+        return activity
+
+    @staticmethod
+    def _regarding(request: ActivityRequest, table: str) -> tuple[str, str | None]:
+        """What the activity regards: the deal, else (a task naming one contact) that contact,
+        else the account. A task has no activity parties in Dataverse: the one person it is
+        about is what it regards, and the contact's account is implied by it."""
+        if request.opportunity_id:
+            return "opportunity", request.opportunity_id
+        if table == "task" and len(request.contact_ids) == 1:
+            return "contact", request.contact_ids[0]
+        return "account", request.account_id
 
     def _activity_body(self, request: ActivityRequest, table: str) -> dict[str, Any]:
         body: dict[str, Any] = {"subject": request.subject, "description": request.notes}
-        regarding = (
-            ("opportunity", request.opportunity_id)
-            if request.opportunity_id
-            else ("account", request.account_id)
-        )
+        regarding = self._regarding(request, table)
+        if table not in _PARTY_MASK and request.contact_ids and regarding[0] != "contact":
+            raise CrmCallError(
+                "validation",
+                f"a Dynamics 365 {table} names no participants: it can regard one contact, or the deal,"
+                " not both; nothing was written",
+            )
         if regarding[1]:
             body[f"regardingobjectid_{regarding[0]}_{table}@odata.bind"] = (
                 f"/{self._config.entity_set(regarding[0])}({regarding[1]})"
@@ -410,12 +429,15 @@ class DataverseWriter:
         )
         if response.status_code in (200, 201):
             return ActivityResult(
-                activity=self._activity(request.type, response.json()), created=response.status_code == 201
+                activity=self._activity(request.type, response.json(), request.contact_ids),
+                created=response.status_code == 201,
             )
         if response.status_code == 204:
             # The server ignored return=representation: it created the row (OData-EntityId).
             row = await self.get_row(path, self._activity_select())
-            return ActivityResult(activity=self._activity(request.type, row), created=True)
+            return ActivityResult(
+                activity=self._activity(request.type, row, request.contact_ids), created=True
+            )
         code, _ = _error_of(response)
         if response.status_code == 412 and code != CONCURRENCY_MISMATCH:
             # "A record with matching key values already exists": an earlier attempt created it.

@@ -59,6 +59,7 @@ _ACTIVITY_SELECT: Final = (
     "activitytypecode",
     "actualend",
     "scheduledstart",
+    "scheduledend",
     "createdon",
     "_regardingobjectid_value",
     "statecode",
@@ -288,7 +289,7 @@ class DataverseReads:
         # When it happened: a completed activity's actual end, a meeting's start, else when it
         # was logged (an open task).
         occurred = row.get("actualend") or row.get("scheduledstart") or row.get("createdon")
-        return {
+        activity: Record = {
             "id": row.get("activityid"),
             "type": tables.get(code, code),
             "subject": row.get("subject") or "",
@@ -296,6 +297,11 @@ class DataverseReads:
             "occurred_at": occurred,
             "regarding_id": row.get("_regardingobjectid_value"),
         }
+        if code == "task":
+            # A task's due date is its scheduledend; a completed one is done, whatever its date.
+            activity["due_date"] = str(row["scheduledend"])[:10] if row.get("scheduledend") else None
+            activity["done"] = row.get("statecode") == 1
+        return activity
 
     async def activities(
         self,
@@ -317,6 +323,11 @@ class DataverseReads:
                 "opportunity", ("opportunityid",), where=f"_parentaccountid_value eq {account}"
             )
             regarding += [account, *(str(d["opportunityid"]) for d in deals if d.get("opportunityid"))]
+            # A task about one person regards that contact (a Dataverse task has no parties).
+            people = await self._rows(
+                "contact", ("contactid",), where=f"_parentcustomerid_value eq {account}"
+            )
+            regarding += [str(p["contactid"]) for p in people if p.get("contactid")]
         if not regarding:
             raise CrmCallError("validation", "activities are read for an account or an opportunity")
         about = " or ".join(f"_regardingobjectid_value eq {r}" for r in dict.fromkeys(regarding))

@@ -124,8 +124,11 @@ class ReferenceWriter:
         }
         if request.occurred_at is not None:
             payload["occurred_at"] = request.occurred_at.isoformat()
-        # The reference CRM's activities have no parties or due dates: contact_ids and due are
-        # not sent (its tool would refuse the unknown fields).
+        # Sent only when given, so an activity without them is the same call as before.
+        if request.contact_ids:
+            payload["contact_ids"] = list(request.contact_ids)
+        if request.due is not None:
+            payload["due_date"] = request.due.isoformat()
         result = await self._crm.call(UPSERT_ACTIVITY, payload)
         return ActivityResult(activity=result["activity"], created=bool(result["created"]))
 

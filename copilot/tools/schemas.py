@@ -32,6 +32,11 @@ STAGES: tuple[str, ...] = REFERENCE_STAGES
 ActivityType = ReferenceActivityType
 EmailTone = Literal["friendly", "formal", "concise"]
 
+MAX_ACTIVITY_CONTACTS = 20
+"""The most contacts one activity names: a call or meeting, not a mailing list."""
+TASK_TYPE = "task"
+"""The activity type that has a due date (every CRM vocabulary here has it by this name)."""
+
 MAX_AMOUNT = 1e12
 """The largest amount the CRM stores; bounded here so a bad edit is refused while the
 proposal is still open, not by the CRM after the approval was used up."""
@@ -80,11 +85,24 @@ class LogActivityArgs(_Args):
     occurred_at: dt.datetime | None = Field(
         default=None, title="When", description="When it happened (ISO); default now"
     )
+    contact_ids: list[str] = Field(
+        default_factory=list,
+        title="Contacts",
+        max_length=MAX_ACTIVITY_CONTACTS,
+        description="Contact record ids of the people taking part (as a tool result returned them)",
+    )
+    due_date: dt.date | None = Field(
+        default=None, title="Due", description="A task's due date (ISO date); only for a task"
+    )
 
     @model_validator(mode="after")
     def _regarding_something(self) -> LogActivityArgs:
         if not self.account_id and not self.opportunity_id:
             raise ValueError("an activity needs an account_id or an opportunity_id")
+        if self.due_date is not None and self.type != TASK_TYPE:
+            raise ValueError(f"only a {TASK_TYPE} has a due date (this is a {self.type})")
+        # The same contact twice is one party: kept once, in the order given.
+        self.contact_ids = list(dict.fromkeys(c.strip() for c in self.contact_ids if c.strip()))
         return self
 
 

@@ -73,7 +73,31 @@ async def _snapshot_activity(
     record["version"] = None if target is None else target.version
     record["current"] = {}
     record["error"] = error
+    contacts = [str(c) for c in args.get("contact_ids") or []]
+    if contacts:
+        # The people it names, by name for the card; one the rep cannot read is named by id
+        # here and refused at the check (nothing is written).
+        names: dict[str, str] = {}
+        for contact_id in contacts:
+            found, _ = await read_safely(reader, "contact", contact_id)
+            names[contact_id] = found.name if found is not None else ""
+        record["contacts"] = names
     return record
+
+
+async def _readable_contacts(writer: CrmWriter, contact_ids: list[str]) -> list[CrmRecord] | WriteOutcome:
+    """Every contact the activity names, read as the rep; a refusal names the contact."""
+    found: list[CrmRecord] = []
+    for contact_id in contact_ids:
+        try:
+            found.append(await writer.read("contact", contact_id))
+        except CrmCallError as exc:
+            # Not found and not readable read the same to the rep: the CRM decides which it says.
+            return WriteOutcome.refused(
+                exc.crm_code,
+                f"the activity cannot name contact {contact_id} ({exc.message}); nothing was written",
+            )
+    return found
 
 
 async def _check_activity(
@@ -91,6 +115,9 @@ async def _check_activity(
             targets.append(await writer.read("account", args.account_id))
     except CrmCallError as exc:
         return _refused(exc)
+    contacts = await _readable_contacts(writer, args.contact_ids)
+    if isinstance(contacts, WriteOutcome):
+        return contacts
     for record in targets:
         # False = the CRM says no; None = it does not say (it decides at the write).
         if record.access.log_activity is False:
@@ -111,6 +138,8 @@ async def _log_activity(ctx: AgentContext, store: BaseStore | None, plan: WriteP
         occurred_at=args.occurred_at,
         account_id=args.account_id,
         opportunity_id=args.opportunity_id,
+        contact_ids=tuple(args.contact_ids),
+        due=args.due_date,
     )
     try:
         # Exactly once by key: a repeat of the key returns the activity the CRM stored.
@@ -140,14 +169,18 @@ LOG_ACTIVITY = register(
             "demo",
             "record",
             "capture",
+            "remind",
         ),
         title="Log an activity",
-        description="Log a call, meeting, email or task on an account or opportunity. Needs the rep's approval.",
+        description=(
+            "Log a call, meeting, email or task on an account or opportunity, naming the contacts who took"
+            " part; a task (a reminder, a follow-up) has a due date. Needs the rep's approval."
+        ),
         args_schema=LogActivityArgs,
         backend="crm",
         target_type="account",
         target_id=_activity_target,
-        editable=("type", "subject", "notes", "account_id", "opportunity_id"),
+        editable=("type", "subject", "notes", "account_id", "opportunity_id", "contact_ids", "due_date"),
         multiline=frozenset({"notes"}),
         snapshot=_snapshot_activity,
         check=_check_activity,
@@ -317,7 +350,10 @@ def apply_vocabulary(vocabulary: Vocabulary, crm: str | None = None) -> None:
         log_schema,
         description=LOG_ACTIVITY.description
         if log_schema is LogActivityArgs
-        else f"Log an activity ({types}) on an account or opportunity. Needs the rep's approval.",
+        else (
+            f"Log an activity ({types}) on an account or opportunity, naming the contacts who took part;"
+            " a task has a due date. Needs the rep's approval."
+        ),
     )
     reschema(
         UPDATE_OPPORTUNITY.name,

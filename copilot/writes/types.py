@@ -44,6 +44,8 @@ class ProposalRecord(TypedDict, total=False):
     """For an undo: the values it puts back (``current`` holds the values now)."""
     summary: str
     """One line saying what approving does, when there are no fields to show (an undo)."""
+    contacts: dict[str, str]
+    """The contacts an activity names: id → name as the rep reads it ("" if it cannot)."""
 
 
 @dataclass(frozen=True)

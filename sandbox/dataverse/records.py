@@ -22,7 +22,7 @@ from typing import Any
 
 from sandbox import db
 from sandbox import permissions as perms
-from sandbox.crm import OPEN_STAGES, _load_scope, _Scope
+from sandbox.crm import OPEN_STAGES, PARTY_REGARDING, _load_scope, _Scope
 from sandbox.dataverse import errors
 from sandbox.dataverse.ids import guid_for, parse_guid
 from sandbox.dataverse.schema import (
@@ -257,7 +257,7 @@ class Snapshot:
             return _opportunity(self.caller, row, self.key_column, self.opportunity_keys.get(row["id"]))
         if kind == "systemuser":
             return _systemuser(row["id"])
-        return _activity(row, self.states.get(row["id"]), self.key_column)
+        return _activity(row, self.states.get(row["id"]), self.key_column, self.parties.get(row["id"], []))
 
     def parties_of(self, entity: str, guid: str) -> list[Row]:
         """The parties of activity ``guid`` (callers have already read the activity itself)."""
@@ -267,6 +267,10 @@ class Snapshot:
     def activity_state(self, row: Raw) -> tuple[int, int]:
         """An activity's (statecode, statuscode), stored or derived."""
         return _activity_state(row, self.states.get(row["id"]))
+
+
+REGARDING_MASK = PARTY_REGARDING
+"""``participationtypemask`` 8: the record an activity regards, when that is a contact."""
 
 
 def _activity_matches(entity: str, row: Raw) -> bool:
@@ -398,11 +402,15 @@ def _activity_state(row: Raw, state: Raw | None) -> tuple[int, int]:
     return statecode, default_status(entity, statecode)
 
 
-def _activity(row: Raw, state: Raw | None, key_column: str) -> Row:
+def _activity(row: Raw, state: Raw | None, key_column: str, parties: Sequence[Raw] = ()) -> Row:
     entity = ACTIVITY_ENTITY_BY_TYPE[row["type"]]
     statecode, statuscode = _activity_state(row, state)
     regarding_entity = "opportunity" if row["opportunity_id"] else "account"
     regarding_id = row["opportunity_id"] or row["account_id"]
+    # A contact it regards (a Regarding party) stands for its account (stored as the row's).
+    about = [p for p in parties if p["participation_type"] == REGARDING_MASK and p["party_type"] == "contact"]
+    if about and not row["opportunity_id"]:
+        regarding_entity, regarding_id = "contact", about[0]["party_id"]
     shaped: Row = {
         "@odata.etag": etag(row["version"]),
         "activityid": guid_for("activity", row["id"]),
@@ -857,6 +865,11 @@ class DataverseService:
         if bind is None:
             return None
         caller = snap.caller
+        if bind.target == "contact":
+            contact = snap.contacts.get(bind.sandbox_id)
+            if contact is None or not snap.readable("contact", contact):
+                raise self._read_denied(caller, "contact", guid_for("contact", bind.sandbox_id))
+            return contact["account_id"], None
         if bind.target == "opportunity":
             opp = snap.scope.opportunities[bind.sandbox_id]
             readable = snap.scope.opportunity_readable(opp["id"])
@@ -886,6 +899,10 @@ class DataverseService:
                 f" or regardingobjectid_opportunity_{table.logical_name}."
             )
         parties = self._parties(snap, table, body) or []
+        bound = self._binds(snap, table, body).get("regardingobjectid")
+        if bound is not None and bound.target == "contact":
+            # The sandbox keeps the account on the row and the contact as a Regarding party.
+            parties.append((REGARDING_MASK, "contact", bound.sandbox_id))
         state = self._state(table, body, None) or (0, default_status(table.logical_name, 0))
         now = db.utc_now()
         activity_id = f"act-{uuid.uuid4().hex[:12]}"

@@ -158,7 +158,7 @@ _COMMON_TAIL = (
 
 
 def _activity(logical: str, set_name: str, otc: int, key_column: str, description: str) -> Entity:
-    regarding_targets = ("account", "opportunity")
+    regarding_targets = ("account", "opportunity", "contact")
     return Entity(
         logical_name=logical,
         set_name=set_name,
@@ -175,7 +175,12 @@ def _activity(logical: str, set_name: str, otc: int, key_column: str, descriptio
             Column("scheduledend", "datetime", "Due date (end time)"),
             Column("actualend", "datetime", "Actual end (when it happened)"),
             Column("createdon", "datetime", "Created on"),
-            Column("regardingobjectid", "lookup", "Regarding (account or opportunity)", regarding_targets),
+            Column(
+                "regardingobjectid",
+                "lookup",
+                "Regarding (account, opportunity or contact)",
+                regarding_targets,
+            ),
             Column("ownerid", "lookup", "Owner", ("systemuser",)),
             Column(key_column, "string", "Copilot idempotency key (alternate key)", max_length=100),
             *_COMMON_TAIL,
@@ -183,6 +188,7 @@ def _activity(logical: str, set_name: str, otc: int, key_column: str, descriptio
         navigation=(
             Navigation(f"regardingobjectid_account_{logical}", "regardingobjectid", "account"),
             Navigation(f"regardingobjectid_opportunity_{logical}", "regardingobjectid", "opportunity"),
+            Navigation(f"regardingobjectid_contact_{logical}", "regardingobjectid", "contact"),
             Navigation("ownerid", "ownerid", "systemuser"),
         ),
         alternate_key=key_column if logical != "activitypointer" else None,

@@ -232,3 +232,39 @@ async def test_a_rep_who_has_not_consented_to_transcripts_gets_the_card_from_the
     with pytest.raises(AuthError):
         await rep.broker.token_for([f"{copilot_settings.graph_resource}/OnlineMeetingTranscript.Read.All"])
     assert await read_transcript(copilot_settings, rep.broker, meeting) is None
+
+
+async def test_the_meeting_is_proposed_with_its_attendees_as_contacts_and_the_task_with_a_real_due_date(
+    copilot_settings: Settings, sandbox: SandboxProcess
+):
+    """What "Log this meeting" and "Add the task" ask for, through the offline model: the meeting
+    names its attendees (the matched contacts alex can read) as its contacts, on the deal; the
+    task has its due date, two working days after the meeting."""
+    from bot.cards import suggestion_request
+    from copilot.followthrough import due_after, follow_throughs_at
+    from offline_model import OfflineChatModel
+    from tests.support.copilot_env import service, sign_in
+    from tests.support.moments import SEED_DAY
+
+    rep = await sign_in(copilot_settings, "alex")
+    async with connect(copilot_settings) as conn:
+        [follow] = await follow_throughs_at(copilot_settings, rep.identity, rep.broker, conn, at=AFTER_ADD_ON)
+    kinds = {s.kind: s for s in follow.suggestions}
+    log, task = kinds["log_meeting"], kinds["follow_up_task"]
+    assert log.contacts == follow.contacts
+    assert len(log.contacts) == 2
+    assert task.due == due_after(follow.end.date())
+    listed = sandbox.call("alex", "list_contacts", account_id="acc-acme")["structuredContent"]["items"]
+    attendees = sorted(c["id"] for c in listed if c["name"] in log.contacts)
+    async with service(copilot_settings, OfflineChatModel(today=SEED_DAY), clock=lambda: AFTER_ADD_ON) as svc:
+        meeting = await svc.run_turn(rep.identity, rep.broker, None, suggestion_request(log))
+        follow_up = await svc.run_turn(rep.identity, rep.broker, None, suggestion_request(task))
+    [proposed] = meeting.proposals
+    assert proposed.args["type"] == "meeting"
+    assert proposed.args["opportunity_id"] == "opp-acme-analytics"
+    assert sorted(proposed.args["contact_ids"]) == attendees
+    [due] = follow_up.proposals
+    assert due.args["type"] == "task"
+    assert due.args["opportunity_id"] == "opp-acme-analytics"
+    assert task.due is not None
+    assert due.args["due_date"] == task.due.isoformat()

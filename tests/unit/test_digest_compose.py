@@ -71,3 +71,14 @@ def test_a_waiting_proposals_day_is_the_reps_day() -> None:
     pacific = ZoneInfo("America/Los_Angeles")
     digest = compose_digest("alex", AT, pacific, DigestReads((), (), (), (late,)), 0, [_read(target)])
     assert "(proposed 2026-12-02)" in digest.text  # 18:00 on the 2nd in Los Angeles
+
+
+def test_an_open_task_past_its_due_date_is_overdue_by_its_own_date_citing_the_task_and_its_deal() -> None:
+    deal = {"id": "opp-1", "name": "Big deal", "stage": "Proposal", "close_date": "2027-01-30"}
+    task = {"id": "act-9", "type": "task", "subject": "Send the proposal", "due_date": "2026-12-01"}
+    reads = DigestReads((), (), (), (), overdue_tasks=((task, deal),))
+    digest = compose_digest("alex", AT, UTC, reads, 0, [_read(deal), _read(task)])
+    [overdue] = digest.items
+    assert overdue.section == "overdue"
+    assert overdue.text == "Task “Send the proposal” on Big deal: due 2026-12-01, 2 days ago [act-9] [opp-1]"
+    assert digest.citation_check.unverified == ()

@@ -553,9 +553,12 @@ def test_log_a_meeting_yesterday_sets_when_it_happened() -> None:
 def test_logging_about_a_named_deal_attaches_the_opportunity() -> None:
     produced, _ = _ask("log a call on the Acme renewal: Maria wants a 3-year option")
     assert _calls(produced[1]) == [("list_opportunities", {"account_id": "acc-acme"})]
-    _, args = _calls(produced[2])[0]
+    # The person the rep named is looked up among the account's contacts and named on it.
+    assert _calls(produced[2]) == [("list_contacts", {"account_id": "acc-acme"})]
+    _, args = _calls(produced[3])[0]
     assert args["opportunity_id"] == "opp-acme-renewal"
     assert args["notes"] == "Maria wants a 3-year option"
+    assert args["contact_ids"] == ["con-0002"]
 
 
 def test_push_the_renewal_and_move_it_to_negotiation_full_sequence() -> None:
