@@ -11,108 +11,65 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
-from langchain.agents.middleware.human_in_the_loop import (
-    Action,
-    ApproveDecision,
-    EditDecision,
-    RejectDecision,
-    ToolApprovalRequest,
-)
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.errors import GraphRecursionError
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from langgraph.types import Command, StateSnapshot
 from psycopg import AsyncConnection
-from psycopg.errors import DeadlockDetected, LockNotAvailable, SerializationFailure
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
 from copilot.agent import build_agent
+from copilot.agent_stream import ProgressCallback, stream_agent
 from copilot.auth.tokens import TokenBroker
-from copilot.briefs import ledger
-from copilot.briefs.types import SuggestionDecision
-from copilot.citations import cited_records, current_run, message_text
 from copilot.clock import Clock, system_clock
 from copilot.context import AgentContext, run_context
 from copilot.crm.connector import load_vocabulary
-from copilot.decisions import Approve, Edit, Reject, edited_args, parse_decisions
+from copilot.decision_records import record_decisions
+from copilot.decisions import Reject, parse_decisions
 from copilot.errors import (
     UNAVAILABLE_MESSAGE,
     AuthError,
     CrmUnavailable,
-    InvalidDecision,
     InvalidInput,
     MailboxUnavailable,
-    ProposalNotPending,
-    ThreadBusy,
 )
 from copilot.identity import RepIdentity
 from copilot.middleware.limits import LIMIT_MESSAGE
 from copilot.middleware.resilience import CircuitBreaker, breaker_for
 from copilot.middleware.write_guard import WriteGuardMiddleware
 from copilot.models.factory import build_model
-from copilot.persistence import idempotency, rejections, threads
+from copilot.persistence import idempotency
 from copilot.persistence.checkpoint import make_saver_and_store
 from copilot.persistence.embedded import resolve_database_url
 from copilot.persistence.migrations import assert_schema_current
 from copilot.persistence.pool import open_pool
-from copilot.progress import ProgressEvent, describe_tool_call, names_in
-from copilot.proposals import ProposalRecord
-from copilot.rotation import handoff, rotation_due
 from copilot.settings import Settings
-from copilot.tools.crm_client import parse_result_text, read_tool_definitions, read_tools
+from copilot.thread_keeper import ThreadKeeper, thread_config
+from copilot.tools.crm_client import read_tool_definitions, read_tools
 from copilot.tools.session_pool import CrmSessionPool
-from copilot.tracing import Tracing, current_trace, model_labels, open_tracing
-from copilot.turns import Notice, Proposal, TurnResult, also_waiting_line, args_digest, waiting_line
+from copilot.tracing import Tracing, model_labels, open_tracing
+from copilot.turn_state import (
+    UNAVAILABLE_KEPT,
+    aborted,
+    delegate_may_decide,
+    hitl_answers,
+    outcomes_of,
+    proposal_made,
+    proposals_of,
+    result_of,
+)
+from copilot.turns import Proposal, TurnResult, also_waiting_line, waiting_line
 from copilot.vocabulary import crm_identity, vocabulary_loaded
-from copilot.writes import REGISTRY, WriteOutcome, backends
+from copilot.writes import WriteOutcome, backends
 from copilot.writes.crm import apply_vocabulary
 
-ProgressCallback = Callable[[ProgressEvent], Awaitable[None]]
-
 logger = logging.getLogger(__name__)
-
-MODEL_NODE = "model"
-"""The node of LangChain's agent graph that calls the model (middleware hooks are nodes of their own)."""
-TOOLS_NODE = "tools"
-"""The node of LangChain's agent graph that runs the model's tool calls (approved writes too)."""
-
-DELEGATE_MAY_NOT_EDIT = (
-    "You decide these proposals for a colleague: you can approve or reject one as it was "
-    "proposed, not edit it. Nothing was changed."
-)
-DELEGATE_CRM_ONLY = (
-    "Only the rep who asked can approve {tool}: it acts on their own mailbox or settings. "
-    "Nothing was changed."
-)
-
-_ONE_RUN_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 20261203))"
-THREAD_BUSY_SECONDS = 60.0
-"""How long a run waits for the thread's previous run before it is told the thread is busy."""
-
-MAILBOX_UNAVAILABLE_MESSAGE = (
-    "Your mailbox (Outlook) is unavailable right now, so the draft was not saved yet. "
-    "Your pending approvals are kept: approve again in a moment."
-)
-
-UNAVAILABLE_KEPT = UNAVAILABLE_MESSAGE + " Your pending approvals are kept."
-
-
-def _answer_notice(answer: AIMessage) -> Notice | None:
-    """Why a final answer is not a plain answer: the limit's stop, or the grounding gate's refusal."""
-    if answer.response_metadata.get("limit_reached"):
-        return "limit_reached"
-    if (answer.response_metadata.get("grounding") or {}).get("outcome") == "refused":
-        return "ungrounded"
-    return None
 
 
 def recursion_limit(agent: Any, model_call_run_limit: int) -> int:
@@ -129,8 +86,6 @@ def recursion_limit(agent: Any, model_call_run_limit: int) -> int:
 
 Decider = Callable[[Mapping[str, Proposal]], Any]
 """Builds the decisions from the proposals actually pending (the bot: from a card's inputs)."""
-
-HitlDecision = ApproveDecision | EditDecision | RejectDecision
 
 
 class CopilotService:
@@ -177,6 +132,8 @@ class CopilotService:
         self.clock: Clock = system_clock
         """What time it is for the service: thread activity, rotation, the date the model is
         told, undo windows, delegations (a test sets a simulated clock)."""
+        self.keeper = ThreadKeeper(settings, pool, self.lock_pool, saver, lambda: self.clock, self._state_of)
+        """Thread authorisation, run locks and rotation."""
 
     # --- public API ------------------------------------------------------------------------
 
@@ -205,10 +162,13 @@ class CopilotService:
             raise InvalidInput("the question is empty")
         rotated = False
         if rotate:
-            thread_id, rotated = await self._rotated(identity, thread_id)
+            thread_id, rotated = await self.keeper.rotated(identity, thread_id)
         else:
-            thread_id = await self._own_thread(identity, thread_id)
-        async with self._one_run(thread_id), self._run(identity, tokens, thread_id, read_now=True) as run:
+            thread_id = await self.keeper.own(identity, thread_id)
+        async with (
+            self.keeper.one_run(thread_id),
+            self._run(identity, tokens, thread_id, read_now=True) as run,
+        ):
             if isinstance(run, TurnResult):
                 return run
             agent, ctx, config = run
@@ -217,33 +177,32 @@ class CopilotService:
                 # A run cut short (a crash between its steps) left tool calls without their
                 # results: finish it first, so the history stays one a model accepts.
                 if state.next and not state.interrupts:
-                    if not await self._stream(agent, None, config, ctx, on_progress):
+                    if not await stream_agent(agent, None, config, ctx, on_progress):
                         return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
                     state = await agent.aget_state(config)
                 messages = (state.values or {}).get("messages", [])
                 if message_id is not None and (
                     any(isinstance(m, HumanMessage) and m.id == message_id for m in messages)
-                    or await self._answered(thread_id, message_id)
+                    or await self.keeper.answered(thread_id, message_id)
                 ):
-                    return self._result(state, thread_id)
-                pending = self._proposals(state)
+                    return result_of(state, thread_id)
+                pending = proposals_of(state)
                 if pending:
                     return await self._side_answer(
                         agent, ctx, thread_id, text, pending, on_progress, message_id
                     )
                 question = HumanMessage(text, id=message_id) if message_id is not None else HumanMessage(text)
-                carried = await self._handoff(thread_id) if rotate and not messages else []
-                finished = await self._stream(
+                carried = await self.keeper.handoff(thread_id) if rotate and not messages else []
+                finished = await stream_agent(
                     agent, {"messages": [*carried, question]}, config, ctx, on_progress
                 )
                 if message_id is not None:
-                    async with self.pool.connection() as conn:
-                        await threads.mark_answered(conn, thread_id, message_id)
+                    await self.keeper.mark_answered(thread_id, message_id)
                 if rotated:
-                    await self._compact_rotated(thread_id)
+                    await self.keeper.compact_rotated(thread_id)
                 if not finished:
                     return TurnResult(thread_id, answer=LIMIT_MESSAGE, notice="limit_reached")
-                return self._result(await agent.aget_state(config), thread_id)
+                return result_of(await agent.aget_state(config), thread_id)
             except AuthError as exc:
                 # The CRM refused the rep's token mid-turn (access revoked while a session was open).
                 return TurnResult(
@@ -271,11 +230,11 @@ class CopilotService:
         blocks another, and each is decided on its own, once (there is no approve-all). A
         question that proposes nothing leaves no thread behind.
         """
-        side = await self._side_thread(ctx.identity, thread_id)
+        side = await self.keeper.side_thread(ctx.identity)
         config = self._config(side, agent)
         kept = False
         try:
-            finished = await self._stream(
+            finished = await stream_agent(
                 agent,
                 {"messages": [HumanMessage(text)]},
                 config,
@@ -283,15 +242,12 @@ class CopilotService:
                 on_progress,
             )
             state = await agent.aget_state(config) if finished else None
-            kept = state is not None and bool(self._proposals(state))
+            kept = state is not None and bool(proposals_of(state))
         finally:
             if not kept:
-                await self.saver.adelete_thread(side)
-                async with self.pool.connection() as conn:
-                    await threads.delete_thread(conn, side)
+                await self.keeper.drop(side)
         if message_id is not None:
-            async with self.pool.connection() as conn:
-                await threads.mark_answered(conn, thread_id, message_id)
+            await self.keeper.mark_answered(thread_id, message_id)
         n = len(pending)
         if state is None:
             return TurnResult(thread_id, answer=LIMIT_MESSAGE, proposals=pending, notice="limit_reached")
@@ -299,10 +255,10 @@ class CopilotService:
             return TurnResult(
                 thread_id,
                 answer=also_waiting_line(n),
-                proposals=[*pending, *self._proposals(state)],
+                proposals=[*pending, *proposals_of(state)],
                 notice="proposals_pending",
             )
-        answered = self._result(state, thread_id)
+        answered = result_of(state, thread_id)
         answer = f"{answered.answer}\n\n{waiting_line(n)}" if answered.answer else waiting_line(n)
         return TurnResult(
             thread_id,
@@ -312,18 +268,6 @@ class CopilotService:
             proposals=pending,
             notice="proposals_pending",
         )
-
-    async def _side_thread(self, identity: RepIdentity, thread_id: str) -> str:
-        """A new thread of the rep's for a question asked while ``thread_id`` waits (a thread
-        row first, so retention finds its checkpoints even if the run is cut short)."""
-        del thread_id  # a thread of its own: it shares nothing with the waiting one
-        async with self.pool.connection() as conn:
-            return await threads.create_thread(
-                conn,
-                tenant_id=identity.tenant_id,
-                owner_aad_id=identity.aad_object_id,
-                now=self.clock(),
-            )
 
     async def decide(
         self,
@@ -345,29 +289,19 @@ class CopilotService:
         """
         if not callable(decisions):
             decisions = parse_decisions(decisions)
-        owner = await self._may_decide(identity, thread_id)
+        owner = await self.keeper.may_decide(identity, thread_id)
         async with (
-            self._one_run(thread_id),
+            self.keeper.one_run(thread_id),
             self._run(identity, tokens, thread_id, read_now=False, acting_for=owner) as run,
         ):
             if isinstance(run, TurnResult):
                 return run
             agent, ctx, config = run
-            pending = {p.tool_call_id: p for p in self._proposals(await agent.aget_state(config))}
+            pending = {p.tool_call_id: p for p in proposals_of(await agent.aget_state(config))}
             chosen = parse_decisions(decisions(pending)) if callable(decisions) else decisions
             if owner is not None:
-                _delegate_may_decide(chosen, pending)
-            answers: dict[str, HitlDecision] = {}
-            for decision in chosen:
-                proposal = pending.get(decision.tool_call_id)
-                if proposal is None:
-                    raise ProposalNotPending(decision.tool_call_id)
-                if decision.digest is not None and decision.digest != args_digest(proposal.args):
-                    raise InvalidDecision(
-                        f"proposal {decision.tool_call_id} is not the one you were shown "
-                        "(its arguments differ); nothing was changed"
-                    )
-                answers[proposal.interrupt_id] = self._answer(proposal, decision)
+                delegate_may_decide(chosen, pending)
+            answers = hitl_answers(chosen, pending)
             kept = list(pending.values())
             executing = {pending[d.tool_call_id].tool for d in chosen if not isinstance(d, Reject)}
             # Only writes whose backend is the CRM need its write-scoped session: opened
@@ -384,7 +318,7 @@ class CopilotService:
                     return TurnResult(thread_id, answer=exc.message, proposals=kept, notice="auth")
             whose = identity if owner is None else owner
             try:
-                finished = await self._stream(
+                finished = await stream_agent(
                     agent,
                     Command(resume=answers),
                     config,
@@ -399,116 +333,31 @@ class CopilotService:
             except (CrmUnavailable, MailboxUnavailable, AuthError) as exc:
                 # Already counted by the breaker where a CRM call failed. Decisions whose
                 # tool calls completed (e.g. a rejection beside the failed write) still count.
-                kept = self._proposals(await agent.aget_state(config))
-                await self._record_rejections(whose, thread_id, pending, chosen, kept)
-                await self._settle_suggestions(whose, pending, chosen, kept, {})
-                answer, notice = self._aborted(exc)
+                kept = proposals_of(await agent.aget_state(config))
+                await record_decisions(self.pool, whose, thread_id, pending, chosen, kept, {})
+                answer, notice = aborted(exc)
                 return TurnResult(thread_id, answer=answer, proposals=kept, notice=notice)
             state = await agent.aget_state(config)
             result = (
-                self._result(state, thread_id)
+                result_of(state, thread_id)
                 if owner is None
-                else TurnResult(thread_id, proposals=self._proposals(state))
+                else TurnResult(thread_id, proposals=proposals_of(state))
             )
             if not finished:
                 result.answer, result.notice = LIMIT_MESSAGE, "limit_reached"
             result.decided = {d.tool_call_id: pending[d.tool_call_id] for d in chosen}
-            result.outcomes, result.writes = self._outcomes(state, set(result.decided))
-            await self._record_rejections(whose, thread_id, pending, chosen, result.proposals)
-            await self._settle_suggestions(whose, pending, chosen, result.proposals, result.writes)
+            result.outcomes, result.writes = outcomes_of(state, set(result.decided))
+            await record_decisions(
+                self.pool, whose, thread_id, pending, chosen, result.proposals, result.writes
+            )
             return result
-
-    @staticmethod
-    def _aborted(exc: CrmUnavailable | MailboxUnavailable | AuthError) -> tuple[str, Notice]:
-        if isinstance(exc, MailboxUnavailable):
-            return MAILBOX_UNAVAILABLE_MESSAGE, "mailbox_unavailable"
-        if isinstance(exc, AuthError):
-            return exc.message, "auth"
-        return UNAVAILABLE_KEPT, "crm_unavailable"
-
-    @asynccontextmanager
-    async def _one_run(self, thread_id: str) -> AsyncIterator[None]:
-        """One run (question or decision round) on a thread at a time, across processes.
-
-        Two runs restoring the same checkpoint would fork it: an approve and a reject of
-        one proposal could both take effect, and a question could get another's answer.
-        A transaction-scoped advisory lock, on a connection of the lock pool (so waiting
-        runs never starve the pool that the running one needs), makes the next run wait;
-        it is released with the block, or with the process if that dies. A run that waits
-        longer than ``THREAD_BUSY_SECONDS`` is told the thread is busy.
-        """
-        async with self.lock_pool.connection() as conn, conn.transaction():
-            await conn.execute(f"SET LOCAL lock_timeout = '{int(THREAD_BUSY_SECONDS * 1000)}ms'")
-            try:
-                await conn.execute(_ONE_RUN_LOCK_SQL, (thread_id,))
-            except LockNotAvailable as exc:
-                raise ThreadBusy(
-                    "I'm still working on your previous message in this conversation; "
-                    "please try again in a moment."
-                ) from exc
-            yield
-
-    async def _record_rejections(
-        self,
-        identity: RepIdentity,
-        thread_id: str,
-        pending: dict[str, Proposal],
-        decisions: list[Approve | Edit | Reject],
-        still_pending: list[Proposal],
-    ) -> None:
-        """Record the rejections the run actually took (an aborted step keeps its proposal
-        pending, and it may still be approved later)."""
-        waiting = {p.tool_call_id for p in still_pending}
-        for decision in decisions:
-            if isinstance(decision, Reject) and decision.tool_call_id not in waiting:
-                proposal = pending[decision.tool_call_id]
-                async with self.pool.connection() as conn:
-                    await rejections.record(
-                        conn,
-                        tenant_id=identity.tenant_id,
-                        rep_aad_id=identity.aad_object_id,
-                        thread_id=thread_id,
-                        tool_call_id=proposal.tool_call_id,
-                        tool=proposal.tool,
-                        args=proposal.args,
-                        reason=decision.reason,
-                    )
-                if (trace := current_trace()) is not None:
-                    trace.record_rejection(proposal.tool, proposal.tool_call_id, decision.reason)
-
-    async def _settle_suggestions(
-        self,
-        identity: RepIdentity,
-        pending: dict[str, Proposal],
-        decisions: list[Approve | Edit | Reject],
-        still_pending: list[Proposal],
-        writes: Mapping[str, WriteOutcome],
-    ) -> None:
-        """Decided proposals settle the rep's open suggestions they act on (the suggestion
-        ledger, ``copilot/briefs/ledger.py``): a rejection declines them, an approved or edited
-        write that was done accepts them. ``identity`` is whose thread (and suggestions) it is."""
-        waiting = {p.tool_call_id for p in still_pending}
-        for decision in decisions:
-            proposal = pending[decision.tool_call_id]
-            if proposal.tool_call_id in waiting or not ledger.kinds_changed_by(proposal.tool, proposal.args):
-                continue
-            if isinstance(decision, Reject):
-                verdict: SuggestionDecision = "declined"
-            elif (outcome := writes.get(proposal.tool_call_id)) is not None and outcome.status == "done":
-                verdict = "accepted"
-            else:
-                continue  # not written (a conflict, a failure): the suggestion stays open
-            async with self.pool.connection() as conn:
-                await ledger.settle_proposal(
-                    conn, identity, tool=proposal.tool, args=proposal.args, decision=verdict
-                )
 
     async def pending(self, identity: RepIdentity, thread_id: str) -> TurnResult:
         """The proposals waiting on a thread (no model call, no token, no CRM session), for
         its owner or someone who may decide them (an approval delegate)."""
-        await self._may_decide(identity, thread_id)
-        state = await self._state_graph().aget_state(self._config(thread_id))
-        return TurnResult(thread_id, proposals=self._proposals(state))
+        await self.keeper.may_decide(identity, thread_id)
+        state = await self._state_of(thread_id)
+        return TurnResult(thread_id, proposals=proposals_of(state))
 
     async def waiting(self, identity: RepIdentity, thread_id: str) -> list[Proposal]:
         """The proposals waiting on one of the rep's threads, read without touching it.
@@ -517,21 +366,8 @@ class CopilotService:
         daily digest looks at every thread of the rep each morning, and must not keep idle
         threads from expiring.
         """
-        async with self.pool.connection() as conn:
-            await threads.authorize(
-                conn,
-                thread_id=thread_id,
-                tenant_id=identity.tenant_id,
-                now=self.clock(),
-                aad_id=identity.aad_object_id,
-                purpose="decide",
-            )
-        state = await self._state_graph().aget_state(self._config(thread_id))
-        return self._proposals(state)
-
-    async def _answered(self, thread_id: str, message_id: str) -> bool:
-        async with self.pool.connection() as conn:
-            return await threads.was_answered(conn, thread_id, message_id)
+        await self.keeper.may_decide(identity, thread_id, touch=False)
+        return proposals_of(await self._state_of(thread_id))
 
     def _state_graph(self) -> Any:
         """A compiled graph to read a thread's state with: the agent once compiled, else (a
@@ -558,174 +394,21 @@ class CopilotService:
         For a decision whose outcome the rep never saw (the process died after the write
         and its checkpoint, before the card was updated): a repeated click shows it.
         """
-        await self._may_decide(identity, thread_id)
+        await self.keeper.may_decide(identity, thread_id)
         async with self.pool.connection() as conn:
             stored = await idempotency.stored_result(
                 conn, idempotency.idempotency_key(thread_id, tool_call_id)
             )
         if stored is None:
             return None
-        state = await self._state_graph().aget_state(self._config(thread_id))
-        values = state.values or {}
-        record: ProposalRecord | None = (values.get("proposals") or {}).get(tool_call_id)
-        call = next(
-            (
-                c
-                for m in values.get("messages", [])
-                if isinstance(m, AIMessage)
-                for c in m.tool_calls
-                if c["id"] == tool_call_id
-            ),
-            None,
-        )
-        if call is None:
-            return None
-        proposal = Proposal(
-            tool_call_id=tool_call_id,
-            tool=call["name"],
-            args=dict(call["args"]),
-            record=record,
-            description="",
-            interrupt_id="",
-        )
-        return proposal, WriteOutcome.from_stored(stored)
+        proposal = proposal_made(await self._state_of(thread_id), tool_call_id)
+        return None if proposal is None else (proposal, WriteOutcome.from_stored(stored))
 
-    # --- rotation (copilot/rotation.py) ---------------------------------------------------------
-
-    async def _rotated(self, identity: RepIdentity, thread_id: str | None) -> tuple[str, bool]:
-        """The thread this conversation's question runs on, authorised and touched; True if
-        it was opened just now as the successor of the conversation's previous thread.
-
-        Only the thread's owner rotates it (a delegate's question runs where it was let in).
-        """
-        now = self.clock()
-        async with self.pool.connection() as conn:
-            if thread_id is None:
-                return await self._new_thread(conn, identity, now), False
-            current = await self._newest_authorized(conn, identity, thread_id)
-        async with self._one_run(current):
-            async with self.pool.connection() as conn:
-                # Again under the lock: a question just before this one may have rotated it.
-                current = await self._newest_authorized(conn, identity, current)
-                last_active = await threads.touch(conn, current, now)
-            saved = await self.saver.aget_tuple(cast(RunnableConfig, self._config(current)))
-            values = saved.checkpoint["channel_values"] if saved is not None else {}
-            due = rotation_due(
-                model_calls=int(values.get("thread_model_call_count", 0)),
-                last_active=last_active,
-                now=now,
-                thread_limit=self.settings.model_call_thread_limit,
-                run_limit=self.settings.model_call_run_limit,
-                idle=timedelta(hours=self.settings.thread_idle_rotate_hours),
-            )
-            if due is None or not values.get("messages"):
-                return current, False
-            async with self.pool.connection() as conn:
-                successor = await threads.rotate(
-                    conn, current, identity.tenant_id, identity.aad_object_id, now=now
-                )
-            if successor is None:
-                return current, False
-            logger.info("thread %s rotated to %s (%s)", current, successor, due)
-            return successor, True
-
-    async def _newest_authorized(
-        self, conn: AsyncConnection[Any], identity: RepIdentity, thread_id: str
-    ) -> str:
-        """The newest thread of ``thread_id``'s chain, each checked (invariant 7) before use."""
-        await threads.authorize(
-            conn,
-            thread_id=thread_id,
-            tenant_id=identity.tenant_id,
-            aad_id=identity.aad_object_id,
-            now=self.clock(),
-        )
-        current = await threads.current_of(conn, thread_id)
-        if current != thread_id:
-            await threads.authorize(
-                conn,
-                thread_id=current,
-                tenant_id=identity.tenant_id,
-                aad_id=identity.aad_object_id,
-                now=self.clock(),
-            )
-        return current
-
-    async def _new_thread(self, conn: AsyncConnection[Any], identity: RepIdentity, now: datetime) -> str:
-        return await threads.create_thread(
-            conn, tenant_id=identity.tenant_id, owner_aad_id=identity.aad_object_id, now=now
-        )
-
-    async def _handoff(self, thread_id: str) -> list[Any]:
-        """What a thread opened by rotation starts with: its predecessor's last read-only
-        exchange, verbatim (also after a crash before its first run was saved)."""
-        async with self.pool.connection() as conn:
-            previous = await threads.predecessor(conn, thread_id)
-        if previous is None:
-            return []
-        values = (await self._state_graph().aget_state(self._config(previous))).values or {}
-        return handoff(values.get("messages", []), set(REGISTRY))
-
-    async def _compact_rotated(self, thread_id: str) -> None:
-        """After a rotation: the conversation's earlier threads keep only what is still needed.
-
-        A thread with proposals pending keeps its latest checkpoint (the interrupt its cards
-        resume; ``aprune(keep_latest)``), under its run lock so no decision races it; one with
-        nothing pending has its checkpoints deleted (``adelete_thread``): its row stays for
-        its cards, answers and audit links. So a conversation holds the current thread's
-        checkpoints plus one per thread still waiting on a decision, however long it lasts.
-        """
-        async with self.pool.connection() as conn:
-            earlier = await threads.rotated_with_checkpoints(conn, thread_id)
-        for old in earlier:
-            try:
-                async with self._one_run(old):
-                    state = await self._state_graph().aget_state(self._config(old))
-                    if self._proposals(state):
-                        await self.saver.aprune([old], strategy="keep_latest")
-                        continue
-                    await self.saver.adelete_thread(old)
-                    async with self.pool.connection() as conn:
-                        await threads.mark_checkpoints_cleared(conn, old)
-            except (ThreadBusy, SerializationFailure, DeadlockDetected) as exc:
-                # A decision running there, or retention's prune at the same moment: the
-                # answer is already made, and the next rotation compacts this thread.
-                logger.info("thread %s left for the next compaction: %s", old, type(exc).__name__)
-
-    # --- steps -----------------------------------------------------------------------------
-
-    async def _own_thread(self, identity: RepIdentity, thread_id: str | None) -> str:
-        async with self.pool.connection() as conn:
-            if thread_id is None:
-                return await self._new_thread(conn, identity, self.clock())
-            # Invariant 7: ownership is checked before the checkpointer restores anything.
-            await threads.authorize(
-                conn,
-                thread_id=thread_id,
-                tenant_id=identity.tenant_id,
-                aad_id=identity.aad_object_id,
-                now=self.clock(),
-            )
-            await threads.touch(conn, thread_id, self.clock())
-            return thread_id
-
-    async def _may_decide(self, identity: RepIdentity, thread_id: str) -> RepIdentity | None:
-        """Authorise deciding the thread's proposals (before any state is restored): the
-        owner when the caller decides them through an approval delegation, else None."""
-        async with self.pool.connection() as conn:
-            owner = await threads.authorize(
-                conn,
-                thread_id=thread_id,
-                tenant_id=identity.tenant_id,
-                now=self.clock(),
-                aad_id=identity.aad_object_id,
-                purpose="decide",
-            )
-            await threads.touch(conn, thread_id, self.clock())
-        return None if owner is None else RepIdentity(tenant_id=identity.tenant_id, aad_object_id=owner)
+    async def _state_of(self, thread_id: str) -> StateSnapshot:
+        return cast(StateSnapshot, await self._state_graph().aget_state(self._config(thread_id)))
 
     def _config(self, thread_id: str, agent: Any = None) -> dict[str, Any]:
-        config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
+        config = thread_config(thread_id)
         if agent is not None:
             config["recursion_limit"] = recursion_limit(agent, self.settings.model_call_run_limit)
         return config
@@ -800,152 +483,6 @@ class CopilotService:
                 yield TurnResult(thread_id, answer=UNAVAILABLE_MESSAGE, notice="crm_unavailable")
                 return
             yield agent, ctx, {**self._config(thread_id, agent), **traced}
-
-    async def _stream(
-        self,
-        agent: Any,
-        payload: Any,
-        config: dict[str, Any],
-        ctx: AgentContext,
-        on_progress: ProgressCallback | None,
-        *,
-        stop_after_tools: bool = False,
-    ) -> bool:
-        """Run the agent to its next stop (``stop_after_tools``: also right after its tool
-        node ran); False if it ran out of graph steps instead."""
-        names: dict[str, str] = {}
-        # durability="exit": a run's checkpoint is written once, when it stops (its answer,
-        # or its pause with the pending tool calls), and the run returns only after that
-        # write. A turn killed before then leaves no trace of itself: the redelivered turn
-        # starts again from the last stop, and read tools are safe to repeat. A resumed
-        # write cannot run twice either: it runs from the pause already stored, under its
-        # idempotency claim (copilot/persistence/idempotency.py), so a kill after the CRM
-        # commit completes it from the claim instead of repeating it. "sync" wrote one
-        # checkpoint per graph step (about 50 per turn, one per middleware hook); "async"
-        # was tried and reverted (tests/adversarial/test_scale_out: a killed worker's
-        # in-flight saves left a run that read back without its pause).
-        try:
-            async for update in agent.astream(
-                payload,
-                config,
-                context=ctx,
-                stream_mode="updates",
-                durability="exit",
-                interrupt_after=[TOOLS_NODE] if stop_after_tools else None,
-            ):
-                if not isinstance(update, dict):
-                    continue
-                for node, node_update in update.items():
-                    messages = node_update.get("messages", []) if isinstance(node_update, dict) else []
-                    for message in messages if isinstance(messages, list) else [messages]:
-                        if isinstance(message, ToolMessage):
-                            names_in(parse_result_text(message_text(message)), names)
-                        elif (
-                            isinstance(message, AIMessage) and on_progress is not None and node == MODEL_NODE
-                        ):
-                            # Only the model's new message: other nodes' updates (a summary
-                            # rewriting the list, say) carry earlier turns' calls as well.
-                            for call in message.tool_calls:
-                                await on_progress(describe_tool_call(call["name"], call["args"], names))
-        except GraphRecursionError:
-            # The recursion limit is derived from the model-call limit, so the limit's own
-            # answer normally ends the run first; should the graph still run out of steps,
-            # the rep gets that same answer, never a recursion error.
-            logger.warning("thread %s ran out of graph steps before its model-call limit", ctx.thread_id)
-            return False
-        return True
-
-    @staticmethod
-    def _proposals(state: StateSnapshot) -> list[Proposal]:
-        """The proposals a state waits on: one LangChain ``ToolApprovalRequest`` per call."""
-        records: dict[str, ProposalRecord] = (state.values or {}).get("proposals", {})
-        thread_id = str(((state.config or {}).get("configurable") or {}).get("thread_id") or "")
-        proposals = []
-        for interrupt in state.interrupts:
-            value = interrupt.value
-            if not isinstance(value, dict) or value.get("type") != "tool_approval":
-                continue
-            request = cast(ToolApprovalRequest, value)
-            proposals.append(
-                Proposal(
-                    tool_call_id=request["tool_call_id"],
-                    tool=request["name"],
-                    args=dict(request["args"]),
-                    record=records.get(request["tool_call_id"]),
-                    description=request.get("description", ""),
-                    interrupt_id=interrupt.id,
-                    thread_id=thread_id,
-                )
-            )
-        return proposals
-
-    def _result(self, state: StateSnapshot, thread_id: str) -> TurnResult:
-        trace = current_trace()
-        run_id = str(trace.run_id) if trace is not None else None
-        proposals = self._proposals(state)
-        if proposals:
-            return TurnResult(thread_id, proposals=proposals, run_id=run_id)
-        messages = (state.values or {}).get("messages", [])
-        last = next((m for m in reversed(messages) if isinstance(m, AIMessage) and not m.tool_calls), None)
-        if last is None:
-            return TurnResult(thread_id, answer=None, run_id=run_id)
-        check = last.response_metadata.get("citation_check", {})
-        cited = list(check.get("cited", []))
-        return TurnResult(
-            thread_id,
-            run_id=run_id,
-            answer=message_text(last),
-            citations=cited,
-            sources=cited_records(current_run(messages), cited),
-            unverified_citations=list(check.get("unverified", [])),
-            notice=_answer_notice(last),
-        )
-
-    @staticmethod
-    def _outcomes(
-        state: StateSnapshot, decided: set[str]
-    ) -> tuple[list[dict[str, Any]], dict[str, WriteOutcome]]:
-        """What the decided writes came to, found by tool call id (summarisation may rewrite
-        the message list, so positions are not reliable): read from each tool message's
-        typed artifact, never from its text. A rejection has no artifact."""
-        messages = (state.values or {}).get("messages", [])
-        outcomes: list[dict[str, Any]] = []
-        typed: dict[str, WriteOutcome] = {}
-        for message in messages:
-            if not (isinstance(message, ToolMessage) and message.tool_call_id in decided):
-                continue
-            if isinstance(message.artifact, dict):
-                outcome = WriteOutcome.from_stored(message.artifact)
-                typed[message.tool_call_id] = outcome
-                result: dict[str, Any] = outcome.to_json()
-            else:
-                result = {"message": message_text(message)}
-            outcomes.append({"tool_call_id": message.tool_call_id, "tool": message.name, "result": result})
-        return outcomes, typed
-
-    @staticmethod
-    def _answer(proposal: Proposal, decision: Approve | Edit | Reject) -> HitlDecision:
-        """The rep's decision as LangChain's HITL decision for the proposal's interrupt."""
-        if isinstance(decision, Approve):
-            return ApproveDecision(type="approve")
-        if isinstance(decision, Edit):
-            args = edited_args(proposal.tool, proposal.args, decision)
-            return EditDecision(type="edit", edited_action=Action(name=proposal.tool, args=args))
-        return RejectDecision(type="reject", message=decision.reason)
-
-
-def _delegate_may_decide(chosen: list[Approve | Edit | Reject], pending: Mapping[str, Proposal]) -> None:
-    """What an approval delegate may decide: a CRM write approved as proposed (it is then
-    one the owner may make: the owner's own run proposed it from the owner's own read, and
-    the version check refuses it if the record changed since), or any rejection."""
-    for decision in chosen:
-        proposal = pending.get(decision.tool_call_id)
-        if proposal is None:
-            raise ProposalNotPending(decision.tool_call_id)
-        if isinstance(decision, Edit):
-            raise InvalidDecision(DELEGATE_MAY_NOT_EDIT)
-        if isinstance(decision, Approve) and backends({proposal.tool}) != {"crm"}:
-            raise InvalidDecision(DELEGATE_CRM_ONLY.format(tool=proposal.tool))
 
 
 @asynccontextmanager

@@ -17,8 +17,9 @@ from copilot import delegation
 from copilot.delegation import Colleague
 from copilot.errors import InvalidDecision, InvalidInput, ThreadAccessDenied
 from copilot.persistence import audit
-from copilot.runner import DELEGATE_MAY_NOT_EDIT, CopilotService
+from copilot.runner import CopilotService
 from copilot.settings import Settings
+from copilot.turn_state import DELEGATE_MAY_NOT_EDIT
 from copilot.turns import TurnResult
 from sandbox.directory import FABRIKAM
 from tests.support.copilot_env import Rep, service, sign_in
