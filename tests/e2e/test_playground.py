@@ -774,3 +774,117 @@ def test_after_a_customer_meeting_the_follow_through_card_is_posted_once_and_fit
         assert fitted["buttons"][button]["visible"], fitted
         assert inside(fitted["buttons"][button]["box"], PHONE), fitted
     assert fitted["cardOverflow"] <= 1, fitted
+
+
+# --- a rep's day in their own words (issue 35) ----------------------------------------------------
+
+DICTATION = (
+    "just got off the phone with Sarah Chen at Acme - she confirmed budget for the fleet expansion, "
+    "wants a proposal by the 15th. log it"
+)
+NEAR_MISSES = ("what is the capital of France?", "what's the weather in Denver?", "who won the world cup?")
+
+
+def crm_activity(stack: Stack, tool_call_id: str, account_id: str = "acc-acme") -> dict[str, Any]:
+    """The activity one proposal wrote, as the CRM answers Alex (contacts and due date included)."""
+    result = stack.sandbox.call("alex", "list_activities", account_id=account_id, limit=100)
+    assert result["isError"] is False, result
+    found = [
+        a for a in result["structuredContent"]["items"] if str(a["external_id"]).endswith(f":{tool_call_id}")
+    ]
+    assert len(found) == 1, found
+    return dict(found[0])
+
+
+def proposals_in(replies: list[dict[str, Any]]) -> list[str]:
+    """The proposal ids of the approval cards among these replies, in the order posted."""
+    return [i for r in replies if "Your approval is needed" in r["text"] for i in r["ids"]]
+
+
+def no_open_stream(stack: Stack) -> None:
+    """No "Working on it…" stream is left open above any card: every turn's stream was closed."""
+    texts = [m.get("text", "") for m in stack.teams("messages")["messages"]]
+    left = [t for t in texts if t.strip().startswith("Working on it")]
+    assert left == [], left
+
+
+def answer_to(stack: Stack, text: str, expect: str) -> str:
+    replies = stack.teams("say", text=text, expect=expect)["replies"]
+    return next(r["text"] for r in reversed(replies) if expect in r["text"])
+
+
+def test_a_reps_day_in_their_own_words(stack: Stack):
+    new_thread(stack)
+    # Capture from dictation: the call and its follow-up task, two cards at once.
+    replies = stack.teams("say", text=DICTATION, expect="Your approval is needed")["replies"]
+    stack.teams("card", contains="Log an activity", text="task")
+    replies = replies + stack.teams("messages")["messages"][-3:]
+    ids = list(dict.fromkeys(proposals_in(replies)))
+    assert len(ids) == 2, replies
+    call_id, task_id = ids
+    stack.teams("screenshot", name="day-capture-desktop")
+    fitted = at_phone_size(stack, "day-capture-phone", cardId=of(task_id))
+    assert inside(fitted["card"], PHONE), fitted
+    # Decided in the other order: the task first, then the call.
+    stack.teams("click", cardId=of(task_id), button="Approve")
+    stack.teams("card", cardId=of(task_id), text="✓ Approved")
+    stack.teams("click", cardId=of(call_id), button="Approve")
+    stack.teams("card", cardId=of(call_id), text="✓ Approved")
+    call = crm_activity(stack, call_id)
+    assert call["type"] == "call"
+    assert call["opportunity"]["id"] == "opp-acme-expansion"
+    assert [c["name"] for c in call["contacts"]] == ["Sarah Chen"]
+    task = crm_activity(stack, task_id)
+    assert task["type"] == "task"
+    assert str(task["due_date"]).endswith("-15"), task
+
+    # A reminder: a task with a due date, regarding the person.
+    reminder = propose(stack, "remind me to call Maria Gonzalez tomorrow")
+    stack.teams("click", cardId=of(reminder), button="Approve")
+    stack.teams("card", cardId=of(reminder), text="✓ Approved")
+    assert crm_activity(stack, reminder)["due_date"]
+
+    # A delegation until a weekday, and its revocation by first name.
+    granted = propose(stack, "delegate my approvals to Megan until Friday")
+    stack.teams("card", cardId=of(granted), text="Megan Bowen")
+    stack.teams("click", cardId=of(granted), button="Approve")
+    stack.teams("card", cardId=of(granted), text="✓ Approved")
+    ended = propose(stack, "revoke my delegation to Megan")
+    stack.teams("click", cardId=of(ended), button="Approve")
+    stack.teams("card", cardId=of(ended), text="✓ Approved")
+
+    # What waits, asked in the rep's words, while a proposal waits.
+    waiting = propose(stack, "log a call with Acme about the renewal terms")
+    listed = answer_to(stack, "anything waiting on my approval?", "still waits")
+    assert "Log an activity" in listed
+    stack.teams("screenshot", name="day-waiting-desktop")
+    stack.teams("click", cardId=of(waiting), button="Reject…")
+    stack.teams("card", cardId=of(waiting), text="Why not?")
+    stack.teams("fill", cardId=of(waiting), label="Why not?", value="logged it already")
+    stack.teams("click", cardId=of(waiting), button="Reject")
+    stack.teams("card", cardId=of(waiting), text="✗ Rejected")
+
+    # A brief and a digest, asked in free words.
+    new_thread(stack)
+    brief = answer_to(stack, "brief me for my next meeting please", "Brief me")
+    assert brief.startswith("Brief me")
+    digest = answer_to(stack, "give me today's digest", "Digest for me")
+    assert digest.startswith("Digest for me")
+    stack.teams("screenshot", name="day-digest-desktop")
+
+    # An undo by name: the call logged on the fleet expansion is voided, after approval.
+    undo = propose(stack, "undo the change I made to the Acme fleet expansion")
+    stack.teams("card", cardId=of(undo), text="Undo a change")
+    stack.teams("click", cardId=of(undo), button="Approve")
+    stack.teams("card", cardId=of(undo), text="✓ Approved")
+
+    # Near misses: an honest "can't … yet", never an answer to a neighbouring question.
+    for question in NEAR_MISSES:
+        said = answer_to(stack, question, "can't")
+        assert "can't" in said.split("\n", 1)[0], said
+        assert "[acc-" not in said, said
+    stack.teams("screenshot", name="day-near-miss-desktop")
+    at_phone_size(stack, "day-near-miss-phone", contains="can't")
+    no_open_stream(stack)
+    for name in ("day-capture-desktop", "day-capture-phone", "day-near-miss-desktop", "day-near-miss-phone"):
+        assert (stack.artifacts / f"{name}.png").exists(), name
