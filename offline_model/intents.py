@@ -106,6 +106,9 @@ class DraftSpec:
 
     contact_name: str | None
     topic: str | None
+    points: tuple[str, ...] = ()
+    """What the rep asked the email to say, in the rep's words addressed to the contact
+    ("thank her for confirming budget" → "thank you for confirming budget")."""
 
 
 @dataclass(frozen=True)
@@ -450,8 +453,65 @@ def _is_draft(lower: str) -> bool:
     )
 
 
+# Where the rep starts saying what the email should say: after a colon, or "saying …",
+# "tell her …", "let him know …", "mention …".
+_POINTS_START = re.compile(
+    r":\s*|\b(?:saying|to say|say|tell(?:ing)? (?:her|him|them)|let(?:ting)? (?:her|him|them) know"
+    r"|mention(?:ing)?|remind(?:ing)? (?:her|him|them))\b\s*(?:that\s+)?"
+    r"|\b(?=thank(?:ing)?\s+(?:her|him|them)\b)",
+    re.I,
+)
+_POINT_SPLIT = re.compile(
+    r"\s*(?:;|,\s*(?:and\s+)?|\.\s+|\band also\b|\band then\b|\band\s+(?=(?:that|thank|ask|say|tell|let|mention|remind|confirm|propose|suggest|offer|invite|check)\b))\s*",
+    re.I,
+)
+# The addressee in the rep's words, as the email says it to them.
+_SECOND_PERSON = (
+    (re.compile(r"\b(?:she|he|they)\b(\s+(?:is|was))\b", re.I), r"you\1"),
+    (re.compile(r"\b(?:she's|he's|they're)\b", re.I), "you're"),
+    (re.compile(r"\b(?:she|he|they)\b", re.I), "you"),
+    (
+        re.compile(
+            r"\b(?:her|him|them)\b(?=\s*(?:$|[.,;!?]|\s+(?:for|about|to|that|know|if|whether|when)\b))", re.I
+        ),
+        "you",
+    ),
+    (re.compile(r"\b(?:her|his|their)\b", re.I), "your"),
+)
+_SAY = re.compile(r"^(?:say|tell (?:you)|mention|let you know|remind you)\s+(?:that\s+)?", re.I)
+_ASK = re.compile(r"^ask(?:\s+(?:her|him|them|you))?\s+(?:about\s+)?(.+)$", re.I)
+
+
+def _point(raw: str) -> str:
+    """One thing the email says, addressed to the contact, as a sentence."""
+    text = raw.strip(" .!?")
+    for pattern, replacement in _SECOND_PERSON:
+        text = pattern.sub(replacement, text)
+    asked = _ASK.match(text)
+    if asked is not None:
+        return f"Could you tell me about {asked.group(1)}?"
+    text = _SAY.sub("", text)
+    text = re.sub(r"^thank(?:ing)?\s+you\b", "Thank you", text, flags=re.I)
+    text = re.sub(r"^that\s+", "", text, flags=re.I)
+    return text[:1].upper() + text[1:] + "."
+
+
+def draft_points(text: str) -> tuple[tuple[str, ...], str]:
+    """The points the rep asked a draft to make (each a sentence to the contact), and the
+    rest of the message before them (where the addressee and topic are named)."""
+    start = _POINTS_START.search(text)
+    if start is None:
+        return (), text
+    said = text[start.end() :].strip()
+    points = tuple(_point(p) for p in _POINT_SPLIT.split(said) if len(p.strip(" .!?")) > 2)
+    return points, text[: start.start()]
+
+
 def parse_draft(text: str) -> DraftSpec:
-    """The addressee ("to Dana at Vandelay") and topic ("about the pricing discussion") of a draft."""
+    """The addressee ("to Dana at Vandelay"), topic ("about the pricing discussion") and the
+    points the rep asked the email to make ("…: thank her for confirming budget, say the
+    proposal comes by the 15th") of a draft."""
+    points, text = draft_points(text)
     contact = None
     m = re.search(
         # "to Dana at Vandelay", and the addressee right after the verb: "write Dana Lee from Vandelay …"
@@ -464,10 +524,10 @@ def parse_draft(text: str) -> DraftSpec:
     topic = None
     t = re.search(r"\b(?:about|regarding|re:?|on|covering)\s+(.+)$", text, re.I)
     if t is not None:
-        topic = re.sub(r"^(?:the|our|my|your|their)\s+", "", t.group(1).strip(), flags=re.I).strip(" .!?")
+        topic = re.sub(r"^(?:the|our|my|your|their)\s+", "", t.group(1).strip(), flags=re.I).strip(" .,;!?")
         if not topic or topic.lower().startswith(("behalf", "it")):
             topic = None
-    return DraftSpec(contact_name=contact, topic=topic)
+    return DraftSpec(contact_name=contact, topic=topic, points=points)
 
 
 # --- reads ---------------------------------------------------------------------------------

@@ -272,10 +272,15 @@ def propose_draft(ctx: PlanContext) -> Step:
         if spec.topic
         else (f"Follow-up: {latest}" if latest else f"Following up — {account.get('name')}")
     )
-    body = (
-        f"Thank you for your time recently. I wanted to follow up on {_with_article(topic)}.\n\n"
-        "Please let me know if you have any questions, or if a short call to discuss next steps would help."
-    )
+    if spec.points:
+        # What the rep asked it to say, in their words, addressed to the contact; the
+        # greeting, tone and signature are the rep's preferences (added when saved).
+        body = "\n\n".join(spec.points)
+    else:
+        body = (
+            f"Thank you for your time recently. I wanted to follow up on {_with_article(topic)}.\n\n"
+            "Please let me know if you have any questions, or if a short call to discuss next steps would help."
+        )
     args: dict[str, Any] = {"contact_id": contact.get("id"), "subject": subject[:200], "body": body}
     if acc_id:
         args["account_id"] = acc_id
