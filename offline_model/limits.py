@@ -27,6 +27,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from offline_model import compose as c
+from offline_model import generic_read, generic_write
 from offline_model.context import PlanContext
 from offline_model.intents import CUE_WORDS, WRITE_INTENTS, change_words
 from offline_model.questions import VOCABULARY
@@ -65,8 +66,10 @@ FRAMING: frozenset[str] = frozenset(
     ]
 )
 """Words that frame a read question and change nothing of what it asks."""
-NAME_KEYS = ("name", "title", "subject", "industry", "city", "territory", "stage", "type", "section")
-"""Keys of tool-result objects whose text names the record (its words are the record's)."""
+NAME_KEYS = ("name", "title", "subject", "industry", "city", "territory", "stage", "type", "section", "snippet")
+"""Keys of tool-result objects whose text names the record (its words are the record's); a
+document's snippet is what a search of the rep's own words found, so its words are read too
+("what does the field guide say about the depot pilot?" is answered from the guide)."""
 TYPO_CUTOFF = 0.84
 """How alike a word and a vocabulary word must be to be read as a typo of it (as the parser's)."""
 _KNOWN = tuple(sorted(STOPWORDS | FRAMING | set(VOCABULARY) | CUE_WORDS))
@@ -181,6 +184,14 @@ def honest(ctx: PlanContext, step: Step, messages: Sequence[BaseMessage], not_na
     account has (known once the accounts were listed)."""
     req = ctx.req
     if any(i in WRITE_INTENTS or i.startswith("preferences") for i in req.intents) or not req.rest:
+        return step
+    if generic_read.requested_read(ctx) is not None or generic_write.requested_tool(ctx) is not None:
+        # Asked for by a bound tool's title ("what changed since Friday?" for "What changed"):
+        # the tool reads what the words mean.
+        return step
+    search = ctx.tools.name("knowledge_search")
+    if search and any(call.result is not None and call.result.items for call in ctx.turn.all(search)):
+        # The documents a search of the rep's own words found answer it, in their words.
         return step
     titles = [tool.title for tool in ctx.tools.tools.values() if tool.title]
     unplaced = unplaced_runs(req.open_runs, record_words(messages, titles))

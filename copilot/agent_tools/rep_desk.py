@@ -225,7 +225,7 @@ def rep_desk_tools() -> list[BaseTool]:
         _tool(
             _brief_next_meeting,
             BRIEF_TOOL,
-            "Brief me",
+            "Brief for my next meeting",
             "A brief of the rep's next customer meeting in the coming week: the accounts, attendees, "
             "deals, recent activities and next steps, each fact cited.",
             ("brief", "prep", "next meeting", "upcoming meeting"),

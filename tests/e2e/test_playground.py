@@ -866,8 +866,8 @@ def test_a_reps_day_in_their_own_words(stack: Stack):
 
     # A brief and a digest, asked in free words.
     new_thread(stack)
-    brief = answer_to(stack, "brief me for my next meeting please", "Brief me")
-    assert brief.startswith("Brief me")
+    brief = answer_to(stack, "brief me for my next meeting please", "Brief for my next meeting")
+    assert brief.startswith("Brief for my next meeting")
     digest = answer_to(stack, "give me today's digest", "Digest for me")
     assert digest.startswith("Digest for me")
     stack.teams("screenshot", name="day-digest-desktop")

@@ -58,7 +58,7 @@ async def test_brief_me_for_my_next_meeting_gives_its_cited_facts(copilot_settin
     async with service(copilot_settings, clock=SteppingClock(SEED_MORNING)) as svc:
         result = await svc.run_turn(rep.identity, rep.broker, None, "brief me for my next meeting please")
     assert result.answer is not None
-    assert result.answer.startswith("Brief me"), result.answer[:300]
+    assert result.answer.startswith("Brief for my next meeting"), result.answer[:300]
     assert result.citations
     assert result.unverified_citations == []
 
