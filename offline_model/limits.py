@@ -66,7 +66,18 @@ FRAMING: frozenset[str] = frozenset(
     ]
 )
 """Words that frame a read question and change nothing of what it asks."""
-NAME_KEYS = ("name", "title", "subject", "industry", "city", "territory", "stage", "type", "section", "snippet")
+NAME_KEYS = (
+    "name",
+    "title",
+    "subject",
+    "industry",
+    "city",
+    "territory",
+    "stage",
+    "type",
+    "section",
+    "snippet",
+)
 """Keys of tool-result objects whose text names the record (its words are the record's); a
 document's snippet is what a search of the rep's own words found, so its words are read too
 ("what does the field guide say about the depot pilot?" is answered from the guide)."""
