@@ -57,6 +57,7 @@ ItemKind = Literal[
     "multiturn",
     "knowledge.next_step",
     "near_miss",
+    "propose.capture",
 ]
 
 
@@ -98,8 +99,9 @@ class Contains(_Model):
 
 
 FieldValue = Annotated[
-    str | int | float | bool | DateFact | Contains | None, Field(union_mode="left_to_right")
+    str | int | float | bool | DateFact | Contains | list[str] | None, Field(union_mode="left_to_right")
 ]
+"""A list (``contact_ids``) matches the same ids in any order."""
 
 
 class ExpectedProposal(_Model):
@@ -334,13 +336,24 @@ def resolve_moment(moment: Moment, seeded: dt.date) -> dt.datetime:
     return dt.datetime.combine(resolve_day(moment.day_offset, seeded), dt.time(hour, minute), tzinfo=dt.UTC)
 
 
+def _ordinal(day: int) -> str:
+    suffix = "th" if day in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    return f"{day}{suffix}"
+
+
 def render_text(text: str, seeded: dt.date) -> str:
-    """``text`` with ``{date+N}`` (ISO) and ``{date+N:long}`` (``March 3, 2027``) resolved."""
+    """``text`` with ``{date+N}`` (ISO), ``{date+N:long}`` (``March 3, 2027``), ``{date+N:ordinal}``
+    (the day of the month, ``3rd``: unambiguous for N from 1 to 27) and ``{date+N:weekday}``
+    (``Friday``: unambiguous for N from 1 to 6) resolved."""
 
     def replace(match: re.Match[str]) -> str:
         day = resolve_day(int(match.group(1)), seeded)
         if match.group(2) == "long":
             return f"{day:%B} {day.day}, {day.year}"
+        if match.group(2) == "ordinal":
+            return _ordinal(day.day)
+        if match.group(2) == "weekday":
+            return f"{day:%A}"
         return day.isoformat()
 
     return _PLACEHOLDER.sub(replace, text)

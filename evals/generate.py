@@ -537,7 +537,116 @@ def _split_items(
     # account's facts) that ask what no tool holds; the honest answer is a limit.
     for view, account in pick(lambda v, a: True):
         out.add("near_miss", view.handle, "near_miss", {"account": account.name}, Expect(limit=True))
+    # After them, so no earlier item moves: dictation and reminders captured as proposals.
+    _capture_items(out, pool, n)
     return out.items
+
+
+_NAME = re.compile(r"[A-Z][a-z]+(?: [A-Z][a-z]+)+")
+"""A contact's name a dictation writes: title-case words (so it reads as a person's)."""
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", text.lower()))
+
+
+def _template_words(key: str, split: Split) -> set[str]:
+    return set().union(*(_words(re.sub(r"\{[^{}]*\}", " ", t)) for t in TEMPLATES[key][split]))
+
+
+def _sayable(view: RepView) -> Callable[[dict[str, Any]], bool]:
+    """Contacts a rep can name alone: title-case full names no other visible contact has, with
+    no word of a visible account's name (that would name the account)."""
+    names = [str(c.get("name", "")).casefold() for a in view.accounts for c in a.contacts]
+    account_words = set().union(*(_words(a.name) for a in view.accounts))
+    return lambda c: (
+        bool(_NAME.fullmatch(str(c.get("name", ""))))
+        and names.count(str(c["name"]).casefold()) == 1
+        and not _words(str(c["name"])) & account_words
+    )
+
+
+def _deal_words(account: Account, opp: dict[str, Any]) -> set[str]:
+    return _words(str(opp["name"])) - _words(account.name)
+
+
+def _capture_deal(account: Account, key: str, split: Split) -> tuple[dict[str, Any], str] | None:
+    """An open deal a dictation names by its own words (``Acme — Fleet Rollout`` → "fleet
+    rollout"), which no other open deal of the account and no template word shares."""
+    said = _template_words(key, split)
+    for opp in account.open:
+        own = _deal_words(account, opp)
+        others = set().union(*(_deal_words(account, o) for o in account.open if o["id"] != opp["id"]))
+        tail = str(opp["name"]).rpartition(" — ")[2]
+        if own and " — " in str(opp["name"]) and not own & others and not (own | others) & said:
+            return opp, tail.lower()
+    return None
+
+
+def _capture_items(out: _Items, pool: list[tuple[RepView, Account]], n: int) -> None:
+    """Dictation ("got off a call with <contact> at <account> … the <deal> … by the 15th. log
+    it"): the call or meeting with the contact and the deal, and the task it promises due that
+    day; reminders ("remind me to call <contact> tomorrow"): one task due that day, regarding the
+    contact and their account. Each account once; due days as offsets, written in the question
+    as ``{date+N:ordinal}`` / ``{date+N:weekday}`` (resolved on the run's day)."""
+    rng, split = out.rng, out.split
+    used: set[str] = set()
+    dictations = 0
+    for view, account in pool:
+        if dictations == n:
+            break
+        kind = ("call", "meeting")[dictations % 2]
+        key = f"propose.capture.{kind}"
+        sayable = _sayable(view)
+        contacts = [c for c in account.contacts if sayable(c)]
+        deal = _capture_deal(account, key, split)
+        if account.id in used or not contacts or deal is None:
+            continue
+        used.add(account.id)
+        dictations += 1
+        contact, (opp, words) = rng.choice(contacts), deal
+        if rng.random() < 0.5:
+            offset = rng.randrange(3, 26)
+            due = f"the {{date+{offset}:ordinal}}"
+        else:
+            offset = rng.randrange(1, 7)
+            due = f"{{date+{offset}:weekday}}"
+        out.add(
+            "propose.capture", view.handle, key,
+            {"contact": contact["name"], "account": account.name, "deal": words, "due": due},
+            Expect(tools=[["log_activity"]],
+                   proposals=[ExpectedProposal(tool="log_activity",
+                                               fields={"type": kind, "contact_ids": [contact["id"]],
+                                                       "opportunity_id": opp["id"]}),
+                              ExpectedProposal(tool="log_activity",
+                                               fields={"type": "task", "opportunity_id": opp["id"],
+                                                       "due_date": DateFact(date_offset=offset)})]),
+        )  # fmt: skip
+    reminders = 0
+    said = _template_words("propose.capture.reminder", split)
+    for view, account in pool:
+        if reminders == max(2, n - 1):
+            break
+        sayable = _sayable(view)
+        contacts = [c for c in account.contacts if sayable(c)]
+        # No deal of the account may be named by the reminder's own words.
+        if account.id in used or not contacts or any(_deal_words(account, o) & said for o in account.open):
+            continue
+        used.add(account.id)
+        reminders += 1
+        contact = rng.choice(contacts)
+        offset = rng.randrange(1, 7)
+        when = rng.choice(("tomorrow", f"on {{date+{offset}:weekday}}"))
+        offset = 1 if when == "tomorrow" else offset
+        out.add(
+            "propose.capture", view.handle, "propose.capture.reminder",
+            {"contact": contact["name"], "when": when},
+            Expect(tools=[["log_activity"]],
+                   proposals=[ExpectedProposal(tool="log_activity",
+                                               fields={"type": "task", "contact_ids": [contact["id"]],
+                                                       "account_id": account.id,
+                                                       "due_date": DateFact(date_offset=offset)})]),
+        )  # fmt: skip
 
 
 def _largest(deals: list[dict[str, Any]]) -> list[dict[str, Any]]:

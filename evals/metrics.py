@@ -372,6 +372,9 @@ def _field_equal(expected: FieldValue, actual: Any, seeded: dt.date) -> bool:
         return str(actual or "")[:10] == resolve_day(expected.date_offset, seeded).isoformat()
     if isinstance(expected, bool) or expected is None:
         return actual == expected
+    if isinstance(expected, list):
+        # Ids in any order (``contact_ids``): the same set, each once.
+        return isinstance(actual, list) and sorted(map(str, actual)) == sorted(expected)
     if isinstance(expected, int | float):
         try:
             return abs(float(actual) - float(expected)) < 0.005

@@ -133,6 +133,21 @@ TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
         "dev": ("what is the stock price of {account}?", "how many employees does {account} have?"),
         "heldout": ("what's the credit rating of {account}", "which competitor is {account} also talking to"),
     },
+    # Dictation ({due}: "the 15th" or "Friday", as {date+N:...}) and reminders ({when}).
+    "propose.capture.call": {
+        "dev": ("just got off a call with {contact} at {account} - they confirmed budget for the {deal}, want the paperwork by {due}. log it",
+                "spoke with {contact} at {account} about the {deal}, they asked for a quote by {due}. log that"),
+        "heldout": ("got off the phone with {contact} at {account} — the {deal} is moving, they want our pricing by {due}. log it",
+                    "had a call with {contact} from {account} on the {deal}: legal wants the terms before {due}. capture this"),
+    },
+    "propose.capture.meeting": {
+        "dev": ("met {contact} from {account} to go over the {deal}; they need references by {due}. capture this",),
+        "heldout": ("met with {contact} at {account} about the {deal}, they need a draft contract by {due}. log that",),
+    },
+    "propose.capture.reminder": {
+        "dev": ("remind me to call {contact} {when}", "remind me to email {contact} {when}"),
+        "heldout": ("remind me to follow up with {contact} {when}", "remind me to send {contact} the agenda {when}"),
+    },
     "multiturn.close_date": {
         "dev": ("and its close date?", "when does it close?"),
         "heldout": ("and when is that expected to close", "what about the close date?"),

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from evals.dataset import AmountFact, CountFact, Expect, GenerationConfig, TextFact
+from evals.dataset import AmountFact, CountFact, DateFact, Expect, GenerationConfig, TextFact
 from evals.generate import Account, Outsider, RepView, World, build_datasets
+from evals.phrasing import TEMPLATES
 
 TODAY = dt.date(2030, 3, 10)
 CONFIG = GenerationConfig(seed=1, reps=["pat"], outsiders=["sam"], manager="kim", per_kind=2)
@@ -148,3 +149,54 @@ def test_the_largest_deal_is_expected_by_amount_and_by_name_only_when_one_deal_h
     field = expect("heldout", "scope.field.largest")
     assert field.nothing_found
     assert field.forbidden_amounts == [450.0, 450.0]
+
+
+def _capture_world() -> World:
+    """The world with names a rep dictates: title-case people, deals with words of their own."""
+    world = _world()
+    for n, account in enumerate(world.reps[0].accounts):
+        surname = "Kowal" + "abcdefghijklmnopq"[n]
+        for first, contact in zip(("Ann", "Bob"), account.contacts, strict=True):
+            contact["name"] = f"{first} {surname}"
+            contact["account"] = {"id": account.id}
+        for tail, opp in zip(("Fleet Rollout", "Support Upgrade"), account.opportunities, strict=True):
+            opp["name"] = f"{account.name} — {tail}"
+    return world
+
+
+def test_capture_items_come_last_in_both_splits_with_each_splits_own_templates() -> None:
+    world = _capture_world()
+    datasets = build_datasets(world, CONFIG)
+    accounts = {a.id: a for a in world.reps[0].accounts}
+    keys = ("propose.capture.call", "propose.capture.meeting", "propose.capture.reminder")
+    for key in keys:
+        assert not set(TEMPLATES[key]["dev"]) & set(TEMPLATES[key]["heldout"])
+    used: dict[str, set[str]] = {}
+    for split, items in datasets.items():
+        kinds = [i.kind for i in items]
+        captures = [i for i in items if i.kind == "propose.capture"]
+        assert captures, split
+        # Appended after every other item: the earlier items keep their ids.
+        assert kinds[len(kinds) - len(captures) :] == ["propose.capture"] * len(captures)
+        used[split] = {i.template for i in captures}
+        assert all(t.split("#")[1].startswith(split) for t in used[split])
+        dictated = [i for i in captures if not i.template.startswith("propose.capture.reminder")]
+        reminders = [i for i in captures if i.template.startswith("propose.capture.reminder")]
+        assert dictated
+        assert reminders
+        for item in dictated:
+            activity, task = item.turns[0].expect.proposals
+            opp = activity.fields["opportunity_id"]
+            account = next(a for a in accounts.values() if any(o["id"] == opp for o in a.open))
+            assert activity.fields["type"] in ("call", "meeting")
+            assert activity.fields["contact_ids"] in [[c["id"]] for c in account.contacts]
+            assert task.fields["type"] == "task"
+            assert task.fields["opportunity_id"] == opp
+            assert isinstance(task.fields["due_date"], DateFact)
+            assert "{date+" in item.turns[0].text
+        for item in reminders:
+            (task,) = item.turns[0].expect.proposals
+            account = accounts[str(task.fields["account_id"])]
+            assert task.fields["contact_ids"] in [[c["id"]] for c in account.contacts]
+            assert isinstance(task.fields["due_date"], DateFact)
+    assert not used["dev"] & used["heldout"]

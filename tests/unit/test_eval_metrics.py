@@ -75,6 +75,41 @@ def test_a_text_fact_ignores_case_spacing_and_dash_style() -> None:
 def test_a_question_placeholder_becomes_the_day_relative_to_the_seeding_day() -> None:
     assert render_text("close by {date+30}", SEEDED) == "close by 2030-04-09"
     assert render_text("close by {date+30:long}", SEEDED) == "close by April 9, 2030"
+    # SEEDED is Sunday 10 March 2030: "the 13th" and "Friday" are each the next such day.
+    assert render_text("by the {date+3:ordinal}", SEEDED) == "by the 13th"
+    assert render_text("by the {date+22:ordinal}", SEEDED) == "by the 1st"
+    assert render_text("by {date+5:weekday}", SEEDED) == "by Friday"
+
+
+def test_a_dictation_matches_its_call_with_the_contacts_in_any_order_and_its_task_by_due_date() -> None:
+    expect = Expect(
+        tools=[["log_activity"]],
+        proposals=[
+            ExpectedProposal(
+                tool="log_activity",
+                fields={"type": "call", "contact_ids": ["con-1", "con-2"], "opportunity_id": "opp-1"},
+            ),
+            ExpectedProposal(
+                tool="log_activity",
+                fields={"type": "task", "opportunity_id": "opp-1", "due_date": DateFact(date_offset=5)},
+            ),
+        ],
+    )
+    call = {"type": "call", "subject": "Call", "contact_ids": ["con-2", "con-1"], "opportunity_id": "opp-1"}
+    task = {"type": "task", "subject": "Follow up", "opportunity_id": "opp-1", "due_date": "2030-03-15"}
+    seen = [ProposalSeen("log_activity", call), ProposalSeen("log_activity", task)]
+    both = score(
+        expect, TurnObservation(answer="", tool_calls=["log_activity"], proposals=seen), "propose.capture"
+    )
+    assert both.proposal_match == 1.0
+    assert both.schema_valid == 1.0
+    one_contact = ProposalSeen("log_activity", {**call, "contact_ids": ["con-1"]})
+    late = ProposalSeen("log_activity", {**task, "due_date": "2030-03-16"})
+    off = score(expect, TurnObservation(answer="", proposals=[one_contact, late]), "propose.capture")
+    assert off.proposal_match == 0.0
+    assert off.proposal_fields["log_activity.contact_ids"] is False
+    assert off.proposal_fields["log_activity.due_date"] is False
+    assert off.proposal_fields["log_activity.opportunity_id"] is True
 
 
 def test_an_uncited_factual_sentence_or_an_unseen_id_is_not_grounded() -> None:
