@@ -13,7 +13,7 @@ again once it is older than :data:`CLAIM_LEASE`, by one atomic ``UPDATE … RETU
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import time, timedelta
+from datetime import datetime, time, timedelta
 from typing import Any, Literal
 
 from psycopg import AsyncConnection, sql
@@ -186,13 +186,15 @@ async def subscribers(pool: Pool, *, digest: bool = False) -> list[BriefSubscrib
 
 async def claim(
     pool: Pool, table: ClaimTable, identity: RepIdentity, key: object, *, lease: timedelta = CLAIM_LEASE
-) -> bool:
-    """Claim one post for one rep: ``True`` for the one caller that may post it.
+) -> datetime | None:
+    """Claim one post for one rep: its claim time (the caller's token) for the one caller that may
+    post it, else ``None``.
 
     A fresh claim is an ``INSERT … ON CONFLICT DO NOTHING``. An existing claim is taken over
     only if it never recorded its post and is older than ``lease`` (default :data:`CLAIM_LEASE`; its instance was
     killed mid-post): one ``UPDATE … WHERE stale … RETURNING``, which row-locks and re-checks,
-    so of two callers re-claiming at once only one gets the row.
+    so of two callers re-claiming at once only one gets the row. A caller that works long
+    between claiming and posting confirms the claim first (:func:`confirm_claim`).
     """
     column = sql.Identifier(_CLAIM_KEY[table])
     args = (identity.tenant_id, identity.aad_object_id, key)
@@ -200,12 +202,13 @@ async def claim(
         cur = await conn.execute(
             sql.SQL(
                 "INSERT INTO {table} (tenant_id, aad_object_id, {key}) VALUES (%s, %s, %s) "
-                "ON CONFLICT (tenant_id, aad_object_id, {key}) DO NOTHING"
+                "ON CONFLICT (tenant_id, aad_object_id, {key}) DO NOTHING RETURNING claimed_at"
             ).format(table=sql.Identifier(table), key=column),
             args,
         )
-        if cur.rowcount == 1:
-            return True
+        row = await cur.fetchone()
+        if row is not None:
+            return _claimed_at(row)
         cur = await conn.execute(
             sql.SQL(
                 "UPDATE {table} SET claimed_at = now() "
@@ -214,7 +217,33 @@ async def claim(
             ).format(table=sql.Identifier(table), key=column),
             (*args, lease),
         )
-        return await cur.fetchone() is not None
+        row = await cur.fetchone()
+        return None if row is None else _claimed_at(row)
+
+
+async def confirm_claim(
+    pool: Pool, table: ClaimTable, identity: RepIdentity, key: object, token: datetime
+) -> datetime | None:
+    """Renew a claim right before its post, if it is still the caller's (``token``: the claim
+    time :func:`claim` gave it): the new token, else ``None`` (another instance took it over
+    while this one composed the post past the lease; that one posts it)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            sql.SQL(
+                "UPDATE {table} SET claimed_at = now() "
+                "WHERE tenant_id = %s AND aad_object_id = %s AND {key} = %s "
+                "AND activity_id IS NULL AND claimed_at = %s RETURNING claimed_at"
+            ).format(table=sql.Identifier(table), key=sql.Identifier(_CLAIM_KEY[table])),
+            (identity.tenant_id, identity.aad_object_id, key, token),
+        )
+        row = await cur.fetchone()
+    return None if row is None else _claimed_at(row)
+
+
+def _claimed_at(row: Any) -> datetime:
+    value = row["claimed_at"] if isinstance(row, dict) else row[0]
+    assert isinstance(value, datetime)
+    return value
 
 
 async def mark_claim_posted(
@@ -230,22 +259,25 @@ async def mark_claim_posted(
         )
 
 
-async def release_claim(pool: Pool, table: ClaimTable, identity: RepIdentity, key: object) -> None:
-    """Give a claim back (its post failed), so the next timer run posts it."""
+async def release_claim(
+    pool: Pool, table: ClaimTable, identity: RepIdentity, key: object, token: datetime | None = None
+) -> None:
+    """Give a claim back (its post failed), so the next timer run posts it; with ``token``, only
+    if it is still the caller's (never one another instance took over)."""
     async with pool.connection() as conn:
         await conn.execute(
             sql.SQL(
                 "DELETE FROM {table} WHERE tenant_id = %s AND aad_object_id = %s AND {key} = %s "
-                "AND activity_id IS NULL"
+                "AND activity_id IS NULL AND (%s::timestamptz IS NULL OR claimed_at = %s)"
             ).format(table=sql.Identifier(table), key=sql.Identifier(_CLAIM_KEY[table])),
-            (identity.tenant_id, identity.aad_object_id, key),
+            (identity.tenant_id, identity.aad_object_id, key, token, token),
         )
 
 
 async def claim_brief(
     pool: Pool, identity: RepIdentity, meeting_id: str, *, lease: timedelta = CLAIM_LEASE
-) -> bool:
-    """Claim the brief of one meeting for one rep: ``True`` for the one caller that may post it."""
+) -> datetime | None:
+    """Claim the brief of one meeting for one rep: the claim's token for the one caller that may post it."""
     return await claim(pool, "brief_claims", identity, meeting_id, lease=lease)
 
 

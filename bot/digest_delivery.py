@@ -69,7 +69,8 @@ async def deliver_digests(runtime: BotRuntime, *, at: datetime) -> DigestReport:
         if day is None:
             report.not_due += 1
             continue
-        if not await digest_store.claim_digest(pool, rep.identity, day, lease=lease):
+        token = await digest_store.claim_digest(pool, rep.identity, day, lease=lease)
+        if token is None:
             report.already_posted += 1
             continue
         # Late past midnight (the grace period): the digest is still that day's, as of its time.
@@ -82,15 +83,22 @@ async def deliver_digests(runtime: BotRuntime, *, at: datetime) -> DigestReport:
             digest = await rep_digest(runtime.settings, pool, runtime.service, rep, schedule, at=moment)
             card = cards.digest_card(digest, record_url_template=runtime.bot_settings.record_url_template)
             reference = ConversationReference().deserialize(sub.reference)
+            # Composing reads the CRM as the rep and may outlast the claim's lease: another
+            # instance may have taken the day over meanwhile, and then it posts, not this one.
+            confirmed = await digest_store.confirm_digest(pool, rep.identity, day, token)
+            if confirmed is None:
+                report.already_posted += 1
+                continue
+            token = confirmed
             activity_id = await post_card(runtime, reference, card)
         except ProactivePostFailed as failure:
-            await digest_store.release_digest(pool, rep.identity, day)
+            await digest_store.release_digest(pool, rep.identity, day, token)
             report.failed += 1
             logger.warning("digest of %s not posted: %s", day, failure)
             continue
         except BaseException:
             # Not posted: the next run within the grace period posts it.
-            await digest_store.release_digest(pool, rep.identity, day)
+            await digest_store.release_digest(pool, rep.identity, day, token)
             raise
         await digest_store.mark_digest_posted(pool, rep.identity, day, activity_id)
         report.posted.append((sub.aad_object_id, day))

@@ -10,7 +10,7 @@ digests of the days before its ``snoozed_until`` (:data:`SNOOZE_DAYS` later).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 from bot import brief_store
 from bot.brief_store import Pool
@@ -22,9 +22,14 @@ SNOOZE_DAYS = 7
 
 async def claim_digest(
     pool: Pool, identity: RepIdentity, day: date, *, lease: timedelta = brief_store.CLAIM_LEASE
-) -> bool:
-    """Claim the digest of the rep's ``day``: ``True`` for the one caller that may post it."""
+) -> datetime | None:
+    """Claim the digest of the rep's ``day``: the claim's token for the one caller that may post it."""
     return await brief_store.claim(pool, "digest_claims", identity, day, lease=lease)
+
+
+async def confirm_digest(pool: Pool, identity: RepIdentity, day: date, token: datetime) -> datetime | None:
+    """Renew the day's claim before posting, if it is still the caller's (else ``None``)."""
+    return await brief_store.confirm_claim(pool, "digest_claims", identity, day, token)
 
 
 async def mark_digest_posted(pool: Pool, identity: RepIdentity, day: date, activity_id: str | None) -> None:
@@ -32,9 +37,10 @@ async def mark_digest_posted(pool: Pool, identity: RepIdentity, day: date, activ
     await brief_store.mark_claim_posted(pool, "digest_claims", identity, day, activity_id)
 
 
-async def release_digest(pool: Pool, identity: RepIdentity, day: date) -> None:
-    """Give the day's claim back (the post failed), so the next run posts it."""
-    await brief_store.release_claim(pool, "digest_claims", identity, day)
+async def release_digest(pool: Pool, identity: RepIdentity, day: date, token: datetime | None = None) -> None:
+    """Give the day's claim back (the post failed), so the next run posts it (with ``token``:
+    only if it is still the caller's)."""
+    await brief_store.release_claim(pool, "digest_claims", identity, day, token)
 
 
 async def record_feedback(

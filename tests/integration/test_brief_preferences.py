@@ -252,7 +252,29 @@ async def test_two_instances_taking_over_one_stale_claim_at_once_get_it_once(
 
     results = await asyncio.gather(*(brief_store.claim(pool, "digest_claims", alex, day) for _ in range(4)))
 
-    assert sorted(results) == [False, False, False, True]
+    assert sorted(r is not None for r in results) == [False, False, False, True]
+
+
+async def test_a_claim_taken_over_while_its_post_was_composed_is_not_posted_by_the_first_instance(
+    teams: Teams, copilot_settings: Settings
+) -> None:
+    """Composing a digest reads the CRM and may outlast the lease: the first instance confirms
+    its claim before posting, finds it taken over, and leaves the post to the new holder (and
+    its failure cannot give the new holder's claim back)."""
+    assert teams.runtime is not None
+    pool = teams.runtime.service.pool
+    alex = _identity("alex")
+    day = date(2026, 12, 4)
+    first = await brief_store.claim(pool, "digest_claims", alex, day)
+    assert first is not None
+    async with connect(copilot_settings) as conn:
+        await conn.execute("UPDATE digest_claims SET claimed_at = claimed_at - interval '1 hour'")
+    second = await brief_store.claim(pool, "digest_claims", alex, day)
+    assert second is not None
+
+    assert await brief_store.confirm_claim(pool, "digest_claims", alex, day, first) is None
+    await brief_store.release_claim(pool, "digest_claims", alex, day, first)
+    assert await brief_store.confirm_claim(pool, "digest_claims", alex, day, second) is not None
 
 
 async def test_brief_me_answers_with_the_next_customer_meeting_or_says_there_is_none(
