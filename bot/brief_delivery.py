@@ -22,7 +22,7 @@ from botbuilder.core import CardFactory, MessageFactory, TurnContext
 from botbuilder.schema import ConversationReference
 
 from bot import brief_store, cards
-from bot.handler import GROUP_CONVERSATION_TYPES
+from bot.audience import GROUP_CONVERSATION_TYPES
 from bot.proactive_reps import proactive_rep
 from copilot.briefs.mailbox_settings import rep_schedule
 from copilot.briefs.schedule import brief_verdict

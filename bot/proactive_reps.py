@@ -28,8 +28,8 @@ from botbuilder.schema import Attachment, ConversationReference
 from botframework.connector.token_api.models import ErrorResponseException
 
 from bot import cards
+from bot.audience import GROUP_CONVERSATION_TYPES
 from bot.conversations import Pool
-from bot.handler import GROUP_CONVERSATION_TYPES
 from bot.rep_tokens import SignedInRep
 from copilot.auth.tokens import OboTokenBroker, identity_from_assertion
 from copilot.errors import AuthError, ConfigurationError

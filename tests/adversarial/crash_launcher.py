@@ -73,24 +73,24 @@ def _install(point: str, target: str) -> None:
 
         idempotency.Claim.complete = complete_then_die  # type: ignore[method-assign,assignment]
     elif point == "before_card":
-        from bot.handler import CopilotBot
+        from bot.decision_flow import DecisionFlow
 
         async def die(*_: Any, **__: Any) -> None:
             _die()
 
-        CopilotBot._update_card = die  # type: ignore[method-assign]
+        DecisionFlow.update_card = die  # type: ignore[method-assign]
     elif point == "random" and target == "bot":
         # A bot starts slower than any delay worth testing: the clock starts when the
         # rep's decision arrives, so the kill lands somewhere in (or after) the approval.
-        from bot.handler import CopilotBot
+        from bot.decision_flow import DecisionFlow
 
-        on_decision = CopilotBot._on_decision
+        on_decision = DecisionFlow.on_decision
 
         async def armed(self: Any, *args: Any, **kwargs: Any) -> None:
             _arm_timer()
             await on_decision(self, *args, **kwargs)
 
-        CopilotBot._on_decision = armed  # type: ignore[method-assign]
+        DecisionFlow.on_decision = armed  # type: ignore[method-assign]
     elif point == "random":
         _arm_timer()
     elif point:

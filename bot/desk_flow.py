@@ -1,0 +1,125 @@
+"""The rep's desk as cards, read as the rep with no model: "my approvals" (theirs and the
+colleagues' they may decide), approval stats, deals at risk, what changed, and delegations."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from typing import Any
+
+from botbuilder.core import TurnContext
+
+from bot import cards, conversations, delegations, insight_cards
+from bot.rep_tokens import SignedInRep
+from bot.replies import send_card, send_reply
+from bot.settings import BotSettings
+from bot.sign_in_flow import SignInFlow
+from bot.stats_card import stats_card
+from copilot.analytics.team import StatsUnavailable, approval_stats
+from copilot.crm import connector
+from copilot.errors import AuthError, CrmCallError, CrmUnavailable, ThreadAccessDenied, ThreadNotFound
+from copilot.evidence import Evidence
+from copilot.insight.catchup import catch_up_at
+from copilot.insight.risk import RiskSettings, deal_risks
+from copilot.models.factory import build_model
+from copilot.runner import CopilotService
+from copilot.settings import is_offline_model
+
+
+class DeskFlow:
+    """Shows the rep's desk cards and answers a delegation card's Revoke."""
+
+    def __init__(self, service: CopilotService, settings: BotSettings, sign_in: SignInFlow):
+        self.service = service
+        self.settings = settings
+        self.sign_in = sign_in
+
+    async def show_approvals(self, turn_context: TurnContext, rep: SignedInRep) -> None:
+        """One card listing the rep's pending proposals across their own threads, newest first.
+
+        The bot's card records name the candidates; each thread's checkpoint (read through
+        the runner, which checks the thread is the rep's) says which of them still wait.
+        """
+        pool = self.service.pool
+        copies = [(c, "") for c in await conversations.undecided_cards(pool, rep.identity)]
+        # And those of colleagues whose approvals the rep holds (the runner re-checks each).
+        for owner, name in (await delegations.delegated_owners(pool, rep, now=self.service.clock())).items():
+            theirs = await conversations.undecided_cards(pool, rep.identity, owner_aad_id=owner)
+            copies += [(c, name or "a colleague") for c in theirs]
+        by_thread: dict[str, list[tuple[conversations.CardCopy, str]]] = {}
+        for copy, whose in copies:
+            by_thread.setdefault(copy.thread_id, []).append((copy, whose))
+        waiting: list[cards.WaitingProposal] = []
+        for thread_id, rows in by_thread.items():
+            try:
+                pending = {
+                    p.tool_call_id: p for p in (await self.service.pending(rep.identity, thread_id)).proposals
+                }
+            except (ThreadAccessDenied, ThreadNotFound):
+                continue
+            waiting += [
+                cards.WaitingProposal(thread_id, pending[row.tool_call_id], row.created_at, whose)
+                for row, whose in rows
+                if row.tool_call_id in pending
+            ]
+        card = cards.approvals_card(waiting, now=self.service.clock(), locale=turn_context.activity.locale)
+        await send_card(turn_context, card)
+
+    async def show_stats(self, turn_context: TurnContext, rep: SignedInRep) -> None:
+        """The approval stats card: the rep's direct reports' figures (as the CRM's manager
+        hierarchy, read as the rep, names them), or the rep's own."""
+        stats = await approval_stats(self.service.settings, self.service.pool, rep.identity, rep.broker)
+        if isinstance(stats, StatsUnavailable):
+            await turn_context.send_activity(stats.message)
+            return
+        await send_card(turn_context, stats_card(stats))
+
+    async def show_risks(self, turn_context: TurnContext, rep: SignedInRep) -> None:
+        """The deals-at-risk card."""
+        await self._show_insight(turn_context, rep, risk=True)
+
+    async def show_catch_up(self, turn_context: TurnContext, rep: SignedInRep) -> None:
+        """The what-changed card since the rep's last catch-up."""
+        await self._show_insight(turn_context, rep, risk=False)
+
+    async def _show_insight(self, turn_context: TurnContext, rep: SignedInRep, *, risk: bool) -> None:
+        """The deals-at-risk card, or the what-changed card since the rep's last catch-up (which
+        it then moves to now); both read the CRM as the rep, with no model."""
+        settings, now = self.service.settings, self.service.clock()
+        try:
+            if risk:
+                async with AsyncExitStack() as stack:
+                    evidence = Evidence(connector.reads(stack, settings, rep.broker))
+                    model = settings.copilot_model
+                    notes = None if is_offline_model(model) else build_model(model)
+                    report = await deal_risks(evidence, RiskSettings(), now, notes_model=notes)
+                card = insight_cards.risk_card(report, record_url_template=self.settings.record_url_template)
+            else:
+                async with self.service.pool.connection() as conn:
+                    changes = await catch_up_at(settings, rep.identity, rep.broker, conn, now=now)
+                card = insight_cards.catch_up_card(
+                    changes, record_url_template=self.settings.record_url_template
+                )
+        except (AuthError, CrmUnavailable, CrmCallError) as exc:
+            await turn_context.send_activity(f"I couldn't read your deals: {exc.message}")
+            return
+        await send_card(turn_context, card)
+
+    async def show_delegations(self, turn_context: TurnContext, rep: SignedInRep) -> None:
+        """The delegations card: who may decide the rep's proposals, and whose the rep may decide."""
+        locale = turn_context.activity.locale
+        await send_reply(
+            turn_context,
+            await delegations.show(self.service.pool, rep, locale=locale, now=self.service.clock()),
+        )
+
+    async def on_revoke_delegation(self, turn_context: TurnContext, value: dict[str, Any]) -> None:
+        """A delegations card's Revoke, for the rep who pressed it."""
+        if (rep := await self.sign_in.rep(turn_context)) is None:
+            return
+        locale = turn_context.activity.locale
+        await send_reply(
+            turn_context,
+            await delegations.revoke_from_card(
+                self.service.pool, rep, value, locale=locale, now=self.service.clock()
+            ),
+        )
