@@ -24,7 +24,6 @@ from bot.cards import (
     answer_card,
     approval_card,
     approvals_card,
-    args_digest,
     brief_card,
     brief_follow_up_request,
     brief_log_request,
@@ -49,7 +48,7 @@ from copilot.briefs.types import DIGEST_TITLES, SECTION_TITLES, Meeting
 from copilot.delegation import Delegation, end_of_day
 from copilot.proposals import ProposalRecord
 from copilot.tools.schemas import STAGES, ActivityType, EmailTone
-from copilot.turns import Proposal
+from copilot.turns import Proposal, args_digest
 from copilot.writes import title
 from tests.support.adaptive_cards import all_text, elements, inputs, submit_actions, validate_cards, walk
 
