@@ -14,6 +14,7 @@ sends back (that data merged with the card's input values).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -95,7 +96,7 @@ def submit_data(proposal: Proposal, *, thread_id: str, action: DecisionAction) -
     }
 
 
-def _restore_blocks(record: dict[str, Any], locale: str | None) -> list[Card]:
+def _restore_blocks(record: dict[str, Any], locale: str | None, zone: dt.tzinfo | None) -> list[Card]:
     """An undo's fields: each value now next to the value it puts back."""
     current = record.get("current") or {}
     currency = current.get("currency")
@@ -103,15 +104,23 @@ def _restore_blocks(record: dict[str, Any], locale: str | None) -> list[Card]:
     if record.get("summary"):
         blocks.append(text_block(str(record["summary"]), spacing="Medium"))
     for name, value in (record.get("restored") or {}).items():
-        blocks.append(_compared(name, current.get(name), "Restored", value, currency, locale))
+        blocks.append(_compared(name, current.get(name), "Restored", value, currency, locale, zone))
     return blocks
 
 
-def _compared(name: str, current: Any, label: str, value: Any, currency: Any, locale: str | None) -> Card:
+def _compared(
+    name: str,
+    current: Any,
+    label: str,
+    value: Any,
+    currency: Any,
+    locale: str | None,
+    zone: dt.tzinfo | None,
+) -> Card:
     """One field's block: its label, then its current value above the ``label``led one."""
     facts = [
-        ("Current", format_value(current, field=name, currency=currency, locale=locale)),
-        (label, format_value(value, field=name, currency=currency, locale=locale)),
+        ("Current", format_value(current, field=name, currency=currency, locale=locale, zone=zone)),
+        (label, format_value(value, field=name, currency=currency, locale=locale, zone=zone)),
     ]
     return {
         "type": "Container",
@@ -121,10 +130,10 @@ def _compared(name: str, current: Any, label: str, value: Any, currency: Any, lo
     }
 
 
-def _field_blocks(proposal: Proposal, locale: str | None) -> list[Card]:
+def _field_blocks(proposal: Proposal, locale: str | None, zone: dt.tzinfo | None) -> list[Card]:
     record = proposal.record or {}
     if "restored" in record or "summary" in record:
-        return _restore_blocks(dict(record), locale)
+        return _restore_blocks(dict(record), locale, zone)
     current = record.get("current") or {}
     currency = current.get("currency")
     names = shown_fields(proposal.tool, proposal.args)
@@ -136,7 +145,7 @@ def _field_blocks(proposal: Proposal, locale: str | None) -> list[Card]:
     if changes_record(proposal.tool) or any(n in current for n in names):
         for name in names:
             blocks.append(
-                _compared(name, current.get(name), "Proposed", proposal.args[name], currency, locale)
+                _compared(name, current.get(name), "Proposed", proposal.args[name], currency, locale, zone)
             )
         return blocks
     short = [n for n in names if n not in multiline_fields(proposal.tool)]
@@ -145,7 +154,11 @@ def _field_blocks(proposal: Proposal, locale: str | None) -> list[Card]:
             (
                 field_label(n),
                 format_value(
-                    record_name(proposal, proposal.args[n]), field=n, currency=currency, locale=locale
+                    record_name(proposal, proposal.args[n]),
+                    field=n,
+                    currency=currency,
+                    locale=locale,
+                    zone=zone,
                 ),
             )
             for n in short
@@ -272,13 +285,15 @@ def approval_card(
     *,
     thread_id: str,
     locale: str | None = DEFAULT_LOCALE,
+    zone: dt.tzinfo | None = None,
     view: CardView = "decide",
 ) -> Card:
     """The card a rep decides one proposal on: Approve, Edit… or Reject… (pure).
 
     Shows the tool in plain words, the target record by name, and for each field the
     proposal sets its current value next to the proposed one (stacked, phone width;
-    dates in the rep's ``locale``). ``draft_followup_email`` shows the draft and says it
+    dates in the rep's ``locale``, times in their ``zone``: mailbox settings', else Teams'; UTC,
+    named, when none is known). ``draft_followup_email`` shows the draft and says it
     will not be sent; its main button is "Save to Outlook drafts". The proposal's id
     and the record's version are in the card's data only (:func:`card_element_id`,
     :func:`submit_data`).
@@ -304,7 +319,7 @@ def approval_card(
     elif record.get("error"):
         message = (record.get("error") or {}).get("message") or "the record could not be read"
         body.append(_warning(f"Warning: {message}"))
-    body.extend(_field_blocks(proposal, locale))
+    body.extend(_field_blocks(proposal, locale, zone))
     is_draft = shows_draft(proposal.tool)
     if is_draft:
         preview = (record or {}).get("preview")

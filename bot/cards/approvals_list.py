@@ -56,7 +56,11 @@ def open_data(thread_id: str, tool_call_id: str) -> dict[str, Any]:
 
 
 def approvals_card(
-    waiting: list[WaitingProposal], *, now: dt.datetime, locale: str | None = DEFAULT_LOCALE
+    waiting: list[WaitingProposal],
+    *,
+    now: dt.datetime,
+    locale: str | None = DEFAULT_LOCALE,
+    zone: dt.tzinfo | None = None,
 ) -> Card:
     """The rep's pending proposals across their threads, newest first (pure).
 
@@ -88,6 +92,7 @@ def approvals_card(
                         field=name,
                         currency=currency,
                         locale=locale,
+                        zone=zone,
                     )
                 ),
             )

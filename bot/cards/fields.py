@@ -196,14 +196,20 @@ def _date_fields() -> frozenset[str]:
 
 
 def format_value(
-    value: Any, *, field: str = "", currency: str | None = None, locale: str | None = DEFAULT_LOCALE
+    value: Any,
+    *,
+    field: str = "",
+    currency: str | None = None,
+    locale: str | None = DEFAULT_LOCALE,
+    zone: dt.tzinfo | None = None,
 ) -> str:
     """A field value as a rep reads it: ``—`` for nothing, ``120,000 USD``, ``yes``/``no``,
-    a date field's value in the rep's ``locale`` (``Dec 31, 2026``, ``31.12.2026``)."""
+    a date field's value in the rep's ``locale`` (``Dec 31, 2026``, ``31.12.2026``), a time in
+    the rep's ``zone`` (named; UTC, and said so, when no zone is known)."""
     if value is None or value == "":
         return "—"
     if field and field in _date_fields() and (when := as_date(value)) is not None:
-        return format_when(when, locale)
+        return format_when(when, locale, zone)
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int | float):

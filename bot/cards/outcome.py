@@ -3,6 +3,7 @@ conflict, failed, already decided; an approved write's Undo button), and the mov
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING, Any, Literal
 
 from bot.cards.blocks import (
@@ -82,6 +83,7 @@ def outcome_card(
     *,
     detail: dict[str, Any],
     locale: str | None = DEFAULT_LOCALE,
+    zone: dt.tzinfo | None = None,
     undo: bool = False,
 ) -> Card:
     """The card that replaces an approval card once it is decided (pure; no actions).
@@ -97,7 +99,8 @@ def outcome_card(
 
     ``undo`` (the caller checked the write can still be undone: its tool has an undo and
     it is within the undo window) adds an **Undo** button to an approved card; it asks
-    for the undo (:func:`undo_data`), whose own approval card follows.
+    for the undo (:func:`undo_data`), whose own approval card follows. Times are in the rep's
+    ``zone`` (UTC, named, when none is known), as on the approval card.
     """
     kicker, style = _OUTCOME_HEADERS[outcome]
     title = write_title(proposal.tool)
@@ -123,7 +126,9 @@ def outcome_card(
         pairs = [
             (
                 field_label(n),
-                format_value(record_name(proposal, final[n]), field=n, currency=currency, locale=locale),
+                format_value(
+                    record_name(proposal, final[n]), field=n, currency=currency, locale=locale, zone=zone
+                ),
             )
             for n in shown_fields(proposal.tool, final)
             if n not in multiline_fields(proposal.tool) or not shows_draft(proposal.tool)
@@ -146,7 +151,7 @@ def outcome_card(
             keys = wanted or list(now)
             currency = now.get("currency") or currency
             pairs = [
-                (field_label(k), format_value(now[k], field=k, currency=currency, locale=locale))
+                (field_label(k), format_value(now[k], field=k, currency=currency, locale=locale, zone=zone))
                 for k in keys
             ]
             body.append(

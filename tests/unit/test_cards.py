@@ -758,6 +758,33 @@ def test_failed_and_already_decided_outcomes_say_what_happened():
     assert "already decided" in all_text(CARDS["outcome:already_decided"])
 
 
+def test_times_on_approval_outcome_and_my_approvals_cards_are_in_the_reps_zone():
+    call = proposal(
+        "log_activity",
+        {**LOG.args, "occurred_at": "2026-11-30T17:00:00Z"},
+        LOG.record,
+        call="call_at",
+    )
+    pacific = ZoneInfo("America/Los_Angeles")
+    local = "9:00:00 AM America/Los_Angeles"  # 17:00 UTC (CLDR's narrow space before AM made plain)
+    conflict = {"current": {"occurred_at": "2026-11-30T16:30:00Z", "subject": "Pricing call"}}
+    waiting = [WaitingProposal(THREAD, call, NOW - dt.timedelta(minutes=5))]
+    shown = {
+        "approval": approval_card(call, thread_id=THREAD, zone=pacific),
+        "approved": outcome_card(call, "approved", detail={"audit_id": 7}, zone=pacific),
+        "my approvals": approvals_card(waiting, now=NOW, zone=pacific),
+    }
+    for name, card in shown.items():
+        text = " ".join(all_text(card).split())
+        assert local in text, name
+        assert "UTC" not in text, name
+    now = all_text(outcome_card(call, "conflict", detail=conflict, zone=pacific))
+    assert "8:30:00\u202fAM America/Los_Angeles" in now
+    assert "UTC" not in now
+    utc = all_text(approval_card(call, thread_id=THREAD))
+    assert "5:00:00\u202fPM UTC" in utc, "no zone known: UTC, and it says so"
+
+
 def test_answer_card_links_each_cited_record_with_a_url_template():
     text = all_text(CARDS["answer:linked"])
     assert "Sources" in text
