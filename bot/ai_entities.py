@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
-from bot.cards import record_url
+from bot.cards.sources import record_url
 from bot.settings import AnswerSources
 from copilot.briefs.schedule import iana_name
 from copilot.citations import CITATION, CitedRecord

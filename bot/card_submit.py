@@ -16,27 +16,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bot.cards import (
-    COMMAND_KIND,
-    DECLINE_SUGGESTION_KIND,
+from bot.cards.approval import EDIT_PREFIX, REJECT_REASON_ID, REJECT_REASON_MAX, shown_value
+from bot.cards.blocks import COMMAND_KIND, SUBMIT_KIND, SUBMIT_VERSION
+from bot.cards.digest import (
     DIGEST_FEEDBACK_KIND,
     DIGEST_FEEDBACK_VERSION,
-    EDIT_PREFIX,
-    EDITABLE_FIELDS,
-    REJECT_REASON_ID,
-    REJECT_REASON_MAX,
     SNOOZE_INPUT_ID,
-    SUBMIT_KIND,
-    SUBMIT_VERSION,
-    UNDO_KIND,
     DigestFeedbackKind,
-    FieldSpec,
-    args_digest,
-    field_spec,
-    shown_value,
 )
+from bot.cards.fields import EDITABLE_FIELDS, FieldSpec, field_spec
+from bot.cards.outcome import UNDO_KIND
+from bot.cards.suggestions import DECLINE_SUGGESTION_KIND
 from copilot.briefs.types import SuggestionKind
 from copilot.errors import CopilotError
+from copilot.turns import args_digest
 
 if TYPE_CHECKING:
     from copilot.turns import Proposal

@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta
 
 from bot import brief_store
 from bot.brief_store import Pool
-from bot.cards import DigestFeedbackKind
+from bot.cards.digest import DigestFeedbackKind
 from copilot.identity import RepIdentity
 
 SNOOZE_DAYS = 7

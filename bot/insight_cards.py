@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.cards import CARD_VERSION, SCHEMA_URL, sources_block, suggestion_block
+from bot.cards.blocks import CARD_VERSION, SCHEMA_URL
+from bot.cards.sources import sources_block
+from bot.cards.suggestions import suggestion_block
 from copilot.followthrough import FollowThrough
 from copilot.insight.catchup import ITEM_TITLES, CatchUp
 from copilot.insight.risk import RiskReport, report_text

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.cards import CARD_VERSION, SCHEMA_URL, field_label
+from bot.cards.blocks import CARD_VERSION, SCHEMA_URL
+from bot.cards.fields import field_label
 from copilot.analytics.report import AnalyticsReport, ToolRates
 from copilot.analytics.team import ApprovalStats
 from copilot.writes import title as write_title

@@ -24,7 +24,6 @@ from bot.cards import (
     answer_card,
     approval_card,
     approvals_card,
-    args_digest,
     brief_card,
     brief_follow_up_request,
     brief_log_request,
@@ -49,7 +48,7 @@ from copilot.briefs.types import DIGEST_TITLES, SECTION_TITLES, Meeting
 from copilot.delegation import Delegation, end_of_day
 from copilot.proposals import ProposalRecord
 from copilot.tools.schemas import STAGES, ActivityType, EmailTone
-from copilot.turns import Proposal
+from copilot.turns import Proposal, args_digest
 from copilot.writes import title
 from tests.support.adaptive_cards import all_text, elements, inputs, submit_actions, validate_cards, walk
 
@@ -757,6 +756,33 @@ def test_conflict_outcome_shows_the_records_values_now_and_that_a_fresh_proposal
 def test_failed_and_already_decided_outcomes_say_what_happened():
     assert "amount too large" in all_text(CARDS["outcome:failed"])
     assert "already decided" in all_text(CARDS["outcome:already_decided"])
+
+
+def test_times_on_approval_outcome_and_my_approvals_cards_are_in_the_reps_zone():
+    call = proposal(
+        "log_activity",
+        {**LOG.args, "occurred_at": "2026-11-30T17:00:00Z"},
+        LOG.record,
+        call="call_at",
+    )
+    pacific = ZoneInfo("America/Los_Angeles")
+    local = "9:00:00 AM America/Los_Angeles"  # 17:00 UTC (CLDR's narrow space before AM made plain)
+    conflict = {"current": {"occurred_at": "2026-11-30T16:30:00Z", "subject": "Pricing call"}}
+    waiting = [WaitingProposal(THREAD, call, NOW - dt.timedelta(minutes=5))]
+    shown = {
+        "approval": approval_card(call, thread_id=THREAD, zone=pacific),
+        "approved": outcome_card(call, "approved", detail={"audit_id": 7}, zone=pacific),
+        "my approvals": approvals_card(waiting, now=NOW, zone=pacific),
+    }
+    for name, card in shown.items():
+        text = " ".join(all_text(card).split())
+        assert local in text, name
+        assert "UTC" not in text, name
+    now = all_text(outcome_card(call, "conflict", detail=conflict, zone=pacific))
+    assert "8:30:00\u202fAM America/Los_Angeles" in now
+    assert "UTC" not in now
+    utc = all_text(approval_card(call, thread_id=THREAD))
+    assert "5:00:00\u202fPM UTC" in utc, "no zone known: UTC, and it says so"
 
 
 def test_answer_card_links_each_cited_record_with_a_url_template():
