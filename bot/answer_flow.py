@@ -16,7 +16,7 @@ from bot.ai_entities import (
     message_entity,
     number_citations,
 )
-from bot.audience import sender_aad_id, tenant_id
+from bot.audience import rep_zone, sender_aad_id, tenant_id
 from bot.json_entity import JsonEntity
 from bot.progress import TurnProgress
 from bot.replies import card_message
@@ -130,7 +130,12 @@ class AnswerFlow:
 
     async def send_card(self, turn_context: TurnContext, thread_id: str, proposal: Proposal) -> str | None:
         """Post a proposal's approval card and record where; the new activity's id."""
-        card = cards.approval_card(proposal, thread_id=thread_id, locale=turn_context.activity.locale)
+        card = cards.approval_card(
+            proposal,
+            thread_id=thread_id,
+            locale=turn_context.activity.locale,
+            zone=rep_zone(turn_context.activity),
+        )
         response = await turn_context.send_activity(card_message(card))
         if response is not None and response.id:
             await conversations.save_card(

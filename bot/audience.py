@@ -6,9 +6,13 @@ tell a group from a 1:1 chat without importing the turn's handler, and the runne
 
 from __future__ import annotations
 
+from datetime import tzinfo
+
 from botbuilder.schema import Activity
 
+from bot.ai_entities import client_time_zone
 from bot.settings import BotSettings
+from copilot.briefs.schedule import resolve_zone
 
 PRIVATE_ONLY = (
     "I answer CRM questions only in a 1:1 chat with you: I read the CRM with the permissions "
@@ -44,3 +48,8 @@ def tenant_id(activity: Activity) -> str | None:
 def sender_aad_id(activity: Activity) -> str | None:
     """The sender's Entra object id (None: not a Microsoft 365 user, e.g. a test client)."""
     return getattr(activity.from_property, "aad_object_id", None) if activity.from_property else None
+
+
+def rep_zone(activity: Activity) -> tzinfo | None:
+    """The rep's zone as Teams reports it with this activity (``None``: unknown, cards say UTC)."""
+    return resolve_zone(client_time_zone(activity.entities, activity.local_timezone))

@@ -12,6 +12,7 @@ from botframework.connector.models import ErrorResponseException
 
 from bot import cards, conversations
 from bot.answer_flow import AnswerFlow
+from bot.audience import rep_zone
 from bot.rep_tokens import SignedInRep
 from bot.replies import Card, card_message
 from bot.sign_in_flow import SignInFlow
@@ -73,7 +74,11 @@ class CardPanels:
         if proposal is None:
             return
         card = cards.approval_card(
-            proposal, thread_id=thread_id, locale=turn_context.activity.locale, view=view
+            proposal,
+            thread_id=thread_id,
+            locale=turn_context.activity.locale,
+            view=view,
+            zone=rep_zone(turn_context.activity),
         )
         clicked = turn_context.activity.reply_to_id
         await replace_card(

@@ -10,7 +10,7 @@ from botbuilder.core import TurnContext
 
 from bot import cards, conversations
 from bot.answer_flow import AnswerFlow
-from bot.audience import PRIVATE_ONLY, answers_here
+from bot.audience import PRIVATE_ONLY, answers_here, rep_zone
 from bot.card_panels import ALREADY_DECIDED, NOT_YOURS, replace_card
 from bot.card_submit import CardSubmission, InvalidSubmission, parse_submission, to_decision
 from bot.progress import TurnProgress
@@ -187,6 +187,7 @@ class DecisionFlow:
             kind,  # type: ignore[arg-type]
             detail=detail,
             locale=turn_context.activity.locale,
+            zone=rep_zone(turn_context.activity),
             # Just executed, so within the window whenever there is one.
             undo=undoable(proposal.tool) and self.service.settings.undo_window_hours > 0,
         )

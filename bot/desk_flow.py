@@ -9,6 +9,7 @@ from typing import Any
 from botbuilder.core import TurnContext
 
 from bot import cards, conversations, delegations, insight_cards
+from bot.audience import rep_zone
 from bot.rep_tokens import SignedInRep
 from bot.replies import send_card, send_reply
 from bot.settings import BotSettings
@@ -61,7 +62,12 @@ class DeskFlow:
                 for row, whose in rows
                 if row.tool_call_id in pending
             ]
-        card = cards.approvals_card(waiting, now=self.service.clock(), locale=turn_context.activity.locale)
+        card = cards.approvals_card(
+            waiting,
+            now=self.service.clock(),
+            locale=turn_context.activity.locale,
+            zone=rep_zone(turn_context.activity),
+        )
         await send_card(turn_context, card)
 
     async def show_stats(self, turn_context: TurnContext, rep: SignedInRep) -> None:

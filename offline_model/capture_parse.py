@@ -19,6 +19,7 @@ This module is the parsing (pure); :mod:`offline_model.capture` plans the propos
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import re
 from dataclasses import dataclass
@@ -78,6 +79,13 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
+_CALENDAR_WORDS = frozenset(
+    w.lower()
+    for w in (*calendar.month_name[1:], *calendar.month_abbr[1:], *calendar.day_name, *calendar.day_abbr)
+)
+"""Month and weekday names: capitalised, and never a person."""
+
+
 def _names(text: str, today: dt.date) -> tuple[list[str], str | None, list[Span]]:
     """The people and the account (after "at"/"from") the text names, and where the names are.
 
@@ -102,6 +110,8 @@ def _names(text: str, today: dt.date) -> tuple[list[str], str | None, list[Span]
             # A person's name is title case: "Sarah", not "SOW" (an acronym) nor "fleet".
             if not (word[:1].isupper() and any(ch.islower() for ch in word[1:])):
                 break
+            if word.lower().strip(".,") in _CALENDAR_WORDS:
+                break  # "starts in January", "on Friday": a time, however it was masked
             proper.append(word)
         if not proper:
             continue
