@@ -176,6 +176,8 @@ def test_a_reminder_finds_the_person_among_every_account_and_regards_their_conta
 
 
 def test_a_month_or_weekday_in_the_dictation_is_a_time_not_a_person() -> None:
-    spec = parse_capture("spoke with Tom Becker at Acme yesterday, the pilot starts in January. log it", SEED_DAY)
+    spec = parse_capture(
+        "spoke with Tom Becker at Acme yesterday, the pilot starts in January. log it", SEED_DAY
+    )
     assert spec is not None
     assert spec.people == ("Tom Becker",)
