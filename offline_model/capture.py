@@ -65,19 +65,29 @@ def _find_people(
         return missing
     if not names:
         return account, [], []
-    if account.get("id"):
-        scopes = [str(account["id"])]
-    else:
-        listed = ctx.read("account_search", {"query": ""}, "look up accounts")
-        assert not isinstance(listed, Step), "read above"
-        scopes = [str(a.get("id")) for a in listed.items if a.get("id")]
-    results = ctx.read_each([("contact_list", {"account_id": a}) for a in scopes])
-    if isinstance(results, Step):
-        return results
     everyone: list[tuple[dict[str, Any], str | None]] = []
-    for call in ctx.calls("contact_list"):
-        if call.result is not None and call.result.ok and str(call.args.get("account_id")) in scopes:
-            everyone += [(x, str(call.args.get("account_id"))) for x in call.result.items]
+    if not account.get("id") and _finds_by_name(ctx):
+        # The CRM looks people up by name across the rep's accounts: one read per name, not
+        # one per account.
+        results = ctx.read_each([("contact_list", {"name": name}) for name in names])
+        if isinstance(results, Step):
+            return results
+        for call in ctx.calls("contact_list"):
+            if call.result is not None and call.result.ok and call.args.get("name") in names:
+                everyone += [(x, _str_or_none(x.get("account_id"))) for x in call.result.items]
+    else:
+        if account.get("id"):
+            scopes = [str(account["id"])]
+        else:
+            listed = ctx.read("account_search", {"query": ""}, "look up accounts")
+            assert not isinstance(listed, Step), "read above"
+            scopes = [str(a.get("id")) for a in listed.items if a.get("id")]
+        results = ctx.read_each([("contact_list", {"account_id": a}) for a in scopes])
+        if isinstance(results, Step):
+            return results
+        for call in ctx.calls("contact_list"):
+            if call.result is not None and call.result.ok and str(call.args.get("account_id")) in scopes:
+                everyone += [(x, str(call.args.get("account_id"))) for x in call.result.items]
     chosen: list[dict[str, Any]] = []
     for name in names:
         found = _match([x for x, _ in everyone], name)
@@ -103,6 +113,17 @@ def _find_people(
         assert not isinstance(listed, Step), "read above"
         account = next((a for a in listed.items if a.get("id") == account_id), {"id": account_id, "name": ""})
     return account, chosen, []
+
+
+def _finds_by_name(ctx: PlanContext) -> bool:
+    """Whether the bound contact list takes a ``name`` and needs no account (a search by name)."""
+    name = ctx.tools.name("contact_list")
+    tool = ctx.tools.tools.get(name) if name else None
+    return tool is not None and "name" in tool.properties and "account_id" not in tool.required
+
+
+def _str_or_none(value: Any) -> str | None:
+    return str(value) if value else None
 
 
 def _deal(ctx: PlanContext, account: dict[str, Any], spec: CaptureSpec) -> str | Step | None:

@@ -592,18 +592,34 @@ class CrmService:
         return {"record_type": record_type, "record_id": record_id, "items": items}
 
     def list_contacts(
-        self, caller: User, account_id: str, limit: int = DEFAULT_LIMIT, cursor: str | None = None
+        self,
+        caller: User,
+        account_id: str | None = None,
+        limit: int = DEFAULT_LIMIT,
+        cursor: str | None = None,
+        name: str | None = None,
     ) -> dict[str, Any]:
-        """Contacts of one readable account, by name."""
+        """Contacts of one readable account, by name; or, with ``name`` and no account, the
+        contacts of every readable account whose name contains it (case-insensitive)."""
         _check_limit(limit)
+        needle = _text(name or "", "name", 200, required=False).lower()
+        if account_id is None and not needle:
+            raise _invalid("give an account_id, or a name to look for", field="account_id")
         with db.transaction(self.db_path, write=False) as conn:
             scope = _load_scope(conn, caller)
-            self._account(scope, account_id)
+            if account_id is not None:
+                self._account(scope, account_id)
+                accounts = [account_id]
+            else:
+                accounts = sorted(a for a in scope.accounts if scope.account_readable(a))
+            marks = ", ".join("?" for _ in accounts) or "NULL"
             rows = conn.execute(
-                "SELECT id, name, title, email, phone, account_id FROM contacts WHERE account_id = ?"
-                " ORDER BY name, id",
-                (account_id,),
+                "SELECT id, name, title, email, phone, account_id FROM contacts"
+                f" WHERE account_id IN ({marks}) ORDER BY name, id",
+                tuple(accounts),
             ).fetchall()
+        if needle:
+            rows = [r for r in rows if needle in str(r["name"]).lower()]
         return _page(rows, limit, cursor)
 
     def pipeline_summary(

@@ -233,12 +233,23 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
     @mcp.tool(annotations=_READ)
     async def list_contacts(
         ctx: Context[Any, Any, Any],
-        account_id: Annotated[str, Field(description="The account whose contacts to list.")],
+        account_id: Annotated[
+            str | None, Field(description="The account whose contacts to list (or give a name).")
+        ] = None,
         limit: Limit = 20,
         cursor: Cursor = None,
+        name: Annotated[
+            str | None,
+            Field(
+                description="Only contacts whose name contains this; without an account, across your accounts."
+            ),
+        ] = None,
     ) -> CallToolResult:
-        """Contacts of an account (name, title, email, phone)."""
-        return await run(ctx, "list_contacts", lambda u: crm.list_contacts(u, account_id, limit, cursor))
+        """Contacts of an account, or the contacts named so across your accounts (name, title,
+        email, phone, account)."""
+        return await run(
+            ctx, "list_contacts", lambda u: crm.list_contacts(u, account_id, limit, cursor, name)
+        )
 
     @mcp.tool(annotations=_READ)
     async def get_contact(

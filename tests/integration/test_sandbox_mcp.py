@@ -535,3 +535,19 @@ def test_reset_restores_the_seed(tmp_path):
 
 def test_npx_is_available_for_the_inspector():
     assert shutil.which("node") is not None
+
+
+def test_contacts_are_found_by_name_across_the_readable_accounts_only(sandbox: SandboxProcess) -> None:
+    everyone = sandbox.admin("GET", "/admin/export")["contacts"]
+    sarah = next(c for c in everyone if c["name"] == "Sarah Chen")
+    found = sandbox.call(ALEX, "list_contacts", name="sarah chen")["structuredContent"]["items"]
+    assert [c["id"] for c in found] == [sarah["id"]]
+    assert found[0]["account_id"] == sarah["account_id"]
+    # A contact of an account Alex cannot read is not found by name either.
+    readable = {
+        a["id"]
+        for a in sandbox.call(ALEX, "search_accounts", query="", limit=100)["structuredContent"]["items"]
+    }
+    hidden = next(c for c in everyone if c["account_id"] not in readable)
+    assert sandbox.call(ALEX, "list_contacts", name=hidden["name"])["structuredContent"]["items"] == []
+    assert _error_code(sandbox.call(ALEX, "list_contacts")) == "validation"
