@@ -513,6 +513,7 @@ class CrmService:
             "email": row["email"],
             "phone": row["phone"],
             "account": _ref(row["account_id"], scope.account_names),
+            "created_at": row["created_at"],
         }
 
     def list_activities(
@@ -600,7 +601,7 @@ class CrmService:
             scope = _load_scope(conn, caller)
             self._account(scope, account_id)
             rows = conn.execute(
-                "SELECT id, name, title, email, phone, account_id FROM contacts WHERE account_id = ?"
+                "SELECT id, name, title, email, phone, account_id, created_at FROM contacts WHERE account_id = ?"
                 " ORDER BY name, id",
                 (account_id,),
             ).fetchall()
