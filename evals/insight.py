@@ -149,8 +149,9 @@ def risk_truth(world: World, handle: str, now: datetime, today: date, settings: 
 
 
 def change_truth(world: World, handle: str, since: datetime, until: datetime) -> set[Fact]:
-    """(record, field / ``created`` / ``activity``) for every change in the rep's book in the window:
-    their open deals' history, and the activities on those deals' accounts."""
+    """(record, field / ``created`` / ``activity`` / ``contact``) for every change in the rep's book
+    in the window: their open deals' history, and the activities and new contacts of those deals'
+    accounts."""
     user = world.user(handle)
     deals = world.open_deals(user["id"])
     facts: set[Fact] = set()
@@ -167,6 +168,11 @@ def change_truth(world: World, handle: str, since: datetime, until: datetime) ->
         (a["id"], "activity")
         for a in world.export["activities"]
         if a["account_id"] in accounts and a["voided_at"] is None and since <= _at(a["occurred_at"]) <= until
+    }
+    facts |= {
+        (c["id"], "contact")
+        for c in world.export["contacts"]
+        if c["account_id"] in accounts and c["created_at"] and since <= _at(c["created_at"]) <= until
     }
     return facts
 
@@ -195,11 +201,16 @@ def supporting(world: World, handle: str, kind: Kind, expected: set[Fact]) -> se
         return records
     deals = {d["id"] for d in world.open_deals(world.user(handle)["id"])}
     regarding = {a["id"]: a["opportunity_id"] for a in live}
-    return records | {
-        regarding[record]
-        for record, what in expected
-        if what == "activity" and regarding.get(record) in deals
-    }
+    account_of = {c["id"]: c["account_id"] for c in world.export["contacts"]}
+    return (
+        records
+        | {
+            regarding[record]
+            for record, what in expected
+            if what == "activity" and regarding.get(record) in deals
+        }
+        | {account_of[record] for record, what in expected if what == "contact" and record in account_of}
+    )
 
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -275,7 +286,9 @@ def change_facts(
     facts: set[Fact] = set()
     for item in items:
         record = to_sandbox(item.cited[0]) or item.cited[0]
-        what = {"activity": "activity", "new_deal": "created"}.get(item.kind, item.field)
+        what = {"activity": "activity", "new_deal": "created", "new_contact": "contact"}.get(
+            item.kind, item.field
+        )
         facts.add((record, what))
     return facts, [i for item in items for i in item.cited]
 

@@ -7,6 +7,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -135,6 +136,62 @@ def _admin_routes(
             )
         return JSONResponse({"id": draft["id"], "sent_at": draft["sent_at"]})
 
+    async def add_contact(request: Request) -> JSONResponse:
+        """Add a contact to an account, created now or at ``created_at`` (ISO 8601)."""
+        try:
+            body = json.loads(await request.body() or b"null")
+        except ValueError:
+            body = None
+        fields = body if isinstance(body, dict) else {}
+        text = {k: fields.get(k, "") for k in ("account_id", "name", "title", "email", "phone")}
+        created = fields.get("created_at") or db.utc_now()
+        try:
+            moment = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+        except ValueError:
+            moment = None
+        if (
+            not isinstance(body, dict)
+            or set(body) - {*text, "created_at"}
+            or not all(isinstance(v, str) for v in text.values())
+            or not text["account_id"]
+            or not text["name"]
+            or moment is None
+        ):
+            return JSONResponse(
+                {
+                    "error": {
+                        "code": "validation",
+                        "message": "body must be {account_id, name[, title, email, phone, created_at]}",
+                        "details": {},
+                    }
+                },
+                status_code=400,
+            )
+        at = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+        contact = await anyio.to_thread.run_sync(
+            lambda: db.add_contact(
+                settings.db_path,
+                account_id=text["account_id"],
+                name=text["name"],
+                title=text["title"],
+                email=text["email"],
+                phone=text["phone"],
+                created_at=at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )
+        )
+        if contact is None:
+            return JSONResponse(
+                {
+                    "error": {
+                        "code": "not_found",
+                        "message": f"no account {text['account_id']!r}",
+                        "details": {},
+                    }
+                },
+                status_code=404,
+            )
+        return JSONResponse(contact, status_code=201)
+
     async def health(_: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
@@ -159,6 +216,7 @@ def _admin_routes(
         Route("/admin/reset", reset, methods=["POST"]),
         Route("/admin/users/{handle}/crm-access", put_crm_access, methods=["PUT"]),
         Route("/admin/drafts/{draft_id}/sent", draft_sent, methods=["POST"]),
+        Route("/admin/contacts", add_contact, methods=["POST"]),
     ]
 
 

@@ -513,6 +513,7 @@ class CrmService:
             "email": row["email"],
             "phone": row["phone"],
             "account": _ref(row["account_id"], scope.account_names),
+            "created_at": row["created_at"],
         }
 
     def list_activities(
@@ -614,7 +615,7 @@ class CrmService:
                 accounts = sorted(a for a in scope.accounts if scope.account_readable(a))
             marks = ", ".join("?" for _ in accounts) or "NULL"
             rows = conn.execute(
-                "SELECT id, name, title, email, phone, account_id FROM contacts"
+                "SELECT id, name, title, email, phone, account_id, created_at FROM contacts"
                 f" WHERE account_id IN ({marks}) ORDER BY name, id",
                 tuple(accounts),
             ).fetchall()

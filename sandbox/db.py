@@ -62,7 +62,8 @@ CREATE TABLE IF NOT EXISTS contacts (
     name TEXT NOT NULL,
     title TEXT NOT NULL,
     email TEXT NOT NULL,
-    phone TEXT NOT NULL
+    phone TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS ix_contacts_account ON contacts(account_id);
 CREATE TABLE IF NOT EXISTS opportunities (
@@ -437,6 +438,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE drafts ADD COLUMN idempotency_key TEXT")
     if "sent_at" not in draft_columns:
         conn.execute("ALTER TABLE drafts ADD COLUMN sent_at TEXT")
+    contact_columns = {row["name"] for row in conn.execute("PRAGMA table_info(contacts)")}
+    if "created_at" not in contact_columns:
+        # An older database's contacts: when they were added is unknown ('').
+        conn.execute("ALTER TABLE contacts ADD COLUMN created_at TEXT NOT NULL DEFAULT ''")
 
 
 def reset(path: Path, today: date | None = None) -> None:
@@ -618,6 +623,26 @@ def mark_draft_sent(path: Path, *, draft_id: str) -> dict[str, Any] | None:
         conn.execute("UPDATE drafts SET sent_at = coalesce(sent_at, ?) WHERE id = ?", (utc_now(), draft_id))
         row = conn.execute("SELECT * FROM drafts WHERE id = ?", (draft_id,)).fetchone()
     return None if row is None else _decode("drafts", row)
+
+
+def add_contact(
+    path: Path, *, account_id: str, name: str, title: str, email: str, phone: str, created_at: str
+) -> dict[str, Any] | None:
+    """Add a contact to an account (an admin's way: the CRM's own tools keep contacts read-only),
+    created at ``created_at``; None when there is no such account."""
+    with transaction(path, write=True) as conn:
+        account = conn.execute("SELECT tenant_id FROM accounts WHERE id = ?", (account_id,)).fetchone()
+        if account is None:
+            return None
+        added = conn.execute("SELECT COUNT(*) AS n FROM contacts WHERE id LIKE 'con-added-%'").fetchone()
+        contact_id = f"con-added-{added['n'] + 1:04d}"
+        conn.execute(
+            "INSERT INTO contacts (id, tenant_id, account_id, name, title, email, phone, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (contact_id, account["tenant_id"], account_id, name, title, email, phone, created_at),
+        )
+        row = conn.execute("SELECT * FROM contacts WHERE id = ?", (contact_id,)).fetchone()
+    return dict(row)
 
 
 def log_request(

@@ -220,6 +220,9 @@ class _Builder:
                 title or self.rng.choice(TITLES),
                 f"{first.lower()}.{last.lower()}@{domain}",
                 phone,
+                # Added 30-359 days before the seed day, from the contact's number (not the
+                # generator: every other seeded value stays as it was).
+                self.ts(30 + (self.counters["con"] * 37) % 330, 9 + self.counters["con"] % 8),
             )
         )
 

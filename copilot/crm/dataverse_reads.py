@@ -227,13 +227,14 @@ class DataverseReads:
             "title": row.get("jobtitle") or "",
             "email": row.get("emailaddress1") or "",
             "account_id": row.get("_parentcustomerid_value"),
+            "created_at": row.get("createdon"),
         }
 
     async def contacts(self, account_id: str) -> list[Record]:
         """The account's ``contacts`` (no phone number is read: matching needs the address only)."""
         rows = await self._rows(
             "contact",
-            ("contactid", "fullname", "jobtitle", "emailaddress1", "_parentcustomerid_value"),
+            ("contactid", "fullname", "jobtitle", "emailaddress1", "_parentcustomerid_value", "createdon"),
             where=f"_parentcustomerid_value eq {guid(account_id)}",
             orderby="fullname",
         )
@@ -424,7 +425,7 @@ class DataverseReads:
             case "contact":
                 row = await self._one(
                     f"{self._set('contact')}({guid(record_id)})",
-                    ("contactid", "fullname", "jobtitle", "_parentcustomerid_value"),
+                    ("contactid", "fullname", "jobtitle", "_parentcustomerid_value", "createdon"),
                 )
                 # Read to name a proposal's target: no address.
                 return {k: v for k, v in self._contact(row).items() if k != "email"}

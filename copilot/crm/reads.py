@@ -14,7 +14,8 @@ CRM's, which is what :mod:`copilot.briefs.compose` and the cards consume:
   (a user or None) and ``direct_reports`` (users);
 * an account: ``id``, ``name`` and, where the CRM has them, ``industry``, ``city``, ``version``;
 * a contact: ``id``, ``name``, ``title``, ``email``, ``account_id`` (the address is for matching
-  meeting attendees in code only, never for a model or a brief);
+  meeting attendees in code only, never for a model or a brief) and ``created_at`` (ISO 8601,
+  when the contact was added; None or absent when the CRM does not say);
 * an opportunity: ``id``, ``name``, ``stage`` (the stage's label), ``amount``, ``currency``,
   ``close_date``, ``next_step``, ``probability``, ``owner`` (``{"id": …}``), ``version``;
 * an activity: ``id``, ``type`` (the copilot's activity type), ``subject``, ``notes`` (for the

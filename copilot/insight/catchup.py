@@ -4,11 +4,14 @@ whole book, composed from the rep's own CRM reads with no model call, every item
 * field changes (old → new, who, when) and stage movements, from the CRM's change history
   (:meth:`copilot.crm.reads.CrmReads.history`) of each open deal in scope, and deals created
   since;
-* new activities regarding the deal, or the account(s) and their deals, that happened since.
+* new activities regarding the deal, or the account(s) and their deals, that happened since;
+* new contacts of the deal's account, the account, or the accounts of the rep's open deals,
+  added since (the contact's ``created_at``, :meth:`copilot.crm.reads.CrmReads.contacts`).
 
-New contacts are not listed: the CRM's contact reads say nothing of when a contact was added, and
-the catch-up says so rather than guessing. A deal whose history the CRM keeps none of (or
-refuses) is counted and named in ``skipped``.
+A CRM whose contact reads do not say when a contact was added gets the honest note
+(:data:`CONTACTS_SKIPPED`) instead of a guess. A deal whose history the CRM keeps none of (or
+refuses) is counted and named in ``skipped``. Deals closed since are not read: the reads give
+open deals only, so a deal won or lost in the window is not among the stage movements.
 
 "Since" defaults to the rep's last catch-up of their whole book (stored per rep in PostgreSQL,
 :func:`last_catch_up`), else 7 days before now; a whole-book catch-up moves the stored moment
@@ -36,12 +39,13 @@ from copilot.settings import Settings
 DEFAULT_DAYS = 7
 MAX_DEALS = 200
 MAX_ITEMS = 100
-ItemKind = Literal["stage", "field", "new_deal", "activity"]
+ItemKind = Literal["stage", "field", "new_deal", "activity", "new_contact"]
 ITEM_TITLES: dict[ItemKind, str] = {
     "stage": "Stage movements",
     "field": "Field changes",
     "new_deal": "New deals",
     "activity": "New activities",
+    "new_contact": "New contacts",
 }
 FIELD_LABELS = {"close_date": "close date", "next_step": "next step", "amount": "amount"}
 CONTACTS_SKIPPED = "New contacts are not listed: the CRM does not say when a contact was added."
@@ -150,6 +154,24 @@ def activity_item(activity: Mapping[str, Any], names: Mapping[str, str]) -> Catc
     return CatchUpItem(kind="activity", text=cited, cited=cites, at=at, by=by)
 
 
+def contact_item(contact: Mapping[str, Any], names: Mapping[str, str]) -> CatchUpItem | None:
+    """A contact as a new-contact item, cited by its id and its account's (None without an id
+    or a created time)."""
+    at = _instant(contact.get("created_at"))
+    if at is None or not contact.get("id"):
+        return None
+    account = contact.get("account")
+    account_id = str(contact.get("account_id") or "")
+    if not account_id and isinstance(account, Mapping):
+        account_id = str(account.get("id") or "")
+    title = plain(contact.get("title"))
+    name = plain(contact.get("name")) or "(no name)"
+    at_account = f" at {names[account_id]}" if account_id in names else ""
+    text = f"New contact: {name}{f', {title}' if title else ''}{at_account}, added {at:%Y-%m-%d %H:%M} UTC"
+    cited, cites = with_citations(text, str(contact["id"]), account_id)
+    return CatchUpItem(kind="new_contact", text=cited, cited=cites, at=at)
+
+
 def render(catch_up: CatchUp) -> str:
     """The catch-up as text: the window, each kind's items (newest first), what was skipped."""
     lines = [
@@ -202,6 +224,16 @@ async def mark_caught_up(conn: AsyncConnection[Any], identity: RepIdentity, at: 
 # --- reading (as the rep) -----------------------------------------------------------------------
 
 
+def _accounts_of(deals: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The deals' accounts, id → name ('' when the deal does not name it), in order."""
+    found: dict[str, str] = {}
+    for deal in deals:
+        account = deal.get("account")
+        if isinstance(account, Mapping) and account.get("id"):
+            found.setdefault(str(account["id"]), plain(account.get("name")))
+    return found
+
+
 async def catch_up_reads(
     evidence: Evidence,
     since: datetime,
@@ -211,24 +243,26 @@ async def catch_up_reads(
     opportunity_id: str | None = None,
 ) -> tuple[str, int, list[CatchUpItem], list[str]]:
     """(scope, deals looked at, items, skipped notes) of one catch-up, read as the rep."""
+    account_names: dict[str, str] = {}
     if opportunity_id is not None:
         deal = await evidence.record_of("opportunity", opportunity_id)
         deals, scope = [deal], plain(deal.get("name"))
         activities = await evidence.activities(opportunity_id=opportunity_id, since=since, limit=MAX_ITEMS)
+        account_names = _accounts_of(deals)
     elif account_id is not None:
         account = await evidence.account(account_id)
         deals, scope = await evidence.open_opportunities(account_id=account_id), plain(account.get("name"))
         activities = await evidence.activities(account_id=account_id, since=since, limit=MAX_ITEMS)
+        account_names = {account_id: plain(account.get("name"))}
     else:
         deals, scope = await evidence.open_opportunities(mine=True), "your book"
         activities = []
-        account_ids = dict.fromkeys(
-            str(d["account"]["id"])
-            for d in deals
-            if isinstance(d.get("account"), Mapping) and d["account"].get("id")
-        )
-        for one in account_ids:
+        account_names = _accounts_of(deals)
+        for one in account_names:
             activities += await evidence.activities(account_id=one, since=since, limit=MAX_ITEMS)
+    contacts: list[Mapping[str, Any]] = []
+    for one in account_names:
+        contacts += await evidence.contacts(one)
     deals = deals[:MAX_DEALS]
     names = {str(d["id"]): plain(d.get("name")) for d in deals}
     items: list[CatchUpItem] = []
@@ -245,8 +279,14 @@ async def catch_up_reads(
         if item is not None and since <= item.at <= until and item.cited[0] not in seen:
             seen.add(item.cited[0])
             items.append(item)
+    for contact in contacts:
+        item = contact_item(contact, {k: v for k, v in account_names.items() if v})
+        if item is not None and since <= item.at <= until and item.cited[0] not in seen:
+            seen.add(item.cited[0])
+            items.append(item)
     items.sort(key=lambda i: (i.at, i.text), reverse=True)
-    skipped = [CONTACTS_SKIPPED]
+    # The honest note stays only when the CRM did not say when a contact it listed was added.
+    skipped = [CONTACTS_SKIPPED] if any(_instant(c.get("created_at")) is None for c in contacts) else []
     if without:
         skipped.insert(
             0,

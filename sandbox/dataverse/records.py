@@ -314,6 +314,7 @@ def _contact(row: Raw) -> Row:
         "emailaddress1": row["email"],
         "telephone1": row["phone"],
         "_parentcustomerid_value": guid_for("account", row["account_id"]),
+        "createdon": row["created_at"] or None,
         "statecode": 0,
         "statuscode": 1,
         "versionnumber": 1,

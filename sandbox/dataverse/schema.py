@@ -238,6 +238,7 @@ def entities(key_column: str) -> dict[str, Entity]:
             Column("emailaddress1", "string", "Email", max_length=100),
             Column("telephone1", "string", "Business phone", max_length=50),
             Column("parentcustomerid", "lookup", "Company (account)", ("account",)),
+            Column("createdon", "datetime", "Created on"),
             *_COMMON_TAIL,
         ),
         navigation=(Navigation("parentcustomerid_account", "parentcustomerid", "account"),),

@@ -1,7 +1,8 @@
 """What changed since the rep last looked (``copilot/insight/catchup.py``), against the real
 sandbox: a change another user makes through the CRM appears in the rep's next catch-up with who
-made it and when, cited; the stored last catch-up moves forward; both CRM profiles; a hidden
-account's records never appear.
+made it and when, cited; the stored last catch-up moves forward; both CRM profiles; a contact
+added after the moment appears (cited by its id and its account's), one added before does not; a
+hidden account's records never appear.
 
 The service's "now" is pinned to the change's own moment as the CRM recorded it (never to the
 wall clock): the CRM stamps its history itself.
@@ -22,6 +23,7 @@ from sandbox.dataverse.ids import guid_for
 from tests.support.copilot_env import prepare_database, sign_in
 from tests.support.dataverse import east_account_of_diego
 from tests.support.dataverse_env import dataverse_settings
+from tests.support.moments import SEED_MIDNIGHT, SEED_MORNING
 from tests.support.sandbox_process import SandboxProcess
 
 pytestmark = pytest.mark.integration
@@ -80,7 +82,7 @@ async def test_a_change_by_another_user_appears_in_the_next_catch_up_with_who_an
     assert f"{changed_at:%Y-%m-%d %H:%M} UTC" in stage.text
     assert stage.at == changed_at
     assert "Nestor: bring legal in early" in first.text
-    assert CONTACTS_SKIPPED in first.skipped
+    assert CONTACTS_SKIPPED not in first.skipped  # the CRM says when each contact was added
     rep = await sign_in(copilot_settings, "alex")
     async with connect(copilot_settings) as conn:
         assert await last_catch_up(conn, rep.identity) == now
@@ -145,3 +147,46 @@ async def test_a_hidden_accounts_changes_never_appear(sandbox: SandboxProcess, c
         await _catch_up(copilot_settings, "alex", now, account_id=hidden["id"])
     with pytest.raises(CrmCallError):
         await _catch_up(copilot_settings, "alex", now, opportunity_id=deal)
+
+
+def _add_contact(sandbox: SandboxProcess, account_id: str, name: str, at: datetime) -> str:
+    """Add a contact to an account through the sandbox's admin surface, created at ``at``."""
+    added = sandbox.admin(
+        "POST",
+        "/admin/contacts",
+        {"account_id": account_id, "name": name, "title": "CFO", "created_at": at.isoformat()},
+    )
+    assert added["created_at"] == f"{at:%Y-%m-%dT%H:%M:%SZ}"
+    return str(added["id"])
+
+
+@pytest.mark.parametrize("profile", ["reference", "dataverse"])
+async def test_a_contact_added_since_the_moment_is_listed_cited_and_one_added_before_is_not(
+    sandbox: SandboxProcess, copilot_settings: Settings, database_url: str, profile: str
+):
+    since = SEED_MIDNIGHT - timedelta(days=2)
+    new = _add_contact(sandbox, "acc-acme", f"Nova Newcomb {profile}", SEED_MIDNIGHT - timedelta(hours=5))
+    old = _add_contact(sandbox, "acc-acme", f"Olga Oldfield {profile}", since - timedelta(hours=1))
+    settings, ids = copilot_settings, {new: new, old: old, "acc-acme": "acc-acme"}
+    if profile == "dataverse":
+        settings = dataverse_settings(database_url, sandbox)
+        await prepare_database(settings)
+        ids = {
+            new: guid_for("contact", new),
+            old: guid_for("contact", old),
+            "acc-acme": guid_for("account", "acc-acme"),
+        }
+
+    for scope in ({"account_id": ids["acc-acme"]}, {}):
+        result = await _catch_up(settings, "alex", SEED_MORNING, since=since, **scope)
+        contacts = [i for i in result.items if i.kind == "new_contact"]
+        mine = [i for i in contacts if ids[new] in i.cited]
+        assert len(mine) == 1, result.text
+        assert mine[0].cited == (ids[new], ids["acc-acme"])
+        assert mine[0].at == SEED_MIDNIGHT - timedelta(hours=5)
+        assert f"Nova Newcomb {profile}, CFO" in mine[0].text
+        assert f"[{ids[new]}]" in mine[0].text
+        assert not [i for i in result.items if ids[old] in i.cited]
+        assert f"Olga Oldfield {profile}" not in result.text
+        assert "New contacts:" in result.text
+        assert CONTACTS_SKIPPED not in result.skipped

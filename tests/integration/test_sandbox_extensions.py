@@ -255,7 +255,9 @@ def test_get_contact_follows_its_accounts_read_permission(sandbox: SandboxProces
         "email": maria["email"],
         "phone": maria["phone"],
         "account": {"id": "acc-acme", "name": "Acme Corporation"},
+        "created_at": maria["created_at"],
     }
+    assert maria["created_at"].endswith("Z")  # when the contact was added, as list_contacts says
     assert same_territory["isError"] is False
     assert _error_code(other_territory) == "permission_denied"
     assert _error_code(other_tenant) == "not_found"
