@@ -224,7 +224,10 @@ def honest(ctx: PlanContext, step: Step, messages: Sequence[BaseMessage], not_na
     # An answer that asks back ("which account?", "did you mean …?") answers nothing yet.
     asks_back = step.answer.rstrip().endswith("?")
     shows_records = bool(step.calls) or (bool(cited(step.answer)) and not asks_back)
-    if len(unplaced) == 1 and not other and not shows_records:
-        return step  # the name asked about: "which account?", "no account matching …"
+    about_another = asks_back and unplaced[0].lower() not in step.answer.lower() if unplaced else False
+    if len(unplaced) == 1 and not other and not shows_records and not about_another:
+        # The name asked about: "which account?", "no account matching …". An ask-back about
+        # another word ("which Denver account?" for "the weather in Denver") answers nothing.
+        return step
     unplaced = other + unplaced
     return answer(limit_text(ctx, unplaced, _named_record(ctx)))
