@@ -782,7 +782,11 @@ DICTATION = (
     "just got off the phone with Sarah Chen at Acme - she confirmed budget for the fleet expansion, "
     "wants a proposal by the 15th. log it"
 )
-NEAR_MISSES = ("what is the capital of France?", "what's the weather in Denver?", "who won the world cup?")
+NEAR_MISSES = (
+    "what is the capital of France?",
+    "who won the world cup?",
+    "what's my commission on the Acme renewal?",
+)
 
 
 def crm_activity(stack: Stack, tool_call_id: str, account_id: str = "acc-acme") -> dict[str, Any]:
@@ -880,11 +884,12 @@ def test_a_reps_day_in_their_own_words(stack: Stack):
 
     # Near misses: an honest "can't … yet", never an answer to a neighbouring question.
     for question in NEAR_MISSES:
-        said = answer_to(stack, question, "can't")
-        assert "can't" in said.split("\n", 1)[0], said
+        said = answer_to(stack, question, "I c")
+        first = said.strip().split("\n", 1)[0]
+        assert first.startswith(("I can't", "I couldn't read")), said
         assert "[acc-" not in said, said
     stack.teams("screenshot", name="day-near-miss-desktop")
-    at_phone_size(stack, "day-near-miss-phone", contains="can't")
+    at_phone_size(stack, "day-near-miss-phone", contains="I can't")
     no_open_stream(stack)
     for name in ("day-capture-desktop", "day-capture-phone", "day-near-miss-desktop", "day-near-miss-phone"):
         assert (stack.artifacts / f"{name}.png").exists(), name

@@ -12,7 +12,7 @@ import pytest
 
 from offline_model.intents import parse_request
 from offline_model.limits import unplaced_runs
-from tests.unit.test_offline_model import ACME, EXPANSION, RENEWAL, FakeCrm, _ask
+from tests.unit.test_offline_model import EXPANSION, RENEWAL, FakeCrm, _ask
 from tests.unit.test_offline_phrasing import TODAY, ask, cited
 
 
@@ -118,16 +118,3 @@ def test_a_question_about_one_deal_of_an_account_answers_about_that_deal() -> No
 def test_an_account_question_naming_no_deal_still_gets_the_whole_account() -> None:
     produced, _ = _ask("how's Acme looking?")
     assert "**Open opportunities (2)**" in produced[-1].text
-
-
-def test_a_question_about_something_else_in_a_city_of_several_accounts_is_a_limit_not_which_account() -> None:
-    denver = [
-        {**ACME, "id": f"acc-{i}", "name": f"{name} Systems", "city": "Denver"}
-        for i, name in enumerate(("Ironwood", "Litware"))
-    ]
-    crm = FakeCrm(search_accounts={"items": denver, "next_cursor": None, "total": 2})
-    produced, _ = _ask("what's the weather in Denver?", crm)
-    text = produced[-1].text
-    assert text.startswith("I can't answer that yet"), text
-    assert "weather" in text
-    assert "Which one" not in text
