@@ -8,7 +8,7 @@ from http import HTTPStatus
 
 from botbuilder.core import InvokeResponse, MessageFactory, TurnContext
 
-from bot import cards, conversations, feedback
+from bot import cards, conversations, feedback, insight_cards
 from bot.ai_entities import (
     FEEDBACK_CHANNEL_DATA,
     answer_style,
@@ -19,9 +19,10 @@ from bot.ai_entities import (
 from bot.audience import rep_zone, sender_aad_id, tenant_id
 from bot.json_entity import JsonEntity
 from bot.progress import TurnProgress
-from bot.replies import card_message
+from bot.replies import card_message, send_card
 from bot.settings import BotSettings
 from bot.sign_in_flow import SignInFlow
+from copilot.insight.views import view_ids
 from copilot.runner import CopilotService
 from copilot.turns import Proposal, TurnResult
 
@@ -64,7 +65,9 @@ class AnswerFlow:
             )
             is None
         ]
-        if result.answer:
+        if result.views:
+            await self.send_views(turn_context, result, progress)
+        elif result.answer:
             await self.send_answer(turn_context, result, progress)
         elif progress is not None and progress.open:
             # No answer to close the stream with: close it before the first card, so no
@@ -73,6 +76,23 @@ class AnswerFlow:
         for proposal in new:
             # Each on its own thread's card: one made while others waited resumes its own.
             await self.send_card(turn_context, proposal.thread_id or result.thread_id, proposal)
+
+    async def send_views(
+        self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None
+    ) -> None:
+        """A risk report's or a catch-up's compact card, whichever words asked for it.
+
+        The card says what the answer's text would (each line cited), so the text is posted
+        too only when it cites a record no card shows (a model that also read something else).
+        """
+        shown = {i for view in result.views for i in view_ids(view)}
+        if result.answer and set(result.citations) - shown:
+            await self.send_answer(turn_context, result, progress)
+        elif progress is not None and progress.open:
+            await progress.end(insight_cards.VIEW_LEAD)  # no stream left open above the cards
+        template = self.settings.record_url_template
+        for view in result.views:
+            await send_card(turn_context, insight_cards.view_card(view, record_url_template=template))
 
     async def send_answer(
         self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None

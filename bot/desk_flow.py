@@ -1,14 +1,14 @@
 """The rep's desk as cards, read as the rep with no model: "my approvals" (theirs and the
-colleagues' they may decide), approval stats, deals at risk, what changed, and delegations."""
+colleagues' they may decide), approval stats and delegations. (Deals at risk and what changed
+are asked of the agent in any words; their cards are the answer's views, ``bot.answer_flow``.)"""
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
 from typing import Any
 
 from botbuilder.core import TurnContext
 
-from bot import cards, conversations, delegations, insight_cards
+from bot import cards, conversations, delegations
 from bot.audience import rep_zone
 from bot.rep_tokens import SignedInRep
 from bot.replies import send_card, send_reply
@@ -16,14 +16,8 @@ from bot.settings import BotSettings
 from bot.sign_in_flow import SignInFlow
 from bot.stats_card import stats_card
 from copilot.analytics.team import StatsUnavailable, approval_stats
-from copilot.crm import connector
-from copilot.errors import AuthError, CrmCallError, CrmUnavailable, ThreadAccessDenied, ThreadNotFound
-from copilot.evidence import Evidence
-from copilot.insight.catchup import catch_up_at
-from copilot.insight.risk import RiskSettings, deal_risks
-from copilot.models.factory import build_model
+from copilot.errors import ThreadAccessDenied, ThreadNotFound
 from copilot.runner import CopilotService
-from copilot.settings import is_offline_model
 
 
 class DeskFlow:
@@ -78,37 +72,6 @@ class DeskFlow:
             await turn_context.send_activity(stats.message)
             return
         await send_card(turn_context, stats_card(stats))
-
-    async def show_risks(self, turn_context: TurnContext, rep: SignedInRep) -> None:
-        """The deals-at-risk card."""
-        await self._show_insight(turn_context, rep, risk=True)
-
-    async def show_catch_up(self, turn_context: TurnContext, rep: SignedInRep) -> None:
-        """The what-changed card since the rep's last catch-up."""
-        await self._show_insight(turn_context, rep, risk=False)
-
-    async def _show_insight(self, turn_context: TurnContext, rep: SignedInRep, *, risk: bool) -> None:
-        """The deals-at-risk card, or the what-changed card since the rep's last catch-up (which
-        it then moves to now); both read the CRM as the rep, with no model."""
-        settings, now = self.service.settings, self.service.clock()
-        try:
-            if risk:
-                async with AsyncExitStack() as stack:
-                    evidence = Evidence(connector.reads(stack, settings, rep.broker))
-                    model = settings.copilot_model
-                    notes = None if is_offline_model(model) else build_model(model)
-                    report = await deal_risks(evidence, RiskSettings(), now, notes_model=notes)
-                card = insight_cards.risk_card(report, record_url_template=self.settings.record_url_template)
-            else:
-                async with self.service.pool.connection() as conn:
-                    changes = await catch_up_at(settings, rep.identity, rep.broker, conn, now=now)
-                card = insight_cards.catch_up_card(
-                    changes, record_url_template=self.settings.record_url_template
-                )
-        except (AuthError, CrmUnavailable, CrmCallError) as exc:
-            await turn_context.send_activity(f"I couldn't read your deals: {exc.message}")
-            return
-        await send_card(turn_context, card)
 
     async def show_delegations(self, turn_context: TurnContext, rep: SignedInRep) -> None:
         """The delegations card: who may decide the rep's proposals, and whose the rep may decide."""

@@ -32,7 +32,7 @@ from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.core.teams import TeamsActivityHandler
 from botbuilder.schema import ActivityTypes, ChannelAccount, SignInConstants
 
-from bot import brief_store, cards, conversations, feedback, insight_cards
+from bot import brief_store, cards, conversations, feedback
 from bot.ai_entities import client_time_zone
 from bot.answer_flow import TURN_DONE, AnswerFlow
 from bot.audience import PRIVATE_ONLY, answers_here
@@ -137,8 +137,6 @@ class CopilotBot(TeamsActivityHandler):
         for words, show in (
             (cards.APPROVALS_COMMANDS, self.desk.show_approvals),
             (cards.STATS_COMMANDS, self.desk.show_stats),
-            (insight_cards.RISK_COMMANDS, self.desk.show_risks),
-            (insight_cards.CATCH_UP_COMMANDS, self.desk.show_catch_up),
             (cards.DELEGATIONS_COMMANDS, self.desk.show_delegations),
         ):
             shows.update(dict.fromkeys(words, show))

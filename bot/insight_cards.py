@@ -10,7 +10,7 @@ message size and a phone's scroll.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, assert_never
 
 from bot.cards.blocks import CARD_VERSION, SCHEMA_URL
 from bot.cards.sources import sources_block
@@ -18,14 +18,13 @@ from bot.cards.suggestions import suggestion_block
 from copilot.followthrough import FollowThrough
 from copilot.insight.catchup import ITEM_TITLES, CatchUp
 from copilot.insight.risk import RiskReport, report_text
+from copilot.insight.views import CatchUpView, RiskView
 
 Card = dict[str, Any]
 MAX_DEALS = 10
 MAX_CHANGES = 15
-RISK_COMMANDS: tuple[str, ...] = ("deals at risk", "my deals at risk", "at risk", "risk")
-"""Messages (lower-cased) answered with the risk card; the first is the one shown."""
-CATCH_UP_COMMANDS: tuple[str, ...] = ("catch me up", "catch up", "what changed", "what's new")
-"""Messages (lower-cased) answered with the catch-up card since the rep's last catch-up."""
+VIEW_LEAD = "Here is what I found:"
+"""Closes a turn's progress stream when its answer is a risk or catch-up card."""
 
 
 def _text(text: str, **props: Any) -> Card:
@@ -124,6 +123,17 @@ def catch_up_card(catch_up: CatchUp, *, record_url_template: str | None = None) 
     if cited:
         body.append(sources_block(cited, {}, record_url_template))
     return _card(body, catch_up.text)
+
+
+def view_card(view: RiskView | CatchUpView, *, record_url_template: str | None = None) -> Card:
+    """The card of what an insight read computed (:mod:`copilot.insight.views`)."""
+    match view:
+        case RiskView(report=report):
+            return risk_card(report, record_url_template=record_url_template)
+        case CatchUpView(catch_up=catch_up):
+            return catch_up_card(catch_up, record_url_template=record_url_template)
+        case _:
+            assert_never(view)
 
 
 def follow_through_card(follow: FollowThrough, *, record_url_template: str | None = None) -> Card:

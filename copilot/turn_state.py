@@ -30,6 +30,7 @@ from copilot.errors import (
     MailboxUnavailable,
     ProposalNotPending,
 )
+from copilot.insight.views import views_in
 from copilot.proposals import ProposalRecord
 from copilot.tracing import current_trace
 from copilot.turns import Notice, Proposal, TurnResult, args_digest
@@ -100,14 +101,16 @@ def result_of(state: StateSnapshot, thread_id: str) -> TurnResult:
         return TurnResult(thread_id, answer=None, run_id=run_id)
     check = last.response_metadata.get("citation_check", {})
     cited = list(check.get("cited", []))
+    run = current_run(messages)
     return TurnResult(
         thread_id,
         run_id=run_id,
         answer=message_text(last),
         citations=cited,
-        sources=cited_records(current_run(messages), cited),
+        sources=cited_records(run, cited),
         unverified_citations=list(check.get("unverified", [])),
         notice=answer_notice(last),
+        views=views_in(run),
     )
 
 

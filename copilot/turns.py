@@ -10,10 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from copilot.citations import CitedRecord
 from copilot.writes.types import ProposalRecord, WriteOutcome
+
+if TYPE_CHECKING:
+    from copilot.insight.views import CatchUpView, RiskView
 
 
 def args_digest(args: dict[str, Any]) -> str:
@@ -87,6 +90,9 @@ class TurnResult:
     sources: dict[str, CitedRecord] = field(default_factory=dict)
     """The cited records as this run's tool results describe them (name, kind, facts), by id:
     what Teams shows when a rep hovers over a citation."""
+    views: list[RiskView | CatchUpView] = field(default_factory=list)
+    """What this turn's insight reads computed, whole (a risk report, a catch-up), for a
+    client that shows them as cards; the answer's text says the same for one that does not."""
     run_id: str | None = None
     """The LangSmith root run of this turn or decision (``Tracing.record_feedback`` takes it);
     ``None`` when tracing is off."""

@@ -2,7 +2,9 @@
 model can answer "which of my deals are at risk?" and "what changed since Friday?".
 
 Both read the CRM as the run's rep (:func:`copilot.crm.connector.run_reads`), compute with no
-model call (:mod:`copilot.insight`), and return the records' ids with every fact, to be cited.
+model call (:mod:`copilot.insight`), and return the records' ids with every fact, to be cited,
+and keep the typed result as the tool message's artifact (:mod:`copilot.insight.views`) for a
+client that shows it as a card.
 The rep comes from the run's context, never from the arguments. ``catch_up`` over the whole book
 also stores the moment as the rep's last catch-up (the copilot's own bookkeeping, not a CRM
 write).
@@ -11,7 +13,7 @@ write).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.runtime import Runtime, get_runtime
@@ -24,6 +26,7 @@ from copilot.evidence import Evidence
 from copilot.insight import catchup
 from copilot.insight.risk import RiskSettings, deal_risks
 from copilot.insight.since import UnreadableSince, read_since
+from copilot.insight.views import CatchUpView, RiskView, view_artifact
 from copilot.models.factory import build_model
 from copilot.settings import is_offline_model
 
@@ -61,13 +64,17 @@ class CatchUpArgs(BaseModel):
     limit: int = Field(default=30, ge=1, le=100, description="At most this many changes, newest first.")
 
 
-def _error(exc: CrmCallError) -> str:
-    return json.dumps({"error": exc.crm_code, "message": str(exc)})
+ToolAnswer = tuple[str, dict[str, Any] | None]
+"""The JSON text the model reads, and the typed result kept beside it (:mod:`copilot.insight.views`)."""
+
+
+def _error(exc: CrmCallError) -> ToolAnswer:
+    return json.dumps({"error": exc.crm_code, "message": str(exc)}), None
 
 
 async def _deals_at_risk(
     account_id: str | None = None, opportunity_id: str | None = None, limit: int = 20
-) -> str:
+) -> ToolAnswer:
     runtime: Runtime[AgentContext] = get_runtime(AgentContext)
     ctx = runtime.context
     evidence = Evidence(run_reads(ctx))
@@ -94,7 +101,7 @@ async def _deals_at_risk(
         }
         for d in report.deals[:limit]
     ]
-    return json.dumps(
+    text = json.dumps(
         {
             "items": items,
             "count": len(items),
@@ -102,6 +109,7 @@ async def _deals_at_risk(
             "not_checked": list(report.skipped),
         }
     )
+    return text, view_artifact(RiskView(report=report))
 
 
 async def _catch_up(
@@ -109,15 +117,15 @@ async def _catch_up(
     account_id: str | None = None,
     opportunity_id: str | None = None,
     limit: int = 30,
-) -> str:
+) -> ToolAnswer:
     runtime: Runtime[AgentContext] = get_runtime(AgentContext)
     ctx = runtime.context
     now = ctx.clock()
     try:
         moment = read_since(since, now)
     except UnreadableSince as exc:
-        return json.dumps({"error": "validation", "message": str(exc)})
-    source = "asked" if moment is not None else "default"
+        return json.dumps({"error": "validation", "message": str(exc)}), None
+    source: Literal["asked", "last_catch_up", "default"] = "asked" if moment is not None else "default"
     async with ctx.pool.connection() as conn:
         if moment is None:
             stored = await catchup.last_catch_up(conn, ctx.identity)
@@ -132,7 +140,17 @@ async def _catch_up(
             return _error(exc)
         if account_id is None and opportunity_id is None:
             await catchup.mark_caught_up(conn, ctx.identity, now)
-    return json.dumps(
+    catch_up = catchup.CatchUp(
+        scope=scope,
+        since=start,
+        until=now,
+        since_source=source,
+        deals=deals,
+        items=tuple(items),
+        skipped=tuple(skipped),
+    )
+    catch_up = catch_up.model_copy(update={"text": catchup.render(catch_up)})
+    text = json.dumps(
         {
             "scope": scope,
             "since": start.isoformat(timespec="minutes"),
@@ -152,6 +170,7 @@ async def _catch_up(
             "not_listed": skipped,
         }
     )
+    return text, view_artifact(CatchUpView(catch_up=catch_up))
 
 
 def insight_tools() -> list[BaseTool]:
@@ -166,6 +185,7 @@ def insight_tools() -> list[BaseTool]:
                 "lowered. Each reason cites its record ids."
             ),
             args_schema=DealsAtRiskArgs,
+            response_format="content_and_artifact",
             # Selection cues (word stems): the tool is offered when the conversation speaks of it.
             metadata={
                 "readOnlyHint": True,
@@ -182,6 +202,7 @@ def insight_tools() -> list[BaseTool]:
                 "and tasks logged, over the rep's deals or one of them. Each item cites its record ids."
             ),
             args_schema=CatchUpArgs,
+            response_format="content_and_artifact",
             metadata={
                 "readOnlyHint": True,
                 "title": "What changed",

@@ -729,8 +729,9 @@ def test_the_daily_digest_card_cites_what_it_shows_fits_a_phone_and_not_useful_i
 def test_the_risk_and_what_changed_cards_are_cited_and_fit_a_phone(stack: Stack):
     new_thread(stack)
     for command, header, name in (
-        ("deals at risk", "Deals at risk", "risk-card"),
-        ("catch me up", "What changed", "catch-up-card"),
+        # In the rep's own words: the agent's insight tools answer, and their views are the cards.
+        ("which of my deals are at risk?", "Deals at risk", "risk-card"),
+        ("what changed on my deals since Friday?", "What changed", "catch-up-card"),
     ):
         stack.teams("say", text=command, expect=header)
         shown = stack.teams("card", contains=header, text="Sources")

@@ -77,3 +77,35 @@ async def test_catch_me_up_answers_with_the_changes_card_and_moves_the_stored_mo
     assert user is not None
     async with connect(copilot_settings) as conn:
         assert await last_catch_up(conn, RepIdentity(user.tenant_id, str(user.aad_object_id))) == NOW
+
+
+def _stream_types(posted: list[Any]) -> list[str | None]:
+    return [
+        next(
+            (e.get("streamType") for e in p.body.get("entities") or [] if e.get("type") == "streaminfo"), None
+        )
+        for p in posted
+    ]
+
+
+@pytest.mark.parametrize(
+    ("said", "kicker"),
+    [
+        ("which of my deals are at risk?", "Deals at risk"),
+        ("anything slipping in my deals at risk of being lost?", "Deals at risk"),
+        ("what changed on my deals since Friday?", "What changed"),
+    ],
+)
+async def test_risk_and_changes_asked_in_free_words_answer_with_the_compact_card_and_close_the_stream(
+    teams: Teams, said: str, kicker: str
+):
+    await teams.say(said)
+    posted = teams.connector.messages()
+    card = card_of(posted[-1])
+    _phone_ready(card)
+    assert _texts(card)[0] == kicker
+    # The card is the answer: no text wall beside it, and the progress stream was ended first.
+    assert not any(p.body.get("text", "").startswith(kicker) for p in posted[:-1])
+    types = _stream_types(posted[:-1])
+    if "informative" in types or "streaming" in types:
+        assert types[-1] == "final", types
