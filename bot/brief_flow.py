@@ -1,15 +1,16 @@
-"""Briefs and the daily digest in chat: ``brief …`` / ``digest …`` settings, ``brief me`` /
-``digest me`` now, a digest card's feedback, and a suggestion's "Not now"."""
+"""Briefs and the daily digest in chat: ``brief me`` / ``digest me`` now, a digest card's
+feedback, and a suggestion's "Not now". (Turning them on or off, or moving them, is a change the
+rep asks for in their own words: ``change_briefs_and_digest``, on its approval card.)"""
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+from typing import Any
 
 from botbuilder.core import TurnContext
 
 from bot import brief_store, cards, digest_store
+from bot.ai_entities import client_time_zone
 from bot.audience import in_group
-from bot.brief_commands import BriefCommand, BriefLead, BriefMe, BriefToggle, DigestAt, DigestMe, DigestToggle
 from bot.card_submit import InvalidSubmission, declined_suggestion, parse_digest_feedback
 from bot.digests import rep_digest
 from bot.rep_tokens import SignedInRep
@@ -22,35 +23,12 @@ from copilot.briefs.service import briefs_at
 from copilot.errors import AuthError, CalendarUnavailable, CrmUnavailable
 from copilot.runner import CopilotService
 
-BRIEFS_ON = (
-    "Meeting prep briefs are on: before each meeting with a CRM contact you can see, I post a brief "
-    'here. Say "brief off" to stop them.'
-)
-BRIEFS_OFF = 'Meeting prep briefs are off. Say "brief on" to get them again.'
-BRIEFS_PRIVATE_ONLY = 'Briefs come only to your 1:1 chat with me: say "brief on" there.'
+BRIEFS_PRIVATE_ONLY = 'Briefs come only to your 1:1 chat with me: say "brief me" there.'
 SUGGESTION_DECLINED = "Noted: I won't suggest that again until the record changes."
 SUGGESTION_UNREADABLE = "That suggestion's button could not be read, so nothing was recorded."
-DIGEST_OFF = 'The daily digest is off. Say "digest on" to get it again.'
 NO_UPCOMING_MEETING = "You have no upcoming customer meeting in the next 7 days."
 BRIEF_ME_DAYS = 7
 """How far ahead ``brief me`` looks for the rep's next customer meeting."""
-
-
-def briefs_lead_reply(minutes: int) -> str:
-    """What ``brief <N>`` answers."""
-    return (
-        f"Meeting prep briefs are on, {minutes} minutes before each meeting with a CRM contact "
-        'you can see (in your working hours). Say "brief off" to stop them.'
-    )
-
-
-def digest_on_reply(prefs: brief_store.Preferences) -> str:
-    """What ``digest on`` / ``digest at …`` answer."""
-    zone = prefs.time_zone or "your time zone"
-    return (
-        f"The daily digest is on: every working day at {prefs.digest_time:%H:%M} ({zone}) I post your "
-        'day here. Say "digest at 8:00" to change the time, "digest off" to stop it.'
-    )
 
 
 class BriefFlow:
@@ -61,57 +39,14 @@ class BriefFlow:
         self.settings = settings
         self.sign_in = sign_in
 
-    async def command(
-        self, turn_context: TurnContext, rep: SignedInRep, command: BriefCommand, zone: str | None
-    ) -> None:
-        """``brief …`` / ``digest …``: settings are kept with this 1:1 chat as where posts go;
-        ``brief me`` / ``digest me`` answer here and now. Refused in a group chat."""
+    async def brief_me(self, turn_context: TurnContext, rep: SignedInRep) -> None:
+        """``brief me``: the brief card of the rep's next customer meeting (within
+        :data:`BRIEF_ME_DAYS`), now, its times in the rep's zone (mailbox settings, else
+        Teams'). Refused in a group chat."""
         if in_group(turn_context.activity):
             await turn_context.send_activity(BRIEFS_PRIVATE_ONLY)
             return
-        pool = self.service.pool
-        reference = TurnContext.get_conversation_reference(turn_context.activity).serialize()
-        match command:
-            case BriefToggle(enabled=enabled):
-                await brief_store.set_preferences(
-                    pool, rep.identity, reference=reference, time_zone=zone, enabled=enabled
-                )
-                await turn_context.send_activity(BRIEFS_ON if enabled else BRIEFS_OFF)
-            case BriefLead(minutes=minutes):
-                await brief_store.set_preferences(
-                    pool,
-                    rep.identity,
-                    reference=reference,
-                    time_zone=zone,
-                    enabled=True,
-                    lead_minutes=minutes,
-                )
-                await turn_context.send_activity(briefs_lead_reply(minutes))
-            case DigestToggle(enabled=enabled):
-                prefs = await brief_store.set_preferences(
-                    pool, rep.identity, reference=reference, time_zone=zone, digest_enabled=enabled
-                )
-                await turn_context.send_activity(digest_on_reply(prefs) if enabled else DIGEST_OFF)
-            case DigestAt(at=at):
-                prefs = await brief_store.set_preferences(
-                    pool,
-                    rep.identity,
-                    reference=reference,
-                    time_zone=zone,
-                    digest_enabled=True,
-                    digest_time=at,
-                )
-                await turn_context.send_activity(digest_on_reply(prefs))
-            case BriefMe():
-                await self._brief_me(turn_context, rep, zone)
-            case DigestMe():
-                await self._digest_me(turn_context, rep, zone)
-            case _:
-                assert_never(command)
-
-    async def _brief_me(self, turn_context: TurnContext, rep: SignedInRep, zone: str | None) -> None:
-        """The brief of the rep's next customer meeting (within :data:`BRIEF_ME_DAYS`), now, its
-        times in the rep's zone (mailbox settings, else Teams')."""
+        zone = client_time_zone(turn_context.activity.entities, turn_context.activity.local_timezone)
         now = self.service.clock()
         prefs = await brief_store.preferences(self.service.pool, rep.identity)
         schedule = await rep_schedule(self.service.settings, rep.broker, zone or prefs.time_zone)
@@ -135,8 +70,13 @@ class BriefFlow:
         card = cards.brief_card(run.briefs[0], now=now, record_url_template=self.settings.record_url_template)
         await send_card(turn_context, card)
 
-    async def _digest_me(self, turn_context: TurnContext, rep: SignedInRep, zone: str | None) -> None:
-        """Today's digest (the rep's day, in their zone), now, as the reply."""
+    async def digest_me(self, turn_context: TurnContext, rep: SignedInRep) -> None:
+        """``digest me``: today's digest card (the rep's day, in their zone), now. Refused in a
+        group chat."""
+        if in_group(turn_context.activity):
+            await turn_context.send_activity(BRIEFS_PRIVATE_ONLY)
+            return
+        zone = client_time_zone(turn_context.activity.entities, turn_context.activity.local_timezone)
         pool = self.service.pool
         prefs = await brief_store.preferences(pool, rep.identity)
         schedule = await rep_schedule(self.service.settings, rep.broker, zone or prefs.time_zone)

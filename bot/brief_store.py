@@ -1,8 +1,9 @@
 """What the copilot posts on its own, stored: the reps' preferences and the claims that post once.
 
-``brief_settings`` holds a rep's preferences (``brief on|off``, their lead time, ``digest
-on|off``, their digest time, the time zone Teams reports) and the conversation reference of the
-1:1 chat they were said in (where the timers post). ``brief_claims`` is keyed (tenant, rep,
+``brief_settings`` holds a rep's preferences (briefs on or off, their lead time, the digest on
+or off, its time, the time zone Teams reports) and the conversation reference of the rep's 1:1
+chat with the bot, kept on each turn there (where the timers post). The settings change only as
+an approved ``change_briefs_and_digest`` changes them (:mod:`bot.posting_settings`). ``brief_claims`` is keyed (tenant, rep,
 meeting), ``digest_claims`` (tenant, rep, local day): a timer claims with ``INSERT … ON
 CONFLICT DO NOTHING`` before posting, as the write claims do, so scaled-out instances and timer
 retries post once. A claim whose post failed is released, so the next run posts it; a claim
@@ -13,7 +14,7 @@ again once it is older than :data:`CLAIM_LEASE`, by one atomic ``UPDATE … RETU
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, time, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from psycopg import AsyncConnection, sql
@@ -21,6 +22,7 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from copilot.briefs.posting import PostingChange, Preferences
 from copilot.identity import RepIdentity
 
 Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
@@ -28,24 +30,10 @@ Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
 CLAIM_LEASE = timedelta(minutes=10)
 """How long a claim without a recorded post holds: far longer than a post takes (seconds), so a
 claim older than this belongs to an instance that died before recording its post."""
-DEFAULT_DIGEST_TIME = time(7, 30)
 
 ClaimTable = Literal["brief_claims", "digest_claims"]
 """The two claim tables: keyed by meeting id and by the rep's local day."""
 _CLAIM_KEY: dict[ClaimTable, str] = {"brief_claims": "meeting_id", "digest_claims": "day"}
-
-
-@dataclass(frozen=True)
-class Preferences:
-    """A rep's settings for what the copilot posts on its own (no row: all defaults, all off)."""
-
-    enabled: bool = False
-    lead_minutes: int | None = None
-    """None: the admin's ``COPILOT_BRIEF_LEAD_MINUTES``."""
-    digest_enabled: bool = False
-    digest_time: time = DEFAULT_DIGEST_TIME
-    time_zone: str | None = None
-    """The IANA zone Teams last reported for the rep (None: not seen yet)."""
 
 
 @dataclass(frozen=True)
@@ -56,69 +44,6 @@ class BriefSubscriber:
     aad_object_id: str
     reference: dict[str, Any]
     preferences: Preferences = field(default_factory=Preferences)
-
-
-async def set_briefs(pool: Pool, identity: RepIdentity, *, enabled: bool, reference: dict[str, Any]) -> None:
-    """Store the rep's choice and the 1:1 chat it was made in (the last one said wins)."""
-    async with pool.connection() as conn:
-        await conn.execute(
-            """
-            INSERT INTO brief_settings (tenant_id, aad_object_id, enabled, reference)
-            VALUES (%s, %s, %s, %s)
-            ON CONFLICT (tenant_id, aad_object_id)
-            DO UPDATE SET enabled = EXCLUDED.enabled, reference = EXCLUDED.reference, updated_at = now()
-            """,
-            (identity.tenant_id, identity.aad_object_id, enabled, Jsonb(reference)),
-        )
-
-
-async def set_preferences(
-    pool: Pool,
-    identity: RepIdentity,
-    *,
-    reference: dict[str, Any],
-    time_zone: str | None,
-    enabled: bool | None = None,
-    lead_minutes: int | None = None,
-    digest_enabled: bool | None = None,
-    digest_time: time | None = None,
-) -> Preferences:
-    """Change the settings given (None: left as they are), keep this 1:1 chat as where posts go
-    and the Teams time zone if one came; returns the rep's settings as stored now."""
-    params = {
-        "tenant": identity.tenant_id,
-        "aad": identity.aad_object_id,
-        "reference": Jsonb(reference),
-        "time_zone": time_zone,
-        "enabled": enabled,
-        "lead": lead_minutes,
-        "digest_enabled": digest_enabled,
-        "digest_time": digest_time,
-    }
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            """
-            INSERT INTO brief_settings AS s
-                   (tenant_id, aad_object_id, enabled, reference, lead_minutes, digest_enabled,
-                    digest_time, time_zone)
-            VALUES (%(tenant)s, %(aad)s, coalesce(%(enabled)s, false), %(reference)s, %(lead)s,
-                    coalesce(%(digest_enabled)s, false), coalesce(%(digest_time)s::time, '07:30'),
-                    %(time_zone)s)
-            ON CONFLICT (tenant_id, aad_object_id) DO UPDATE SET
-                   enabled = coalesce(%(enabled)s, s.enabled),
-                   reference = EXCLUDED.reference,
-                   lead_minutes = coalesce(%(lead)s, s.lead_minutes),
-                   digest_enabled = coalesce(%(digest_enabled)s, s.digest_enabled),
-                   digest_time = coalesce(%(digest_time)s::time, s.digest_time),
-                   time_zone = coalesce(%(time_zone)s, s.time_zone),
-                   updated_at = now()
-            RETURNING enabled, lead_minutes, digest_enabled, digest_time, time_zone
-            """,
-            params,
-        )
-        row = await cur.fetchone()
-    assert row is not None  # an upsert returns its row
-    return _preferences(row)
 
 
 def _preferences(row: dict[str, Any]) -> Preferences:
@@ -160,6 +85,70 @@ async def record_time_zone(pool: Pool, tenant_id: str, aad_object_id: str, time_
             """,
             (time_zone, tenant_id, aad_object_id, time_zone),
         )
+
+
+async def record_chat(
+    pool: Pool, identity: RepIdentity, reference: dict[str, Any], time_zone: str | None
+) -> None:
+    """Keep the rep's 1:1 chat as where their briefs and digest go (and the zone Teams reported),
+    before any setting is changed: a change the rep approves later finds it. Settings are left
+    as they are (a new row: everything off); written only when the chat or the zone changed."""
+    async with pool.connection() as conn:
+        await conn.execute(
+            """
+            INSERT INTO brief_settings AS s (tenant_id, aad_object_id, enabled, reference, time_zone)
+            VALUES (%(tenant)s, %(aad)s, false, %(reference)s, %(zone)s)
+            ON CONFLICT (tenant_id, aad_object_id) DO UPDATE SET
+                   reference = EXCLUDED.reference,
+                   time_zone = coalesce(EXCLUDED.time_zone, s.time_zone)
+             WHERE s.reference IS DISTINCT FROM EXCLUDED.reference
+                OR (EXCLUDED.time_zone IS NOT NULL AND s.time_zone IS DISTINCT FROM EXCLUDED.time_zone)
+            """,
+            {
+                "tenant": identity.tenant_id,
+                "aad": identity.aad_object_id,
+                "reference": Jsonb(reference),
+                "zone": time_zone,
+            },
+        )
+
+
+async def change_settings(pool: Pool, identity: RepIdentity, change: PostingChange) -> Preferences | None:
+    """Apply ``change`` (None fields: left as they are) to the rep's kept settings; the settings
+    as stored now, or None when no chat is kept for the rep (:func:`record_chat`)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            """
+            UPDATE brief_settings AS s SET
+                   enabled = coalesce(%(enabled)s, s.enabled),
+                   lead_minutes = coalesce(%(lead)s, s.lead_minutes),
+                   digest_enabled = coalesce(%(digest_enabled)s, s.digest_enabled),
+                   digest_time = coalesce(%(digest_time)s::time, s.digest_time),
+                   updated_at = now()
+             WHERE tenant_id = %(tenant)s AND aad_object_id = %(aad)s
+            RETURNING enabled, lead_minutes, digest_enabled, digest_time, time_zone
+            """,
+            {
+                "tenant": identity.tenant_id,
+                "aad": identity.aad_object_id,
+                "enabled": change.briefs,
+                "lead": change.lead_minutes,
+                "digest_enabled": change.digest,
+                "digest_time": change.digest_time,
+            },
+        )
+        row = await cur.fetchone()
+    return _preferences(row) if row else None
+
+
+async def has_chat(pool: Pool, identity: RepIdentity) -> bool:
+    """Whether a chat is kept for the rep to post to."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT 1 FROM brief_settings WHERE tenant_id = %s AND aad_object_id = %s",
+            (identity.tenant_id, identity.aad_object_id),
+        )
+        return await cur.fetchone() is not None
 
 
 async def subscribers(pool: Pool, *, digest: bool = False) -> list[BriefSubscriber]:

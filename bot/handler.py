@@ -8,9 +8,11 @@ module of its own, with the shared service, rep tokens and settings passed in:
   ``bot.card_panels`` (Edit… / Reject… / Back, Open), ``bot.brief_flow`` (digest feedback,
   "Not now"), ``bot.desk_flow`` (a delegation's Revoke); Undo and command buttons become
   typed questions;
-* a typed question: help, reset, the exact commands that show a card (``bot.desk_flow``), the
-  ``brief …`` / ``digest …`` commands (``bot.brief_flow``), else an agent turn whose result
-  ``bot.answer_flow`` posts;
+* a typed question: help, reset, the exact commands that show a card (``bot.desk_flow``,
+  ``brief me`` / ``digest me`` in ``bot.brief_flow``), else an agent turn whose result
+  ``bot.answer_flow`` posts (turning briefs or the digest on or off, or moving them, is said in
+  the rep's own words and proposed on an approval card like every change: the bot keeps each
+  rep's 1:1 chat as where they go, ``bot.posting_settings``);
 * invokes: Teams SSO's token exchange (``bot.sign_in_flow``) and feedback on an answer
   (``bot.answer_flow``).
 
@@ -35,23 +37,13 @@ from botbuilder.schema import ActivityTypes, ChannelAccount, SignInConstants
 from bot import brief_store, cards, conversations, feedback
 from bot.ai_entities import client_time_zone
 from bot.answer_flow import TURN_DONE, AnswerFlow
-from bot.audience import PRIVATE_ONLY, answers_here
-from bot.brief_commands import BadBriefCommand, parse_brief_command
-from bot.brief_flow import (
-    BRIEFS_OFF,
-    BRIEFS_ON,
-    BRIEFS_PRIVATE_ONLY,
-    DIGEST_OFF,
-    NO_UPCOMING_MEETING,
-    SUGGESTION_DECLINED,
-    BriefFlow,
-    briefs_lead_reply,
-    digest_on_reply,
-)
+from bot.audience import PRIVATE_ONLY, answers_here, in_group
+from bot.brief_flow import BRIEFS_PRIVATE_ONLY, NO_UPCOMING_MEETING, SUGGESTION_DECLINED, BriefFlow
 from bot.card_panels import CardPanels
 from bot.card_submit import undo_audit_id
 from bot.decision_flow import DecisionFlow
 from bot.desk_flow import DeskFlow
+from bot.posting_settings import BotPostingSettings
 from bot.progress import Clock, Sleep, TurnProgress
 from bot.rep_tokens import RepTokens, SignedInRep
 from bot.replies import send_card
@@ -60,16 +52,11 @@ from bot.sign_in_flow import SignInFlow
 from copilot.runner import CopilotService
 
 __all__ = [
-    "BRIEFS_OFF",
-    "BRIEFS_ON",
     "BRIEFS_PRIVATE_ONLY",
-    "DIGEST_OFF",
     "NO_UPCOMING_MEETING",
     "PRIVATE_ONLY",
     "SUGGESTION_DECLINED",
     "CopilotBot",
-    "briefs_lead_reply",
-    "digest_on_reply",
     "on_turn_error",
 ]
 """The bot and, re-exported from where the tests have always imported them, replies its features send."""
@@ -92,6 +79,9 @@ class CopilotBot(TeamsActivityHandler):
         # Progress streams' time (tests pin it to show a long turn without waiting for it).
         self.progress_clock: Clock = time.monotonic
         self.progress_sleep: Sleep = asyncio.sleep
+        # The rep's brief and digest settings are the bot's to keep (with the chat they go to):
+        # the copilot's settings tool reaches them through this port.
+        service.posting = BotPostingSettings(service.pool, settings.brief_lead_minutes)
         self.sign_in = SignInFlow(service, reps, settings)
         self.answers = AnswerFlow(service, settings, self.sign_in)
         self.panels = CardPanels(service, self.sign_in, self.answers)
@@ -138,6 +128,8 @@ class CopilotBot(TeamsActivityHandler):
             (cards.APPROVALS_COMMANDS, self.desk.show_approvals),
             (cards.STATS_COMMANDS, self.desk.show_stats),
             (cards.DELEGATIONS_COMMANDS, self.desk.show_delegations),
+            (cards.BRIEF_ME_COMMANDS, self.briefs.brief_me),
+            (cards.DIGEST_ME_COMMANDS, self.briefs.digest_me),
         ):
             shows.update(dict.fromkeys(words, show))
         return shows
@@ -219,8 +211,13 @@ class CopilotBot(TeamsActivityHandler):
         if rep is None:
             return
         zone = client_time_zone(turn_context.activity.entities, turn_context.activity.local_timezone)
-        if zone is not None:
-            # Kept for the timers (the rep's day, the fallback schedule); written only if it changed.
+        if not in_group(turn_context.activity):
+            # The rep's 1:1 chat is where their briefs and digest go, kept before any change to
+            # them is asked for (and approved, maybe on a later turn); with the zone Teams
+            # reports, for the timers. Each written only if it changed.
+            reference = TurnContext.get_conversation_reference(turn_context.activity).serialize()
+            await brief_store.record_chat(self.service.pool, rep.identity, reference, zone)
+        elif zone is not None:
             await brief_store.record_time_zone(
                 self.service.pool, rep.identity.tenant_id, rep.identity.aad_object_id, zone
             )
@@ -231,14 +228,6 @@ class CopilotBot(TeamsActivityHandler):
             return
         if show := self.exact_commands.get(text.lower()):
             await show(turn_context, rep)
-            return
-        try:
-            brief_command = parse_brief_command(text)
-        except BadBriefCommand as exc:
-            await turn_context.send_activity(exc.message)
-            return
-        if brief_command is not None:
-            await self.briefs.command(turn_context, rep, brief_command, zone)
             return
         await self._run_turn(turn_context, rep, text, activity_id)
 

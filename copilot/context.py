@@ -19,6 +19,7 @@ from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
 from copilot.auth.tokens import TokenBroker
+from copilot.briefs.posting import PostingSettings
 from copilot.clock import Clock, system_clock
 from copilot.identity import RepIdentity
 from copilot.settings import Settings
@@ -73,6 +74,9 @@ class AgentContext:
     proposals: WaitingProposals | None = field(default=None, repr=False)
     """What waits on the rep's other threads (the runner): the waiting-approvals and digest
     tools read it; ``None`` where no runner is behind the run (a bare agent in a test)."""
+    posting: PostingSettings | None = field(default=None, repr=False)
+    """Where the rep's brief and digest settings are kept (the Teams bot's); ``None`` where no
+    bot is behind the service (the terminal chat): the settings tool then says where to say it."""
 
     @property
     def owner(self) -> RepIdentity:
@@ -141,6 +145,7 @@ async def run_context(
     acting_for: RepIdentity | None = None,
     clock: Clock = system_clock,
     proposals: WaitingProposals | None = None,
+    posting: PostingSettings | None = None,
 ) -> AgentContext:
     """The context of one run; its sessions are closed (or given back to ``sessions``, the
     process's kept ones) when ``stack`` closes. ``acting_for``: see
@@ -156,4 +161,5 @@ async def run_context(
         acting_for=acting_for,
         clock=clock,
         proposals=proposals,
+        posting=posting,
     )

@@ -25,6 +25,8 @@ __all__ = [
 
 
 def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"  # a switch ("digest on"), as a rep says it
     return "—" if value is None or value == "" else str(value)
 
 

@@ -27,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 from copilot.agent import build_agent
 from copilot.agent_stream import ProgressCallback, stream_agent
 from copilot.auth.tokens import TokenBroker
+from copilot.briefs.posting import PostingSettings
 from copilot.clock import Clock, system_clock
 from copilot.context import AgentContext, run_context
 from copilot.crm.connector import load_vocabulary
@@ -132,6 +133,9 @@ class CopilotService:
         self.clock: Clock = system_clock
         """What time it is for the service: thread activity, rotation, the date the model is
         told, undo windows, delegations (a test sets a simulated clock)."""
+        self.posting: PostingSettings | None = None
+        """Where reps' brief and digest settings are kept: the Teams bot sets its own; none in
+        the terminal chat."""
         self.keeper = ThreadKeeper(settings, pool, self.lock_pool, saver, lambda: self.clock, self._state_of)
         """Thread authorisation, run locks and rotation."""
 
@@ -464,6 +468,7 @@ class CopilotService:
                 acting_for=acting_for,
                 clock=self.clock,
                 proposals=self,
+                posting=self.posting,
             )
             try:
                 if read_now:

@@ -14,6 +14,7 @@ tool by name.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from offline_model import compose as c
 from offline_model.catalog import BoundTool, words
@@ -68,12 +69,17 @@ def _record_id(ctx: PlanContext, kind: str) -> str | None:
     return seen[-1] if seen else None
 
 
-def propose(ctx: PlanContext, tool: BoundTool) -> Step:
-    """One proposal of ``tool``, or, once it was proposed in this question, its outcome."""
+def propose(ctx: PlanContext, tool: BoundTool, given: dict[str, Any] | None = None) -> Step:
+    """One proposal of ``tool`` (``given``: its arguments, else read from the message through
+    its schema), or, once it was proposed in this question, its outcome."""
     prior = ctx.turn.all(tool.name)
     what = tool.title[:1].lower() + tool.title[1:]
     if not prior:
-        args = best_effort_args(tool.parameters, ctx.req, ctx.turn.question, "", ctx.today)
+        args = (
+            dict(given)
+            if given is not None
+            else best_effort_args(tool.parameters, ctx.req, ctx.turn.question, "", ctx.today)
+        )
         for field in tool.properties:
             if field.endswith("_id"):
                 found = _record_id(ctx, field.removesuffix("_id"))
@@ -92,4 +98,7 @@ def propose(ctx: PlanContext, tool: BoundTool) -> Step:
         )
     if not result.ok:
         return answer(c.error_sentence(result, "that record"))
+    if str(result.obj.get("status", "")).lower() == "unchanged":
+        # Nothing was proposed: the tool says what already is (it asked for no approval).
+        return answer(str(result.obj.get("message") or f"Nothing to {what}: it is already so."))
     return answer(f"Done: {what}, as you approved it.")

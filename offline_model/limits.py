@@ -27,7 +27,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from offline_model import compose as c
-from offline_model import generic_read, generic_write
+from offline_model import generic_read, generic_write, settings_write
 from offline_model.context import PlanContext
 from offline_model.intents import CUE_WORDS, WRITE_INTENTS, change_words
 from offline_model.questions import VOCABULARY
@@ -196,7 +196,11 @@ def honest(ctx: PlanContext, step: Step, messages: Sequence[BaseMessage], not_na
     req = ctx.req
     if any(i in WRITE_INTENTS or i.startswith("preferences") for i in req.intents) or not req.rest:
         return step
-    if generic_read.requested_read(ctx) is not None or generic_write.requested_tool(ctx) is not None:
+    if (
+        generic_read.requested_read(ctx) is not None
+        or generic_write.requested_tool(ctx) is not None
+        or settings_write.requested_setting(ctx) is not None
+    ):
         # Asked for by a bound tool's title ("what changed since Friday?" for "What changed"):
         # the tool reads what the words mean.
         return step

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from offline_model import generic_read, generic_write, knowledge, reads, undo, writes
+from offline_model import generic_read, generic_write, knowledge, reads, settings_write, undo, writes
 from offline_model.context import PlanContext
 from offline_model.intents import WRITE_INTENTS, Intent
 from offline_model.lookup import check_typed_ids
@@ -23,6 +23,10 @@ def plan(ctx: PlanContext) -> Step:
     """The next step: tool calls to make now, or the final answer."""
     intents = ctx.req.intents
     if not any(i in WRITE_INTENTS for i in intents):
+        # A settings tool: asked for by naming a setting and its value ("digest at 8am").
+        setting = settings_write.requested_setting(ctx)
+        if setting is not None:
+            return generic_write.propose(ctx, *setting)
         # A write tool added after the roles were written: asked for by its title.
         requested = generic_write.requested_tool(ctx)
         if requested is not None:

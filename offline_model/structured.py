@@ -39,7 +39,8 @@ def forced_tool(tool_choice: Any, names: list[str]) -> tuple[str | None, bool]:
     return None, False
 
 
-def _schema_type(schema: dict[str, Any]) -> dict[str, Any]:
+def schema_type(schema: dict[str, Any]) -> dict[str, Any]:
+    """The non-null branch of an optional argument's schema (its title kept)."""
     for key in ("anyOf", "oneOf"):
         options = schema.get(key)
         if isinstance(options, list):
@@ -62,7 +63,7 @@ def best_effort_args(
     required = set(parameters.get("required") or [])
     args: dict[str, Any] = {}
     for name, raw in props.items():
-        schema = _schema_type(raw if isinstance(raw, dict) else {})
+        schema = schema_type(raw if isinstance(raw, dict) else {})
         value = _extract_for(name.lower(), schema, request, text, answer, today)
         if value is None and "default" in schema:
             value = schema["default"]

@@ -18,7 +18,9 @@ from copilot.writes import write_tools
 
 __all__ = [
     "APPROVALS_COMMANDS",
+    "BRIEF_ME_COMMANDS",
     "DELEGATIONS_COMMANDS",
+    "DIGEST_ME_COMMANDS",
     "EMPTY_MESSAGE_REPLY",
     "HELP_COMMANDS",
     "OAUTH_CARD_CONTENT_TYPE",
@@ -43,6 +45,10 @@ WELCOME_COMMANDS: tuple[str, ...] = (
 )
 STATS_COMMANDS: tuple[str, ...] = ("copilot stats", "my stats", "approval stats", "team stats", "stats")
 """Messages (lower-cased) answered with the approval stats card; the first is the one shown."""
+BRIEF_ME_COMMANDS: tuple[str, ...] = ("brief me",)
+"""Messages (lower-cased) answered with the brief card of the rep's next customer meeting."""
+DIGEST_ME_COMMANDS: tuple[str, ...] = ("digest me",)
+"""Messages (lower-cased) answered with today's digest card."""
 DELEGATIONS_COMMANDS: tuple[str, ...] = ("my delegations", "delegations")
 """Messages (lower-cased) answered with the delegations card (granting and ending one are said
 in the rep's own words, to the agent)."""
@@ -111,7 +117,8 @@ def help_card() -> Card:
             "**brief 30 minutes before**, **brief me** (your next customer meeting, now); "
             "**digest on** / **digest off** (your day each working morning), **digest at 8:00**, "
             "**digest me** (today's, now); with briefs on, a **How did it go?** card after each "
-            "customer meeting.",
+            "customer meeting. Say it in your own words too: a change of these comes on a card "
+            "for your approval, like every change.",
             spacing="Small",
         ),
         text_block(

@@ -123,6 +123,9 @@ def outcome_card(
         if detail.get("audit_id") is not None:
             done["id"] = f"{AUDIT_ELEMENT_PREFIX}{detail['audit_id']}"
         body.append(done)
+        if said := str(detail.get("message") or "").strip():
+            # What the change now means, in words ("Meeting prep briefs are on, …").
+            body.append(text_block(said, spacing="Small"))
         pairs = [
             (
                 field_label(n),

@@ -14,9 +14,10 @@ import copy
 import datetime as dt
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema, JsonSchemaMode
 
+from copilot.briefs.posting import MAX_LEAD_MINUTES, MIN_LEAD_MINUTES, parse_clock
 from copilot.vocabulary import (
     REFERENCE_STAGES,
     REFERENCE_VOCABULARY,
@@ -207,6 +208,39 @@ class UpdatePreferencesArgs(_Args):
         fields = (self.email_tone, self.signature, self.followup_cadence_days)
         if not self.reset and all(f is None for f in fields):
             raise ValueError("nothing to change: give email_tone, signature, followup_cadence_days or reset")
+        return self
+
+
+class ChangeBriefsAndDigestArgs(_Args):
+    """Turn the rep's meeting prep briefs or daily digest on or off, or change when they come."""
+
+    briefs: bool | None = Field(
+        default=None, title="Brief", description="Meeting prep briefs on (true) or off"
+    )
+    lead_minutes: int | None = Field(
+        default=None,
+        title="Brief, minutes before",
+        description="How many minutes before each meeting the brief comes (turns briefs on)",
+        ge=MIN_LEAD_MINUTES,
+        le=MAX_LEAD_MINUTES,
+    )
+    digest: bool | None = Field(default=None, title="Digest", description="The daily digest on (true) or off")
+    digest_time: str | None = Field(
+        default=None,
+        title="Digest at",
+        description="The rep's local time of day for the digest, HH:MM (turns the digest on)",
+        json_schema_extra={"format": "time"},
+    )
+
+    @field_validator("digest_time")
+    @classmethod
+    def _clock(cls, value: str | None) -> str | None:
+        return None if value is None else f"{parse_clock(value):%H:%M}"
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> ChangeBriefsAndDigestArgs:
+        if all(f is None for f in (self.briefs, self.lead_minutes, self.digest, self.digest_time)):
+            raise ValueError("nothing to change: give briefs, lead_minutes, digest or digest_time")
         return self
 
 

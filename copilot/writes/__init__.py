@@ -1,6 +1,6 @@
 """Write tools: the registry and its built-in entries (see :mod:`copilot.writes.registry`)."""
 
-from copilot.writes import crm, delegation, mailbox, preferences, undo  # noqa: F401  (each registers its tools)
+from copilot.writes import crm, delegation, mailbox, posting, preferences, undo  # noqa: F401  (each registers its tools)
 from copilot.writes.registry import (
     REGISTRY,
     WRITE_TOOL_SCHEMAS,

@@ -31,7 +31,6 @@ from typing import Any
 
 import pytest
 
-from bot import brief_store
 from bot.cards import BRIEF_ELEMENT_PREFIX, DIGEST_ELEMENT_PREFIX
 from bot.insight_cards import FOLLOW_THROUGH_ELEMENT_PREFIX
 from copilot.briefs.service import briefs_at
@@ -44,6 +43,7 @@ from tests.adversarial.counts import Tally, count
 from tests.support.copilot_env import bot_environment, copilot_settings, prepare_database, sign_in
 from tests.support.fake_connector import FakeConnector, card_of
 from tests.support.postgres import fresh_database
+from tests.support.posting import keep_settings
 from tests.support.sandbox_process import PROJECT_ROOT, SandboxProcess, start_sandbox, stop_sandbox
 from tests.support.working_hours import EVERY_DAY, mailbox_settings
 
@@ -207,9 +207,7 @@ async def test_four_instances_firing_together_with_kills_post_each_brief_digest_
         for handle in REPS:
             rep = await sign_in(settings, handle)
             reference = _reference(connector, handle)
-            await brief_store.set_preferences(
-                pool, rep.identity, reference=reference, time_zone="UTC", enabled=True, digest_enabled=True
-            )
+            await keep_settings(pool, rep.identity, reference, time_zone="UTC", briefs=True, digest=True)
     finally:
         await pool.close()
 

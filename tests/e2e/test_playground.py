@@ -87,6 +87,14 @@ def propose(stack: Stack, text: str) -> str:
     return call_id
 
 
+def set_by_saying(stack: Stack, text: str, expect: str) -> None:
+    """Ask for a brief/digest setting in the rep's words and approve its card: ``expect`` is
+    what the approved card then says the setting is."""
+    call_id = propose(stack, text)
+    stack.teams("click", cardId=of(call_id), button="Approve")
+    stack.teams("card", cardId=of(call_id), text=expect)
+
+
 def of(call_id: str) -> str:
     """The element id every card about one proposal carries (``bot.cards.card_element_id``)."""
     return card_element_id(call_id)
@@ -562,7 +570,7 @@ def with_bot_runtime(stack: Stack, database_url: str, work: Callable[[BotRuntime
 
 def brief_timer(stack: Stack, database_url: str, *, at: dt.datetime, lead_minutes: int) -> DeliveryReport:
     """One run of the brief timer's own code (``deliver_briefs``) against the bot's database:
-    the brief goes out proactively, through the conversation reference "brief on" stored, to
+    the brief goes out proactively, through the 1:1 chat kept for the rep ("brief on" approved), to
     the Playground's Bot Connector endpoint, as the Functions timer posts it to Teams."""
 
     async def run(runtime: BotRuntime) -> DeliveryReport:
@@ -575,7 +583,7 @@ def test_a_proactive_brief_card_cites_what_it_shows_and_log_this_meeting_writes_
     stack: Stack, e2e_database_url: str, alex_always_at_work: None
 ):
     new_thread(stack)
-    stack.teams("say", text="brief on", expect="Meeting prep briefs are on")
+    set_by_saying(stack, "brief on", "Meeting prep briefs are on")
     events = stack.sandbox.admin("GET", "/admin/export")["events"]
     acme = next(e for e in events if e["subject"] == "Acme renewal pricing review")
     start = dt.datetime.fromisoformat(acme["start_at"].replace("Z", "+00:00"))
@@ -648,7 +656,7 @@ def test_a_proactive_brief_card_cites_what_it_shows_and_log_this_meeting_writes_
 
 def digest_timer(stack: Stack, database_url: str, *, at: dt.datetime) -> DigestReport:
     """One run of the digest timer's own code (``deliver_digests``), as ``brief_timer`` runs
-    the brief timer's: the digest goes to the Playground through the reference "digest on" stored."""
+    the brief timer's: the digest goes to the Playground through the 1:1 chat kept for the rep."""
 
     async def run(runtime: BotRuntime) -> DigestReport:
         return await deliver_digests(runtime, at=at)
@@ -675,7 +683,7 @@ def test_the_daily_digest_card_cites_what_it_shows_fits_a_phone_and_not_useful_i
     stack: Stack, e2e_database_url: str, alex_always_at_work: None
 ):
     new_thread(stack)
-    stack.teams("say", text="digest on", expect="The daily digest is on")
+    set_by_saying(stack, "digest on", "the daily digest is on")
     # The day of the Acme renewal meeting (the seeded day's next), at alex's digest time (07:30,
     # the default; alex's day is UTC here), so the digest has a customer meeting to list.
     at = seeded_day(stack) + dt.timedelta(days=1, hours=7, minutes=30)
@@ -753,7 +761,9 @@ def test_after_a_customer_meeting_the_follow_through_card_is_posted_once_and_fit
     from bot.followthrough_delivery import FollowThroughReport, deliver_follow_throughs
 
     new_thread(stack)
-    stack.teams("say", text="brief on", expect="Meeting prep briefs are on")
+    # A lead time no other scenario sets: an earlier "brief on" here would make "brief on" a
+    # change to nothing, which is answered, not proposed.
+    set_by_saying(stack, "brief 55 minutes before", "Meeting prep briefs are on, 55 minutes before")
     events = stack.sandbox.admin("GET", "/admin/export")["events"]
     meeting = next(e for e in events if e["subject"] == "Acme analytics add-on: order form")
     at = dt.datetime.fromisoformat(meeting["end_at"].replace("Z", "+00:00")) + dt.timedelta(minutes=10)

@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
+from botbuilder.core import TurnContext
+from botbuilder.schema import Activity
 
 from bot.brief_delivery import deliver_briefs
 from bot.cards import (
@@ -27,7 +29,7 @@ from bot.cards import (
     card_element_id,
     command_data,
 )
-from bot.handler import BRIEFS_ON
+from copilot.identity import RepIdentity
 from copilot.redaction import detect_email, detect_phone_numbers
 from copilot.settings import Settings
 from sandbox.directory import find_user
@@ -46,8 +48,9 @@ from tests.support.fake_openai import (
 )
 from tests.support.model_behaviours import facts_check
 from tests.support.moments import SEED_MORNING, SteppingClock
+from tests.support.posting import keep_settings
 from tests.support.sandbox_process import SandboxProcess
-from tests.support.teams_client import Teams, running_bot
+from tests.support.teams_client import TENANT, Teams, running_bot
 from tests.support.working_hours import working_hours
 
 pytestmark = pytest.mark.integration
@@ -229,9 +232,13 @@ def _is_proposal(message: Recorded) -> bool:
 
 
 async def _post_briefs(teams: Teams, sandbox: SandboxProcess) -> list[tuple[str, Recorded]]:
-    """alex says "brief on" and the timer runs over the seeded days: the briefs posted."""
-    assert BRIEFS_ON in await _as(teams, "alex", "brief on")
+    """alex has briefs on (in his 1:1 chat) and the timer runs over the seeded days: the briefs
+    posted. (Set up directly: the scripted model here answers only the brief's buttons.)"""
     assert teams.runtime is not None
+    teams.conversation = "conv-alex-personal"
+    activity = Activity().deserialize(teams.activity(aad=_aad("alex"), text="brief on"))
+    reference = TurnContext.get_conversation_reference(activity).serialize()
+    await keep_settings(teams.runtime.service.pool, RepIdentity(TENANT, _aad("alex")), reference, briefs=True)
     await deliver_briefs(teams.runtime, at=_seeded_day(sandbox), lead_minutes=WINDOW)
     return _briefs_posted(teams)
 

@@ -15,13 +15,14 @@ import pytest
 
 from bot import brief_store
 from bot.brief_delivery import deliver_briefs
-from bot.handler import BRIEFS_ON, BRIEFS_PRIVATE_ONLY, NO_UPCOMING_MEETING, PRIVATE_ONLY, briefs_lead_reply
+from bot.handler import BRIEFS_PRIVATE_ONLY, NO_UPCOMING_MEETING, PRIVATE_ONLY
 from bot.settings import BotSettings
 from copilot.briefs.mailbox_settings import MAILBOX_SETTINGS_SCOPE, rep_schedule
+from copilot.briefs.posting import NO_CHAT
 from copilot.identity import RepIdentity
 from copilot.persistence.database import connect
 from copilot.settings import Settings
-from tests.integration.test_brief_timer import _aad, _as, _briefs_posted, _seeded_day
+from tests.integration.test_brief_timer import BRIEFS_ON, _aad, _as, _briefs_posted, _seeded_day, _set
 from tests.support.fake_connector import card_of
 from tests.support.moments import SEED_MORNING, SteppingClock
 from tests.support.sandbox_process import SandboxProcess
@@ -79,12 +80,14 @@ async def test_a_reps_own_lead_time_and_teams_time_zone_are_stored_and_the_timer
         entities=[{"type": "clientInfo", "locale": "en-US", "timezone": "America/Los_Angeles"}],
     )
     assert await teams.send(said) in (200, 201, 202)
-    assert teams.last_text() == briefs_lead_reply(45)
+    assert "Meeting prep briefs are on, 45 minutes before each meeting" in await teams.approve_last(
+        _aad("alex")
+    )
     row = await _settings_row(copilot_settings, "alex")
     assert (row["enabled"], row["lead_minutes"], row["time_zone"]) == (True, 45, "America/Los_Angeles")
-    # A later turn from another zone updates it (the rep travelled).
-    moved = teams.activity(aad=_aad("alex"), text="help", localTimezone="Europe/Berlin")
-    assert await teams.send({**moved, "text": "brief on"}) in (200, 201, 202)
+    # A later turn from another zone updates it (the rep travelled), whatever it asks.
+    moved = teams.activity(aad=_aad("alex"), text="my pipeline", localTimezone="Europe/Berlin")
+    assert await teams.send(moved) in (200, 201, 202)
     assert (await _settings_row(copilot_settings, "alex"))["time_zone"] == "Europe/Berlin"
     assert teams.runtime is not None
     meeting = _start(_event(sandbox, "Acme renewal pricing review"))
@@ -104,8 +107,8 @@ async def test_a_rep_in_another_zone_gets_no_brief_in_quiet_hours_and_the_held_o
     # with her customer starts 11:00 UTC (15:00 in Dubai).
     meeting = _event(sandbox, "Account check-in")
     start = _start(meeting)
-    await _as(teams, "megan", "brief 480 minutes before")
-    await _as(teams, "alex", "brief 1440 minutes before")
+    await _set(teams, "megan", "brief 480 minutes before")
+    await _set(teams, "alex", "brief 1440 minutes before")
     assert teams.runtime is not None
     before_work = start.replace(hour=3, minute=30)  # 07:30 in Dubai
     work_starts = start.replace(hour=4, minute=0)  # 08:00 in Dubai
@@ -131,7 +134,7 @@ async def test_a_brief_held_by_quiet_hours_whose_meeting_started_before_work_is_
     teams: Teams, sandbox: SandboxProcess
 ) -> None:
     start = _start(_event(sandbox, "Account check-in"))  # 11:00 UTC = 15:00 in Dubai
-    await _as(teams, "megan", "brief 480 minutes before")
+    await _set(teams, "megan", "brief 480 minutes before")
     assert teams.runtime is not None
 
     with working_hours(sandbox, "megan", zone="Asia/Dubai", start="16:00:00", end="17:00:00"):
@@ -147,8 +150,8 @@ async def test_nothing_is_posted_on_the_reps_day_off_and_weeks_follow_the_seeded
     teams: Teams, sandbox: SandboxProcess
 ) -> None:
     start = _start(_event(sandbox, "Account check-in"))
-    await _as(teams, "megan", "brief 480 minutes before")
-    await _as(teams, "alex", "brief 1440 minutes before")
+    await _set(teams, "megan", "brief 480 minutes before")
+    await _set(teams, "alex", "brief 1440 minutes before")
     assert teams.runtime is not None
     # Her meeting's day (in Dubai) is not one of her working days this time.
     day = WEEKDAYS[(start + timedelta(hours=4)).weekday()]
@@ -209,7 +212,7 @@ async def test_without_readable_mailbox_settings_the_teams_zone_and_monday_to_fr
 async def test_a_live_claim_holds_and_a_stale_one_without_a_post_is_taken_over_once(
     teams: Teams, sandbox: SandboxProcess, copilot_settings: Settings
 ) -> None:
-    await _as(teams, "alex", "brief on")
+    await _set(teams, "alex", "brief on")
     assert teams.runtime is not None
     pool = teams.runtime.service.pool
     meeting = _event(sandbox, "Acme renewal pricing review")
@@ -309,8 +312,11 @@ async def test_brief_me_and_the_preferences_are_refused_in_a_group_chat(
     async with running_bot(
         copilot_settings, BotSettings(MicrosoftAppId="", COPILOT_GROUP_ANSWERS=True)
     ) as teams:
-        for command in ("brief me", "brief 30", "digest on", "digest me"):
+        for command in ("brief me", "digest me"):
             assert BRIEFS_PRIVATE_ONLY in await _as(teams, "alex", command, conversation_type="groupChat")
+        # A setting said in the group is not set up from there: no 1:1 chat of his is known.
+        for command in ("brief 30 minutes before", "digest on"):
+            assert NO_CHAT in await _as(teams, "alex", command, conversation_type="groupChat")
         async with connect(copilot_settings) as conn:
             cur = await conn.execute("SELECT count(*) AS n FROM brief_settings")
             assert (await cur.fetchone() or {})["n"] == 0
@@ -319,8 +325,8 @@ async def test_brief_me_and_the_preferences_are_refused_in_a_group_chat(
 async def test_a_bad_value_is_refused_in_the_chat_and_nothing_is_stored(
     teams: Teams, copilot_settings: Settings
 ) -> None:
-    assert "hours go from 0 to 23" in await _as(teams, "alex", "digest at 25:00")
-    assert "5 to 1440 minutes" in await _as(teams, "alex", "brief 2")
-    assert BRIEFS_ON in await _as(teams, "alex", "brief on")
+    assert "hours 0 to 23" in await _as(teams, "alex", "digest at 25:00")
+    assert "greater than or equal to 5" in await _as(teams, "alex", "brief 2 minutes before")
+    assert BRIEFS_ON in await _set(teams, "alex", "brief on")
     row = await _settings_row(copilot_settings, "alex")
     assert (row["lead_minutes"], row["digest_enabled"], str(row["digest_time"])) == (None, False, "07:30:00")

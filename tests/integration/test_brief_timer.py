@@ -15,8 +15,9 @@ from psycopg.types.json import Jsonb
 
 from bot.brief_delivery import deliver_briefs
 from bot.cards import brief_card
-from bot.handler import BRIEFS_OFF, BRIEFS_ON, BRIEFS_PRIVATE_ONLY, PRIVATE_ONLY
+from bot.handler import PRIVATE_ONLY
 from bot.settings import BotSettings
+from copilot.briefs.posting import NO_CHAT
 from copilot.briefs.service import briefs_at
 from copilot.persistence.database import connect
 from copilot.settings import Settings
@@ -64,6 +65,17 @@ async def _as(teams: Teams, handle: str, text: str, *, conversation_type: str = 
     return teams.last_text()
 
 
+async def _set(teams: Teams, handle: str, text: str) -> str:
+    """``handle`` asks for a brief/digest setting in their 1:1 chat and approves its card; the
+    card's outcome (what the setting now is) as text."""
+    await _as(teams, handle, text)
+    return await teams.approve_last(_aad(handle))
+
+
+BRIEFS_ON = "Meeting prep briefs are on"
+BRIEFS_OFF = "Meeting prep briefs are off"
+
+
 def _seeded_day(sandbox: SandboxProcess) -> datetime:
     """Midnight (UTC) of the day the sandbox seeded its calendar from (meetings follow it)."""
     state: dict[str, list[dict[str, Any]]] = sandbox.admin("GET", "/admin/export")
@@ -88,7 +100,7 @@ def _briefs_posted(teams: Teams) -> list[tuple[str, Recorded]]:
 async def test_a_rep_with_briefs_on_gets_exactly_one_card_per_meeting_across_repeated_and_concurrent_runs(
     teams: Teams, sandbox: SandboxProcess
 ) -> None:
-    assert BRIEFS_ON in await _as(teams, "alex", "brief on")
+    assert BRIEFS_ON in await _set(teams, "alex", "brief on")
     at = _seeded_day(sandbox)
     assert teams.runtime is not None
 
@@ -124,8 +136,8 @@ async def test_a_rep_with_briefs_on_gets_exactly_one_card_per_meeting_across_rep
 async def test_a_rep_who_turned_briefs_off_or_never_on_gets_none(
     teams: Teams, sandbox: SandboxProcess
 ) -> None:
-    assert BRIEFS_ON in await _as(teams, "alex", "brief on")
-    assert BRIEFS_OFF in await _as(teams, "alex", "brief off")
+    assert BRIEFS_ON in await _set(teams, "alex", "brief on")
+    assert BRIEFS_OFF in await _set(teams, "alex", "brief off")
     assert teams.runtime is not None
 
     report = await deliver_briefs(teams.runtime, at=_seeded_day(sandbox), lead_minutes=WINDOW)
@@ -142,7 +154,7 @@ async def test_a_group_chat_never_gets_a_brief(
     reply = await _as(teams, "alex", "brief on", conversation_type="groupChat")
     assert PRIVATE_ONLY in reply
     # And a stored group reference (as if left by an older version) is never posted to.
-    assert BRIEFS_ON in await _as(teams, "alex", "brief on")
+    assert BRIEFS_ON in await _set(teams, "alex", "brief on")
     async with connect(copilot_settings) as conn:
         cur = await conn.execute("SELECT reference FROM brief_settings")
         [row] = await cur.fetchall()
@@ -168,7 +180,7 @@ class _NoStoredTokens:
 async def test_a_rep_without_a_stored_token_gets_nothing_and_nothing_is_read(
     teams: Teams, sandbox: SandboxProcess
 ) -> None:
-    assert BRIEFS_ON in await _as(teams, "alex", "brief on")
+    assert BRIEFS_ON in await _set(teams, "alex", "brief on")
     assert teams.runtime is not None
     signed_out = dataclasses.replace(teams.runtime, reps=_NoStoredTokens())
 
@@ -182,7 +194,7 @@ async def test_a_rep_without_a_stored_token_gets_nothing_and_nothing_is_read(
 async def test_a_brief_whose_post_failed_is_posted_by_the_next_run(
     teams: Teams, sandbox: SandboxProcess, copilot_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert BRIEFS_ON in await _as(teams, "alex", "brief on")
+    assert BRIEFS_ON in await _set(teams, "alex", "brief on")
     assert teams.runtime is not None
     runtime = teams.runtime
 
@@ -211,7 +223,7 @@ async def test_a_brief_the_connector_refused_is_not_lost_and_the_next_run_posts_
     # The connector refuses the brief's send (403: not retried, unlike a 429 or 5xx the
     # connector client retries itself); the adapter gives that error to the turn-error handler
     # and returns normally, so the post must not count as done.
-    assert BRIEFS_ON in await _as(teams, "alex", "brief on")
+    assert BRIEFS_ON in await _set(teams, "alex", "brief on")
     assert teams.runtime is not None
     runtime = teams.runtime
     teams.connector.fail_next.extend([(403, {})] * 2)
@@ -234,7 +246,7 @@ async def test_a_brief_the_connector_refused_is_not_lost_and_the_next_run_posts_
 async def test_log_this_meeting_on_a_started_meetings_brief_proposes_the_activity_through_the_approval_card(
     teams: Teams, sandbox: SandboxProcess
 ) -> None:
-    assert BRIEFS_ON in await _as(teams, "alex", "brief on")
+    assert BRIEFS_ON in await _set(teams, "alex", "brief on")
     assert teams.runtime is not None
     await deliver_briefs(teams.runtime, at=_seeded_day(sandbox), lead_minutes=WINDOW)
     acme = next(
@@ -272,14 +284,15 @@ async def test_log_this_meeting_on_a_started_meetings_brief_proposes_the_activit
     assert "Acme renewal pricing review" in repr(approvals[0])
 
 
-async def test_where_group_answers_are_on_brief_on_in_a_group_chat_is_still_refused(
+async def test_where_group_answers_are_on_brief_on_in_a_group_chat_is_not_set_up_there(
     copilot_settings: Settings, sandbox: SandboxProcess
 ) -> None:
     async with running_bot(
         copilot_settings, BotSettings(MicrosoftAppId="", COPILOT_GROUP_ANSWERS=True)
     ) as teams:  # (no working hours needed: nothing is posted)
+        # No 1:1 chat with alex is known: nothing is proposed, he is told where to say it.
         reply = await _as(teams, "alex", "brief on", conversation_type="groupChat")
-        assert BRIEFS_PRIVATE_ONLY in reply
+        assert NO_CHAT in reply
         assert teams.runtime is not None
         report = await deliver_briefs(teams.runtime, at=_seeded_day(sandbox), lead_minutes=WINDOW)
     assert report.reps == 0

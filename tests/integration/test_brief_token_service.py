@@ -20,7 +20,7 @@ from botbuilder.schema import Activity
 from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
-from bot import brief_store, cards
+from bot import cards
 from bot.brief_delivery import deliver_briefs
 from bot.proactive_reps import proactive_rep
 from bot.runtime import BotRuntime, open_runtime
@@ -30,6 +30,7 @@ from copilot.persistence.database import connect
 from copilot.settings import Settings
 from sandbox.directory import find_user
 from tests.support.fake_connector import FakeConnector, Recorded, card_of
+from tests.support.posting import keep_settings
 from tests.support.sandbox_process import SandboxProcess
 
 pytestmark = pytest.mark.integration
@@ -103,11 +104,8 @@ def _reference(handle: str, connector: FakeConnector) -> dict[str, Any]:
 
 
 async def _brief_on(runtime: BotRuntime, connector: FakeConnector, handle: str) -> None:
-    await brief_store.set_briefs(
-        runtime.service.pool,
-        RepIdentity(TENANT, _aad(handle)),
-        enabled=True,
-        reference=_reference(handle, connector),
+    await keep_settings(
+        runtime.service.pool, RepIdentity(TENANT, _aad(handle)), _reference(handle, connector), briefs=True
     )
 
 

@@ -9,22 +9,20 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.brief_store import Preferences
 from bot.cards import SNOOZE_INPUT_ID
 from bot.digest_delivery import deliver_digests
-from bot.handler import DIGEST_OFF, digest_on_reply
 from copilot.analytics.queries import Filters, fetch
 from copilot.analytics.report import Proactive, summarise, to_text
 from copilot.briefs.schedule import DIGEST_GRACE
 from copilot.persistence.database import connect
 from copilot.settings import Settings
-from tests.integration.test_brief_timer import _aad, _as, _seeded_day
+from tests.integration.test_brief_timer import _aad, _as, _seeded_day, _set
 from tests.support.fake_connector import Recorded, card_of, find_actions
 from tests.support.sandbox_process import SandboxProcess
 from tests.support.teams_client import Teams, running_bot
@@ -91,8 +89,8 @@ def _snooze_choices(card: dict[str, Any]) -> dict[str, str]:
 async def test_a_reps_digest_is_posted_once_per_day_across_overlapping_runs_and_retries(
     teams: Teams, sandbox: SandboxProcess, copilot_settings: Settings
 ) -> None:
-    reply = await _as(teams, "alex", "digest at 7:30am")
-    assert reply == digest_on_reply(Preferences(digest_enabled=True, digest_time=time(7, 30)))
+    reply = await _set(teams, "alex", "digest at 7:30am")
+    assert "the daily digest is on, every working day at 07:30" in reply, reply
     assert teams.runtime is not None
     day = _day(sandbox, 1)
 
@@ -121,7 +119,7 @@ async def test_a_reps_digest_is_posted_once_per_day_across_overlapping_runs_and_
 async def test_a_digest_whose_post_failed_is_posted_by_the_next_run_late_but_not_after_the_grace(
     teams: Teams, sandbox: SandboxProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert "on" in await _as(teams, "alex", "digest on")
+    assert "the daily digest is on" in await _set(teams, "alex", "digest on")
     assert teams.runtime is not None
     runtime = teams.runtime
     day, other = _day(sandbox, 1), _day(sandbox, 2)
@@ -145,7 +143,7 @@ async def test_a_digest_whose_post_failed_is_posted_by_the_next_run_late_but_not
 async def test_a_digest_the_connector_refused_is_not_lost_and_the_next_run_posts_it(
     teams: Teams, sandbox: SandboxProcess
 ) -> None:
-    assert "on" in await _as(teams, "alex", "digest on")
+    assert "the daily digest is on" in await _set(teams, "alex", "digest on")
     assert teams.runtime is not None
     runtime = teams.runtime
     day = _day(sandbox, 1)
@@ -162,7 +160,7 @@ async def test_a_digest_the_connector_refused_is_not_lost_and_the_next_run_posts
 
 async def test_the_digest_follows_the_reps_week_in_their_zone(teams: Teams, sandbox: SandboxProcess) -> None:
     # megan: the seeded Sunday-Thursday week in Dubai; her 07:30 is 03:30 UTC.
-    assert "on" in await _as(teams, "megan", "digest on")
+    assert "the daily digest is on" in await _set(teams, "megan", "digest on")
     assert teams.runtime is not None
     seeded = _seeded_day(sandbox)
     friday = seeded + timedelta(days=(4 - seeded.weekday()) % 7, hours=3, minutes=30)
@@ -178,7 +176,7 @@ async def test_the_digest_follows_the_reps_week_in_their_zone(teams: Teams, sand
 async def test_not_useful_and_snooze_are_stored_counted_and_the_snoozed_record_is_absent_the_next_day(
     teams: Teams, sandbox: SandboxProcess, copilot_settings: Settings
 ) -> None:
-    assert "on" in await _as(teams, "alex", "digest on")
+    assert "the daily digest is on" in await _set(teams, "alex", "digest on")
     assert teams.runtime is not None
     day = _day(sandbox, 1)
     await deliver_digests(teams.runtime, at=_at(day, 7, 30))
@@ -233,8 +231,8 @@ async def test_digest_me_answers_with_todays_digest_and_digest_off_stops_the_tim
     assert "America/Los_Angeles" in repr(card)
     assert card["actions"][0]["title"] == "Not useful"
 
-    assert "on" in await _as(teams, "alex", "digest on")
-    assert DIGEST_OFF in await _as(teams, "alex", "digest off")
+    assert "the daily digest is on" in await _set(teams, "alex", "digest on")
+    assert "the daily digest is off" in await _set(teams, "alex", "digest off")
     assert teams.runtime is not None
     report = await deliver_digests(teams.runtime, at=_at(_day(sandbox, 1), 7, 30))
     assert report.reps == 0

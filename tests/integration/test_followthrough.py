@@ -19,7 +19,6 @@ import pytest
 
 from bot.cards import NOT_NOW
 from bot.followthrough_delivery import deliver_follow_throughs
-from bot.handler import BRIEFS_ON
 from copilot.briefs import ledger
 from copilot.persistence.database import connect
 from copilot.settings import Settings
@@ -49,7 +48,7 @@ async def teams(copilot_settings: Settings, sandbox: SandboxProcess) -> AsyncIte
             running.conversation = "conv-alex-personal"
             activity = running.activity(aad=_aad("alex"), text="brief on")
             assert await running.send(activity) in (200, 201, 202)
-            assert BRIEFS_ON in running.last_text()
+            assert "Meeting prep briefs are on" in await running.approve_last(_aad("alex"))
             yield running
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bot.brief_delivery import deliver_briefs
-from bot.handler import BRIEFS_ON, SUGGESTION_DECLINED
+from bot.handler import SUGGESTION_DECLINED
 from copilot.briefs import ledger
 from copilot.briefs.digest import digest_at
 from copilot.briefs.service import briefs_at
@@ -27,7 +27,7 @@ from copilot.persistence.database import connect
 from copilot.settings import Settings
 from copilot.writes import title
 from offline_model import OfflineChatModel
-from tests.integration.test_brief_timer import WINDOW, _aad, _as, _briefs_posted, _seeded_day
+from tests.integration.test_brief_timer import BRIEFS_ON, WINDOW, _aad, _briefs_posted, _seeded_day, _set
 from tests.integration.test_briefs import _event, _export, _start
 from tests.support.copilot_env import Rep, service, sign_in
 from tests.support.fake_connector import Recorded, card_of, find_actions
@@ -207,7 +207,7 @@ async def test_every_suggestion_cites_its_record_in_the_text_and_passes_the_cita
 async def _a_posted_suggestion(teams: Teams, sandbox: SandboxProcess) -> tuple[Recorded, dict[str, Any]]:
     """alex turns briefs on and the timer runs: a posted brief card with a suggestion, and the
     data of that suggestion's "Not now" (which names it)."""
-    assert BRIEFS_ON in await _as(teams, "alex", "brief on")
+    assert BRIEFS_ON in await _set(teams, "alex", "brief on")
     assert teams.runtime is not None
     await deliver_briefs(teams.runtime, at=_seeded_day(sandbox), lead_minutes=WINDOW)
     for _, message in _briefs_posted(teams):

@@ -16,7 +16,7 @@ from bot.settings import BotSettings
 from copilot.clock import Clock
 from copilot.settings import Settings
 from sandbox.directory import PLAYGROUND_AAD_OBJECT_ID
-from tests.support.fake_connector import FakeConnector, Recorded, find_actions
+from tests.support.fake_connector import FakeConnector, Recorded, card_of, find_actions
 
 TENANT = "00000000-0000-0000-0000-000000000001"
 
@@ -78,6 +78,21 @@ class Teams:
             activity["replyToId"] = reply_to_id
         async with httpx.AsyncClient(timeout=120) as client:
             return await client.post(self.bot_url, json=activity)
+
+    async def approve_last(self, aad: str = PLAYGROUND_AAD_OBJECT_ID) -> str:
+        """Press Approve on the latest approval card in this conversation; the bot's reply
+        (the card's outcome, as updated or posted) as text."""
+        card = next(
+            m
+            for m in reversed(self.connector.messages())
+            if m.conversation_id == self.conversation
+            and m.body.get("attachments")
+            and find_actions(card_of(m), "Approve")
+        )
+        [approve] = find_actions(card_of(card), "Approve")
+        await self.submit(card.activity_id or "", approve["data"], aad)
+        content = self.connector.latest_content(card.activity_id or "")
+        return repr(content) + "\n" + self.last_text()
 
     def last_text(self) -> str:
         message = self.connector.messages()[-1]
