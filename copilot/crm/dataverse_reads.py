@@ -9,10 +9,13 @@ the rep may not read simply drops out of every query (the CRM's security, not th
   reports: the users whose ``_parentsystemuserid_value`` is the rep; ``azureactivedirectoryobjectid``
   links each to Entra);
 * accounts, ``contacts`` of an account (``_parentcustomerid_value``), open ``opportunities``
-  (``statecode eq 0`` with ``_parentaccountid_value`` or ``_ownerid_value``), ``activitypointers``
-  regarding an account or its deals (``_regardingobjectid_value``, canceled ones left out);
+  (``statecode eq 0`` with ``_parentaccountid_value`` or ``_ownerid_value``), closed ones
+  (``statecode`` 1 Won or 2 Lost, with ``actualclosedate`` or ``modifiedon`` since the moment),
+  ``activitypointers`` regarding an account or its deals (``_regardingobjectid_value``, canceled
+  ones left out);
 * each row mapped to the copilot's field names (:mod:`copilot.crm.reads`), its GUID as its id,
-  its stage as the stage's label, its ETag's row version as ``version``.
+  its stage as the stage's label (a won or lost deal's as the copilot's Won / Lost stage, from
+  ``statecode``; a close in the audit history likewise), its ETag's row version as ``version``.
 
 Ids that go into a query or a path are checked to be GUIDs first: an id can come from a model's
 proposal (the digest reads a waiting proposal's target), and must never reshape a query.
@@ -37,7 +40,7 @@ from copilot.crm.dataverse import (
 from copilot.crm.reads import Record
 from copilot.crm.types import TargetKind
 from copilot.errors import CrmCallError
-from copilot.vocabulary import Vocabulary, current_vocabulary, vocabulary_loaded
+from copilot.vocabulary import LOST_STAGE, WON_STAGE, Vocabulary, current_vocabulary, vocabulary_loaded
 
 PAGE: Final = 100
 """Rows per page (``Prefer: odata.maxpagesize``)."""
@@ -45,6 +48,8 @@ MAX_PAGES: Final = 20
 """At most this many pages of one listing (2,000 rows): a bound, as the reference CRM's paging has."""
 CANCELED: Final = 2
 """``statecode`` of a canceled (voided) activity."""
+CLOSED_STAGE: Final[dict[int, str]] = {1: WON_STAGE, 2: LOST_STAGE}
+"""An opportunity's ``statecode`` (1 Won, 2 Lost) → the copilot's stage for it."""
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _USER_SELECT: Final = (
     "systemuserid",
@@ -78,6 +83,19 @@ def _instant(value: Any) -> datetime | None:
         return None
     moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def _known_stage_before(versions: list[Record]) -> None:
+    """Fill a stage change's missing old stage (an audit of a close records the state, and the
+    sales stage only if it changed too) from the stage the deal had before, where known."""
+    stage: Any = None
+    for version in versions:
+        for change in version["changes"]:
+            if change["field"] != "stage":
+                continue
+            if change["old"] is None and stage is not None and version["operation"] == "update":
+                change["old"] = stage
+            stage = change["new"]
 
 
 class DataverseReads:
@@ -251,6 +269,7 @@ class DataverseReads:
             "_parentaccountid_value",
             "_ownerid_value",
             "statecode",
+            "actualclosedate",
         ), expand
 
     async def _opportunity(self, row: Record) -> Record:
@@ -262,6 +281,11 @@ class DataverseReads:
         values["owner"] = {"id": owner} if owner else None
         account = row.get("_parentaccountid_value")
         values["account"] = {"id": account} if account else None
+        closed = CLOSED_STAGE.get(row.get("statecode", 0))
+        if closed is not None:
+            # Won or lost whatever its sales stage was: the copilot's stage for it, and the day.
+            values["stage"] = closed
+            values["closed_at"] = row.get("actualclosedate")
         return values
 
     async def open_opportunities(self, *, account_id: str | None = None, mine: bool = False) -> list[Record]:
@@ -279,6 +303,27 @@ class DataverseReads:
             where=" and ".join(conditions),
             orderby=f"{columns['close_date']} asc",
             expand=expand,
+        )
+        return [await self._opportunity(r) for r in rows]
+
+    async def closed_opportunities(
+        self, *, since: datetime, account_id: str | None = None, mine: bool = False
+    ) -> list[Record]:
+        """Won or lost (``statecode`` 1 or 2) ``opportunities`` of the account and/or the rep's own,
+        closed on or after ``since``'s day (``actualclosedate`` is a date) or changed since
+        (``modifiedon``: a closed deal is read-only, so its last change is its close)."""
+        moment = since.astimezone(UTC)
+        conditions = [
+            "(statecode eq 1 or statecode eq 2)",
+            f"(actualclosedate ge {moment:%Y-%m-%d} or modifiedon ge {moment:%Y-%m-%dT%H:%M:%SZ})",
+        ]
+        if account_id is not None:
+            conditions.append(f"_parentaccountid_value eq {guid(account_id)}")
+        if mine:
+            conditions.append(f"_ownerid_value eq {guid(str((await self.me()).get('id') or ''))}")
+        select, expand = await self._opportunity_select()
+        rows = await self._rows(
+            "opportunity", select, where=" and ".join(conditions), orderby="modifiedon desc", expand=expand
         )
         return [await self._opportunity(r) for r in rows]
 
@@ -386,6 +431,10 @@ class DataverseReads:
             if kind == "opportunity":
                 before = {k: v for k, v in web.opportunity_values(old).items() if k not in ("id", "version")}
                 after = {k: v for k, v in web.opportunity_values(new).items() if k not in ("id", "version")}
+                # Won or lost (statecode 1 / 2) is a move to the copilot's Won / Lost stage.
+                for values, row in ((before, old), (after, new)):
+                    if (closed := CLOSED_STAGE.get(row.get("statecode", -1))) is not None:
+                        values["stage"] = closed
             else:
                 before = {k: v for k, v in old.items() if not k.startswith("@")}
                 after = {k: v for k, v in new.items() if not k.startswith("@")}
@@ -409,6 +458,8 @@ class DataverseReads:
                 }
             )
         versions.sort(key=lambda v: str(v["at"]))
+        if kind == "opportunity":
+            _known_stage_before(versions)
         return versions
 
     # --- one record ------------------------------------------------------------------------------

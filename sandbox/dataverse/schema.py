@@ -258,6 +258,7 @@ def entities(key_column: str) -> dict[str, Entity]:
             Column("stepname", "string", "Pipeline phase", max_length=200),
             Column("estimatedvalue", "money", "Est. revenue"),
             Column("estimatedclosedate", "dateonly", "Est. close date"),
+            Column("actualclosedate", "dateonly", "Actual close date (a won or lost deal's)"),
             Column("closeprobability", "integer", "Probability (0-100)"),
             Column("new_commission", "money", "Commission (secured column)", secured=True),
             Column(key_column, "string", "Copilot write key (the last update's)", max_length=100),
