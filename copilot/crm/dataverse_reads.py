@@ -12,7 +12,8 @@ the rep may not read simply drops out of every query (the CRM's security, not th
   (``statecode eq 0`` with ``_parentaccountid_value`` or ``_ownerid_value``), closed ones
   (``statecode`` 1 Won or 2 Lost, with ``actualclosedate`` or ``modifiedon`` since the moment),
   ``activitypointers`` regarding an account or its deals (``_regardingobjectid_value``, canceled
-  ones left out);
+  ones left out) with their contact parties (``activity_pointer_activity_parties``, named from
+  the rep's readable ``contacts``);
 * each row mapped to the copilot's field names (:mod:`copilot.crm.reads`), its GUID as its id,
   its stage as the stage's label (a won or lost deal's as the copilot's Won / Lost stage, from
   ``statecode``; a close in the audit history likewise), its ETag's row version as ``version``.
@@ -50,6 +51,11 @@ CANCELED: Final = 2
 """``statecode`` of a canceled (voided) activity."""
 CLOSED_STAGE: Final[dict[int, str]] = {1: WON_STAGE, 2: LOST_STAGE}
 """An opportunity's ``statecode`` (1 Won, 2 Lost) → the copilot's stage for it."""
+CONTACT_BATCH: Final = 50
+"""Contact ids per query when naming activity parties (a bound on the URL's length)."""
+PARTIES: Final = "activity_pointer_activity_parties"
+"""The activity-party collection of ``activitypointers`` (each party's ``_partyid_value``)."""
+LOOKUP_TABLE: Final = "_partyid_value@Microsoft.Dynamics.CRM.lookuplogicalname"
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _USER_SELECT: Final = (
     "systemuserid",
@@ -145,8 +151,10 @@ class DataverseReads:
         where: str | None = None,
         orderby: str | None = None,
         expand: str | None = None,
+        lookup_tables: bool = False,
     ) -> list[Record]:
-        """Every row of a query, following ``@odata.nextLink`` (only back to this environment)."""
+        """Every row of a query, following ``@odata.nextLink`` (only back to this environment);
+        ``lookup_tables``: with each lookup's table (Dataverse annotates it only when asked)."""
         web = await self._api()
         query = {"$select": ",".join(select)}
         if where:
@@ -158,10 +166,11 @@ class DataverseReads:
         params: dict[str, str] | None = query
         path = self._set(logical_name)
         rows: list[Record] = []
+        prefer = f"odata.maxpagesize={PAGE}"
+        if lookup_tables:
+            prefer += ',odata.include-annotations="Microsoft.Dynamics.CRM.lookuplogicalname"'
         for _ in range(MAX_PAGES):
-            response = await web.send(
-                "GET", path, params=params, headers={"Prefer": f"odata.maxpagesize={PAGE}"}
-            )
+            response = await web.send("GET", path, params=params, headers={"Prefer": prefer})
             if response.status_code != 200:
                 raise refusal(response)
             body = response.json()
@@ -378,16 +387,56 @@ class DataverseReads:
             raise CrmCallError("validation", "activities are read for an account or an opportunity")
         about = " or ".join(f"_regardingobjectid_value eq {r}" for r in dict.fromkeys(regarding))
         rows = await self._rows(
-            "activitypointer", _ACTIVITY_SELECT, where=f"({about}) and statecode ne {CANCELED}"
+            "activitypointer",
+            _ACTIVITY_SELECT,
+            where=f"({about}) and statecode ne {CANCELED}",
+            expand=f"{PARTIES}($select=_partyid_value,participationtypemask)",
+            lookup_tables=True,
         )
         found = [self._activity(r) for r in rows]
+        parties = {id(a): self._contact_parties(r) for a, r in zip(found, rows, strict=True)}
         moments = {id(a): _instant(a["occurred_at"]) for a in found}
         if since is not None:
             found = [a for a in found if (m := moments[id(a)]) is not None and m >= since]
         found.sort(
             key=lambda a: (moments[id(a)] or datetime.min.replace(tzinfo=UTC), str(a["id"])), reverse=True
         )
-        return found[: max(0, limit)]
+        found = found[: max(0, limit)]
+        names = await self._contact_names([c for a in found for c in parties[id(a)]])
+        for activity in found:
+            activity["contacts"] = [{"id": c, "name": names[c]} for c in parties[id(activity)] if c in names]
+        return found
+
+    @staticmethod
+    def _contact_parties(row: Record) -> list[str]:
+        """The contacts among an activity row's parties (any participation: To, attendee,
+        Regarding), in order, once each."""
+        found: list[str] = []
+        for party in row.get(PARTIES) or []:
+            if not isinstance(party, dict):
+                continue
+            table, party_id = party.get(LOOKUP_TABLE), party.get("_partyid_value")
+            # Without the annotation the id may be anyone's: the contacts read below keeps contacts.
+            if table in (None, "contact") and isinstance(party_id, str) and _GUID.match(party_id):
+                found.append(party_id.lower())
+        return list(dict.fromkeys(found))
+
+    async def _contact_names(self, contact_ids: list[str]) -> dict[str, str]:
+        """id → full name of the contacts the rep can read among ``contact_ids`` (one that the
+        CRM does not return to the rep is left out, as the reference CRM leaves it out)."""
+        wanted = list(dict.fromkeys(contact_ids))
+        names: dict[str, str] = {}
+        for start in range(0, len(wanted), CONTACT_BATCH):
+            batch = wanted[start : start + CONTACT_BATCH]
+            rows = await self._rows(
+                "contact",
+                ("contactid", "fullname"),
+                where=" or ".join(f"contactid eq {c}" for c in batch),
+            )
+            names |= {
+                str(r["contactid"]).lower(): str(r.get("fullname") or "") for r in rows if r.get("contactid")
+            }
+        return names
 
     # --- change history (the audit table) -----------------------------------------------------
 

@@ -24,7 +24,8 @@ CRM's, which is what :mod:`copilot.briefs.compose` and the cards consume:
   CRM does not say);
 * an activity: ``id``, ``type`` (the copilot's activity type), ``subject``, ``notes`` (for the
   risk signal a model reads, :mod:`copilot.insight.notes`; never put in a brief), ``occurred_at``
-  (ISO 8601), newest first;
+  (ISO 8601), ``contacts`` (the contacts taking part that the rep can read, each ``{"id",
+  "name"}``), newest first;
 * a version of a record (:meth:`CrmReads.history`): ``record_id``, ``at`` (ISO 8601), ``by``
   (``{"id", "name"}``), ``operation`` (``create`` / ``update``) and ``changes`` (each
   ``{"field", "old", "new"}`` in the copilot's field names), oldest first.

@@ -449,9 +449,15 @@ def _activity(row: Raw, state: Raw | None, key_column: str, parties: Sequence[Ra
 
 
 def activity_parties(parties: Sequence[Raw]) -> list[Row]:
-    """An activity's parties as ``$expand=<activity>_activity_parties`` returns them."""
+    """An activity's ``activityparty`` rows, as ``$expand=<activity>_activity_parties`` (or
+    ``activity_pointer_activity_parties``) returns them."""
     return [
         {
+            "activitypartyid": guid_for(
+                "activityparty",
+                f"{p['activity_id']}:{p['participation_type']}:{p['party_type']}:{p['party_id']}",
+            ),
+            "_activityid_value": guid_for("activity", p["activity_id"]),
             "participationtypemask": p["participation_type"],
             "_partyid_value": guid_for(p["party_type"], p["party_id"]),
             "_partyid_value@Microsoft.Dynamics.CRM.lookuplogicalname": p["party_type"],

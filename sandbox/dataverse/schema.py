@@ -89,7 +89,10 @@ class Entity:
 
     @property
     def parties_property(self) -> str:
-        """The activity-party collection an activity is written with."""
+        """The activity-party collection of an activity: written with it (``phonecall_activity_parties``),
+        and expanded on reads, also across activity types (``activity_pointer_activity_parties``)."""
+        if self.logical_name == "activitypointer":
+            return "activity_pointer_activity_parties"
         return f"{self.logical_name}_activity_parties"
 
 

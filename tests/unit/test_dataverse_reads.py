@@ -111,3 +111,47 @@ async def test_a_won_deal_in_the_audit_history_moves_from_the_stage_it_had_to_wo
     assert [v["operation"] for v in history] == ["create", "update"]
     assert history[1]["by"] == {"id": user, "name": "Nestor Wilke"}
     assert history[1]["changes"] == [{"field": "stage", "old": "Propose", "new": "Closed Won"}]
+
+
+async def test_an_activitys_contacts_are_its_contact_parties_the_rep_can_read_named_from_their_contacts() -> (
+    None
+):
+    """The parties come expanded with the activities (their table annotated on request); a user
+    party (the call's From) is not a contact, and a contact the CRM does not return to the rep
+    is left out, as the reference CRM leaves it out."""
+    deal = "0b3c6a52-0000-4000-8000-0000000000b1"
+    call = "0b3c6a52-0000-4000-8000-0000000000d1"
+    sarah, hidden = "0b3c6a52-0000-4000-8000-0000000000e1", "0b3c6a52-0000-4000-8000-0000000000e2"
+    user = "0b3c6a52-0000-4000-8000-0000000000c1"
+    table = "_partyid_value@Microsoft.Dynamics.CRM.lookuplogicalname"
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if "EntityDefinitions" in request.url.path:
+            return httpx.Response(404, json={"error": {"code": "0x80040217", "message": "none"}})
+        if request.url.path.endswith("/contacts"):
+            assert request.url.params["$filter"] == f"contactid eq {sarah} or contactid eq {hidden}"
+            return httpx.Response(200, json={"value": [{"contactid": sarah, "fullname": "Sarah Chen"}]})
+        parties = [
+            {"participationtypemask": 1, "_partyid_value": user, table: "systemuser"},
+            {"participationtypemask": 2, "_partyid_value": sarah, table: "contact"},
+            {"participationtypemask": 2, "_partyid_value": hidden, table: "contact"},
+        ]
+        row = {
+            "activityid": call,
+            "activitytypecode": "phonecall",
+            "subject": "Budget call",
+            "actualend": "2026-12-08T10:00:00Z",
+            "_regardingobjectid_value": deal,
+            "statecode": 1,
+            "activity_pointer_activity_parties": parties,
+        }
+        return httpx.Response(200, json={"value": [row]})
+
+    activities = await _reads(httpx.MockTransport(handle)).activities(opportunity_id=deal)
+
+    assert activities[0]["contacts"] == [{"id": sarah, "name": "Sarah Chen"}]
+    query = next(r for r in sent if r.url.path.endswith("/activitypointers"))
+    assert query.url.params["$expand"].startswith("activity_pointer_activity_parties(")
+    assert 'odata.include-annotations="Microsoft.Dynamics.CRM.lookuplogicalname"' in query.headers["Prefer"]
