@@ -69,6 +69,15 @@ class Evidence:
             "open_opportunities", await self.crm.open_opportunities(account_id=account_id, mine=mine)
         )
 
+    async def closed_opportunities(
+        self, *, since: datetime, account_id: str | None = None, mine: bool = False
+    ) -> list[Record]:
+        """Opportunities won or lost since a moment, of an account and/or the rep's own."""
+        return self._many(
+            "closed_opportunities",
+            await self.crm.closed_opportunities(since=since, account_id=account_id, mine=mine),
+        )
+
     async def activities(
         self,
         *,

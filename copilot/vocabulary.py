@@ -9,7 +9,7 @@ model's tooling and the evals.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -18,6 +18,12 @@ ReferenceStage = Literal[
 ]
 """The reference CRM's stages, in pipeline order (the last two close a deal)."""
 REFERENCE_STAGES: tuple[str, ...] = get_args(ReferenceStage)
+WON_STAGE: Final[ReferenceStage] = "Closed Won"
+LOST_STAGE: Final[ReferenceStage] = "Closed Lost"
+CLOSED_STAGES: tuple[str, ...] = (WON_STAGE, LOST_STAGE)
+"""What the copilot calls a deal won or lost, on every CRM: the reference stages that close a
+deal (a CRM that closes deals with a state rather than a stage, as Dataverse's ``statecode`` does,
+reads them under these names)."""
 ReferenceActivityType = Literal["call", "meeting", "email", "task"]
 """The activity types the reference CRM logs."""
 REFERENCE_ACTIVITY_TYPES: tuple[str, ...] = get_args(ReferenceActivityType)

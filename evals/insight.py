@@ -148,14 +148,29 @@ def risk_truth(world: World, handle: str, now: datetime, today: date, settings: 
     return facts
 
 
+def closed_in(world: World, user_id: str, since: datetime, until: datetime) -> list[dict[str, Any]]:
+    """The user's deals won or lost in the window: the last change of their stage into the closed
+    stage they have now is in it (without one in their history, their last modification)."""
+    found = []
+    for deal in world.export["opportunities"]:
+        if deal["owner_id"] != user_id or deal["stage"] in OPEN:
+            continue
+        closes = [
+            at for at, old, new in _updates(world.history(deal["id"]), "stage") if new == deal["stage"] != old
+        ]
+        if since <= _at(closes[-1] if closes else deal["modified_at"]) <= until:
+            found.append(deal)
+    return found
+
+
 def change_truth(world: World, handle: str, since: datetime, until: datetime) -> set[Fact]:
     """(record, field / ``created`` / ``activity`` / ``contact``) for every change in the rep's book
-    in the window: their open deals' history, and the activities and new contacts of those deals'
-    accounts."""
+    in the window: their open deals' history and that of their deals won or lost in the window (the
+    close is a ``stage`` change), and the activities and new contacts of the open deals' accounts."""
     user = world.user(handle)
     deals = world.open_deals(user["id"])
     facts: set[Fact] = set()
-    for deal in deals:
+    for deal in [*deals, *closed_in(world, user["id"], since, until)]:
         for h in world.history(deal["id"]):
             if not since <= _at(h["changed_at"]) <= until:
                 continue

@@ -34,6 +34,7 @@ STAGES: tuple[str, ...] = (
     "Closed Lost",
 )
 OPEN_STAGES: tuple[str, ...] = STAGES[:4]
+CLOSED_STAGES: tuple[str, ...] = STAGES[4:]
 CLOSED_PROBABILITY = {"Closed Won": 100, "Closed Lost": 0}
 ACTIVITY_TYPES: tuple[str, ...] = ("call", "meeting", "email", "task")
 DEFAULT_LIMIT = 20
@@ -247,8 +248,34 @@ def _load_scope(conn: sqlite3.Connection, caller: User) -> _Scope:
     )
 
 
+def closed_moments(conn: sqlite3.Connection, tenant_id: str) -> dict[str, str]:
+    """When each closed deal of the tenant closed: the moment its change history last moved its
+    stage into the Closed stage it has now (its creation's, if it was created closed), else its
+    last modification. A CRM stamps the close itself (Dataverse's ``actualclosedate``)."""
+    closed = {
+        r["id"]: r
+        for r in conn.execute(
+            "SELECT id, stage, modified_at FROM opportunities WHERE tenant_id = ? AND stage IN (?, ?)",
+            (tenant_id, *CLOSED_STAGES),
+        )
+    }
+    moments: dict[str, str] = {}
+    for row in conn.execute(
+        "SELECT record_id, changed_at, changes FROM record_history WHERE tenant_id = ?"
+        " AND record_type = 'opportunity' ORDER BY changed_at, id",
+        (tenant_id,),
+    ):
+        deal = closed.get(row["record_id"])
+        if deal is None:
+            continue
+        stage = json.loads(row["changes"]).get("stage")
+        if isinstance(stage, list) and len(stage) == 2 and stage[0] != deal["stage"] == stage[1]:
+            moments[row["record_id"]] = row["changed_at"]
+    return {deal_id: moments.get(deal_id, deal["modified_at"]) for deal_id, deal in closed.items()}
+
+
 def _opportunity_view(
-    caller: User, row: Row, account_names: Mapping[str, str], *, full: bool
+    caller: User, row: Row, account_names: Mapping[str, str], *, full: bool, closed_at: str | None = None
 ) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": row["id"],
@@ -264,6 +291,8 @@ def _opportunity_view(
         "version": row["version"],
         "modified_at": row["modified_at"],
     }
+    if closed_at is not None:
+        view["closed_at"] = closed_at
     if full:
         view["created_at"] = row["created_at"]
         view["modified_by"] = _person(row["modified_by"])
@@ -442,8 +471,11 @@ class CrmService:
         open_only: bool = True,
         limit: int = DEFAULT_LIMIT,
         cursor: str | None = None,
+        closed_since: str | None = None,
     ) -> dict[str, Any]:
-        """Readable opportunities, soonest close first. An explicit ``stage`` overrides ``open_only``."""
+        """Readable opportunities, soonest close first. An explicit ``stage`` overrides ``open_only``;
+        ``closed_since`` lists only deals won or lost at or after that moment (``open_only`` aside).
+        A closed deal carries ``closed_at``: when it closed (:func:`closed_moments`)."""
         _check_limit(limit)
         if owner not in ("me", "any"):
             raise _invalid("owner must be 'me' or 'any'", field="owner")
@@ -451,18 +483,30 @@ class CrmService:
             raise _invalid(f"unknown stage {stage!r}", field="stage", allowed=list(STAGES))
         after = _parse_date(closing_after, "closing_after").isoformat() if closing_after else None
         before = _parse_date(closing_before, "closing_before").isoformat() if closing_before else None
+        closed_ts = _parse_instant(closed_since, "closed_since") if closed_since else None
         with db.transaction(self.db_path, write=False) as conn:
             scope = _load_scope(conn, caller)
+            closed_at = closed_moments(conn, caller.tenant_id)
         if account_id is not None:
             self._account(scope, account_id)
         names = scope.account_names
+
+        def wanted(row: Row) -> bool:
+            if closed_ts is not None:
+                return (
+                    row["id"] in closed_at
+                    and closed_at[row["id"]] >= closed_ts
+                    and (stage is None or row["stage"] == stage)
+                )
+            return row["stage"] == stage if stage else (not open_only or row["stage"] in OPEN_STAGES)
+
         items = [
-            _opportunity_view(caller, row, names, full=False)
+            _opportunity_view(caller, row, names, full=False, closed_at=closed_at.get(row["id"]))
             for row in sorted(scope.opportunities.values(), key=lambda r: (r["close_date"], r["id"]))
             if scope.opportunity_readable(row["id"])
             and (account_id is None or row["account_id"] == account_id)
             and (owner == "any" or row["owner_id"] == caller.id)
-            and (row["stage"] == stage if stage else (not open_only or row["stage"] in OPEN_STAGES))
+            and wanted(row)
             and (after is None or row["close_date"] >= after)
             and (before is None or row["close_date"] <= before)
         ]
@@ -493,8 +537,11 @@ class CrmService:
         """One opportunity with every field the caller may see."""
         with db.transaction(self.db_path, write=False) as conn:
             scope = _load_scope(conn, caller)
+            closed_at = closed_moments(conn, caller.tenant_id)
         row = self._opportunity(scope, opportunity_id)
-        view = _opportunity_view(caller, row, scope.account_names, full=True)
+        view = _opportunity_view(
+            caller, row, scope.account_names, full=True, closed_at=closed_at.get(opportunity_id)
+        )
         view["access"] = _opportunity_access(caller, row)
         return view
 

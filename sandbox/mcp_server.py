@@ -162,6 +162,13 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
         open_only: Annotated[bool, Field(description="Exclude Closed Won / Closed Lost.")] = True,
         limit: Limit = 20,
         cursor: Cursor = None,
+        closed_since: Annotated[
+            str | None,
+            Field(
+                description="Only deals won or lost at or after this ISO date or datetime"
+                " (each with its closed_at); open_only is then ignored."
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Opportunities you can see, filtered by account, owner, stage and close-date window."""
         return await run(
@@ -177,6 +184,7 @@ def build_mcp_server(settings: SandboxSettings, crm: CrmService) -> FastMCP[Any]
                 open_only=open_only,
                 limit=limit,
                 cursor=cursor,
+                closed_since=closed_since,
             ),
         )
 

@@ -9,10 +9,14 @@ the rep may not read simply drops out of every query (the CRM's security, not th
   reports: the users whose ``_parentsystemuserid_value`` is the rep; ``azureactivedirectoryobjectid``
   links each to Entra);
 * accounts, ``contacts`` of an account (``_parentcustomerid_value``), open ``opportunities``
-  (``statecode eq 0`` with ``_parentaccountid_value`` or ``_ownerid_value``), ``activitypointers``
-  regarding an account or its deals (``_regardingobjectid_value``, canceled ones left out);
+  (``statecode eq 0`` with ``_parentaccountid_value`` or ``_ownerid_value``), closed ones
+  (``statecode`` 1 Won or 2 Lost, with ``actualclosedate`` or ``modifiedon`` since the moment),
+  ``activitypointers`` regarding an account or its deals (``_regardingobjectid_value``, canceled
+  ones left out) with their contact parties (``activity_pointer_activity_parties``, named from
+  the rep's readable ``contacts``);
 * each row mapped to the copilot's field names (:mod:`copilot.crm.reads`), its GUID as its id,
-  its stage as the stage's label, its ETag's row version as ``version``.
+  its stage as the stage's label (a won or lost deal's as the copilot's Won / Lost stage, from
+  ``statecode``; a close in the audit history likewise), its ETag's row version as ``version``.
 
 Ids that go into a query or a path are checked to be GUIDs first: an id can come from a model's
 proposal (the digest reads a waiting proposal's target), and must never reshape a query.
@@ -37,7 +41,7 @@ from copilot.crm.dataverse import (
 from copilot.crm.reads import Record
 from copilot.crm.types import TargetKind
 from copilot.errors import CrmCallError
-from copilot.vocabulary import Vocabulary, current_vocabulary, vocabulary_loaded
+from copilot.vocabulary import LOST_STAGE, WON_STAGE, Vocabulary, current_vocabulary, vocabulary_loaded
 
 PAGE: Final = 100
 """Rows per page (``Prefer: odata.maxpagesize``)."""
@@ -45,6 +49,13 @@ MAX_PAGES: Final = 20
 """At most this many pages of one listing (2,000 rows): a bound, as the reference CRM's paging has."""
 CANCELED: Final = 2
 """``statecode`` of a canceled (voided) activity."""
+CLOSED_STAGE: Final[dict[int, str]] = {1: WON_STAGE, 2: LOST_STAGE}
+"""An opportunity's ``statecode`` (1 Won, 2 Lost) → the copilot's stage for it."""
+CONTACT_BATCH: Final = 50
+"""Contact ids per query when naming activity parties (a bound on the URL's length)."""
+PARTIES: Final = "activity_pointer_activity_parties"
+"""The activity-party collection of ``activitypointers`` (each party's ``_partyid_value``)."""
+LOOKUP_TABLE: Final = "_partyid_value@Microsoft.Dynamics.CRM.lookuplogicalname"
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _USER_SELECT: Final = (
     "systemuserid",
@@ -78,6 +89,19 @@ def _instant(value: Any) -> datetime | None:
         return None
     moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def _known_stage_before(versions: list[Record]) -> None:
+    """Fill a stage change's missing old stage (an audit of a close records the state, and the
+    sales stage only if it changed too) from the stage the deal had before, where known."""
+    stage: Any = None
+    for version in versions:
+        for change in version["changes"]:
+            if change["field"] != "stage":
+                continue
+            if change["old"] is None and stage is not None and version["operation"] == "update":
+                change["old"] = stage
+            stage = change["new"]
 
 
 class DataverseReads:
@@ -127,8 +151,10 @@ class DataverseReads:
         where: str | None = None,
         orderby: str | None = None,
         expand: str | None = None,
+        lookup_tables: bool = False,
     ) -> list[Record]:
-        """Every row of a query, following ``@odata.nextLink`` (only back to this environment)."""
+        """Every row of a query, following ``@odata.nextLink`` (only back to this environment);
+        ``lookup_tables``: with each lookup's table (Dataverse annotates it only when asked)."""
         web = await self._api()
         query = {"$select": ",".join(select)}
         if where:
@@ -140,10 +166,11 @@ class DataverseReads:
         params: dict[str, str] | None = query
         path = self._set(logical_name)
         rows: list[Record] = []
+        prefer = f"odata.maxpagesize={PAGE}"
+        if lookup_tables:
+            prefer += ',odata.include-annotations="Microsoft.Dynamics.CRM.lookuplogicalname"'
         for _ in range(MAX_PAGES):
-            response = await web.send(
-                "GET", path, params=params, headers={"Prefer": f"odata.maxpagesize={PAGE}"}
-            )
+            response = await web.send("GET", path, params=params, headers={"Prefer": prefer})
             if response.status_code != 200:
                 raise refusal(response)
             body = response.json()
@@ -251,6 +278,7 @@ class DataverseReads:
             "_parentaccountid_value",
             "_ownerid_value",
             "statecode",
+            "actualclosedate",
         ), expand
 
     async def _opportunity(self, row: Record) -> Record:
@@ -262,6 +290,11 @@ class DataverseReads:
         values["owner"] = {"id": owner} if owner else None
         account = row.get("_parentaccountid_value")
         values["account"] = {"id": account} if account else None
+        closed = CLOSED_STAGE.get(row.get("statecode", 0))
+        if closed is not None:
+            # Won or lost whatever its sales stage was: the copilot's stage for it, and the day.
+            values["stage"] = closed
+            values["closed_at"] = row.get("actualclosedate")
         return values
 
     async def open_opportunities(self, *, account_id: str | None = None, mine: bool = False) -> list[Record]:
@@ -279,6 +312,27 @@ class DataverseReads:
             where=" and ".join(conditions),
             orderby=f"{columns['close_date']} asc",
             expand=expand,
+        )
+        return [await self._opportunity(r) for r in rows]
+
+    async def closed_opportunities(
+        self, *, since: datetime, account_id: str | None = None, mine: bool = False
+    ) -> list[Record]:
+        """Won or lost (``statecode`` 1 or 2) ``opportunities`` of the account and/or the rep's own,
+        closed on or after ``since``'s day (``actualclosedate`` is a date) or changed since
+        (``modifiedon``: a closed deal is read-only, so its last change is its close)."""
+        moment = since.astimezone(UTC)
+        conditions = [
+            "(statecode eq 1 or statecode eq 2)",
+            f"(actualclosedate ge {moment:%Y-%m-%d} or modifiedon ge {moment:%Y-%m-%dT%H:%M:%SZ})",
+        ]
+        if account_id is not None:
+            conditions.append(f"_parentaccountid_value eq {guid(account_id)}")
+        if mine:
+            conditions.append(f"_ownerid_value eq {guid(str((await self.me()).get('id') or ''))}")
+        select, expand = await self._opportunity_select()
+        rows = await self._rows(
+            "opportunity", select, where=" and ".join(conditions), orderby="modifiedon desc", expand=expand
         )
         return [await self._opportunity(r) for r in rows]
 
@@ -333,16 +387,56 @@ class DataverseReads:
             raise CrmCallError("validation", "activities are read for an account or an opportunity")
         about = " or ".join(f"_regardingobjectid_value eq {r}" for r in dict.fromkeys(regarding))
         rows = await self._rows(
-            "activitypointer", _ACTIVITY_SELECT, where=f"({about}) and statecode ne {CANCELED}"
+            "activitypointer",
+            _ACTIVITY_SELECT,
+            where=f"({about}) and statecode ne {CANCELED}",
+            expand=f"{PARTIES}($select=_partyid_value,participationtypemask)",
+            lookup_tables=True,
         )
         found = [self._activity(r) for r in rows]
+        parties = {id(a): self._contact_parties(r) for a, r in zip(found, rows, strict=True)}
         moments = {id(a): _instant(a["occurred_at"]) for a in found}
         if since is not None:
             found = [a for a in found if (m := moments[id(a)]) is not None and m >= since]
         found.sort(
             key=lambda a: (moments[id(a)] or datetime.min.replace(tzinfo=UTC), str(a["id"])), reverse=True
         )
-        return found[: max(0, limit)]
+        found = found[: max(0, limit)]
+        names = await self._contact_names([c for a in found for c in parties[id(a)]])
+        for activity in found:
+            activity["contacts"] = [{"id": c, "name": names[c]} for c in parties[id(activity)] if c in names]
+        return found
+
+    @staticmethod
+    def _contact_parties(row: Record) -> list[str]:
+        """The contacts among an activity row's parties (any participation: To, attendee,
+        Regarding), in order, once each."""
+        found: list[str] = []
+        for party in row.get(PARTIES) or []:
+            if not isinstance(party, dict):
+                continue
+            table, party_id = party.get(LOOKUP_TABLE), party.get("_partyid_value")
+            # Without the annotation the id may be anyone's: the contacts read below keeps contacts.
+            if table in (None, "contact") and isinstance(party_id, str) and _GUID.match(party_id):
+                found.append(party_id.lower())
+        return list(dict.fromkeys(found))
+
+    async def _contact_names(self, contact_ids: list[str]) -> dict[str, str]:
+        """id → full name of the contacts the rep can read among ``contact_ids`` (one that the
+        CRM does not return to the rep is left out, as the reference CRM leaves it out)."""
+        wanted = list(dict.fromkeys(contact_ids))
+        names: dict[str, str] = {}
+        for start in range(0, len(wanted), CONTACT_BATCH):
+            batch = wanted[start : start + CONTACT_BATCH]
+            rows = await self._rows(
+                "contact",
+                ("contactid", "fullname"),
+                where=" or ".join(f"contactid eq {c}" for c in batch),
+            )
+            names |= {
+                str(r["contactid"]).lower(): str(r.get("fullname") or "") for r in rows if r.get("contactid")
+            }
+        return names
 
     # --- change history (the audit table) -----------------------------------------------------
 
@@ -386,6 +480,10 @@ class DataverseReads:
             if kind == "opportunity":
                 before = {k: v for k, v in web.opportunity_values(old).items() if k not in ("id", "version")}
                 after = {k: v for k, v in web.opportunity_values(new).items() if k not in ("id", "version")}
+                # Won or lost (statecode 1 / 2) is a move to the copilot's Won / Lost stage.
+                for values, row in ((before, old), (after, new)):
+                    if (closed := CLOSED_STAGE.get(row.get("statecode", -1))) is not None:
+                        values["stage"] = closed
             else:
                 before = {k: v for k, v in old.items() if not k.startswith("@")}
                 after = {k: v for k, v in new.items() if not k.startswith("@")}
@@ -409,6 +507,8 @@ class DataverseReads:
                 }
             )
         versions.sort(key=lambda v: str(v["at"]))
+        if kind == "opportunity":
+            _known_stage_before(versions)
         return versions
 
     # --- one record ------------------------------------------------------------------------------

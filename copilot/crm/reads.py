@@ -16,11 +16,16 @@ CRM's, which is what :mod:`copilot.briefs.compose` and the cards consume:
 * a contact: ``id``, ``name``, ``title``, ``email``, ``account_id`` (the address is for matching
   meeting attendees in code only, never for a model or a brief) and ``created_at`` (ISO 8601,
   when the contact was added; None or absent when the CRM does not say);
-* an opportunity: ``id``, ``name``, ``stage`` (the stage's label), ``amount``, ``currency``,
-  ``close_date``, ``next_step``, ``probability``, ``owner`` (``{"id": …}``), ``version``;
+* an opportunity: ``id``, ``name``, ``stage`` (the stage's label; a deal won or lost reads as
+  :data:`~copilot.vocabulary.WON_STAGE` / :data:`~copilot.vocabulary.LOST_STAGE` on every CRM),
+  ``amount``, ``currency``, ``close_date``, ``next_step``, ``probability``, ``owner``
+  (``{"id": …}``), ``version``; a closed one (:meth:`CrmReads.closed_opportunities`) also
+  ``closed_at`` (ISO 8601 when it closed, a date where the CRM keeps only the day; None when the
+  CRM does not say);
 * an activity: ``id``, ``type`` (the copilot's activity type), ``subject``, ``notes`` (for the
   risk signal a model reads, :mod:`copilot.insight.notes`; never put in a brief), ``occurred_at``
-  (ISO 8601), newest first;
+  (ISO 8601), ``contacts`` (the contacts taking part that the rep can read, each ``{"id",
+  "name"}``), newest first;
 * a version of a record (:meth:`CrmReads.history`): ``record_id``, ``at`` (ISO 8601), ``by``
   (``{"id", "name"}``), ``operation`` (``create`` / ``update``) and ``changes`` (each
   ``{"field", "old", "new"}`` in the copilot's field names), oldest first.
@@ -62,6 +67,15 @@ class CrmReads(Protocol):
     async def open_opportunities(self, *, account_id: str | None = None, mine: bool = False) -> list[Record]:
         """Open opportunities the rep can see, soonest close first: of one account, and/or only
         the rep's own (``mine``)."""
+        ...
+
+    async def closed_opportunities(
+        self, *, since: datetime, account_id: str | None = None, mine: bool = False
+    ) -> list[Record]:
+        """Opportunities won or lost that the rep can see, of one account and/or only the rep's own
+        (``mine``), closed at or after ``since``: at least those (a CRM that keeps only the day a
+        deal closed, or filters by its last change, may also return one closed earlier that day or
+        changed since), each with ``closed_at``."""
         ...
 
     async def activities(

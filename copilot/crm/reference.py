@@ -79,6 +79,11 @@ PAGE: Final = 100
 MAX_PAGES: Final = 20
 
 
+def _instant_text(moment: datetime) -> str:
+    """A moment as the reference CRM's arguments take it (UTC, to the second)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def expected_tools() -> tuple[frozenset[str], frozenset[str]]:
     """The MCP tools the copilot calls by name on the reference CRM: (reads, writes)."""
     return READ_TOOLS, WRITER_WRITES
@@ -237,6 +242,18 @@ class ReferenceReads:
             arguments["owner"] = "me"
         return await self._items(LIST_OPPORTUNITIES, arguments)
 
+    async def closed_opportunities(
+        self, *, since: datetime, account_id: str | None = None, mine: bool = False
+    ) -> list[Record]:
+        """``list_opportunities`` with ``closed_since`` (the CRM dates each close from its change
+        history and returns it as ``closed_at``)."""
+        arguments: dict[str, Any] = {"closed_since": _instant_text(since)}
+        if account_id is not None:
+            arguments["account_id"] = account_id
+        if mine:
+            arguments["owner"] = "me"
+        return await self._items(LIST_OPPORTUNITIES, arguments)
+
     async def activities(
         self,
         *,
@@ -252,7 +269,7 @@ class ReferenceReads:
         if opportunity_id is not None:
             arguments["opportunity_id"] = opportunity_id
         if since is not None:
-            arguments["since"] = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            arguments["since"] = _instant_text(since)
         page = await self._crm.call(LIST_ACTIVITIES, arguments)
         return [item for item in page.get("items") or [] if isinstance(item, dict)]
 

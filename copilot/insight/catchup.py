@@ -4,14 +4,19 @@ whole book, composed from the rep's own CRM reads with no model call, every item
 * field changes (old → new, who, when) and stage movements, from the CRM's change history
   (:meth:`copilot.crm.reads.CrmReads.history`) of each open deal in scope, and deals created
   since;
+* deals won or lost in the window (:meth:`copilot.crm.reads.CrmReads.closed_opportunities`: the
+  rep's own for their book, the account's, or the one deal asked about even if closed): the close
+  as a stage movement into :data:`~copilot.vocabulary.WON_STAGE` / :data:`~copilot.vocabulary.LOST_STAGE`
+  with who and when from the deal's change history (with the rest of its changes since), or, where
+  the CRM keeps no history of it, from the deal's ``closed_at``; a deal closed before the window
+  is not listed, whatever changed on it since;
 * new activities regarding the deal, or the account(s) and their deals, that happened since;
 * new contacts of the deal's account, the account, or the accounts of the rep's open deals,
   added since (the contact's ``created_at``, :meth:`copilot.crm.reads.CrmReads.contacts`).
 
 A CRM whose contact reads do not say when a contact was added gets the honest note
 (:data:`CONTACTS_SKIPPED`) instead of a guess. A deal whose history the CRM keeps none of (or
-refuses) is counted and named in ``skipped``. Deals closed since are not read: the reads give
-open deals only, so a deal won or lost in the window is not among the stage movements.
+refuses) is counted and named in ``skipped``.
 
 "Since" defaults to the rep's last catch-up of their whole book (stored per rep in PostgreSQL,
 :func:`last_catch_up`), else 7 days before now; a whole-book catch-up moves the stored moment
@@ -31,10 +36,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from copilot.auth.tokens import TokenBroker
 from copilot.cited_text import CitationCheck, amount_text, check_citations, plain, with_citations
 from copilot.crm import connector
+from copilot.crm.reads import Record
 from copilot.evidence import Evidence
 from copilot.identity import RepIdentity
 from copilot.insight.risk import history_of
 from copilot.settings import Settings
+from copilot.vocabulary import CLOSED_STAGES
 
 DEFAULT_DAYS = 7
 MAX_DEALS = 200
@@ -134,6 +141,48 @@ def history_items(
             text, cites = with_citations(f"{name}: {label} {old} → {new}{who}, {when}", deal_id)
             items.append(CatchUpItem(kind=kind, text=text, cited=cites, at=at, by=by, field=field))
     return items
+
+
+def is_closed(deal: Mapping[str, Any]) -> bool:
+    """Whether the deal is won or lost (its stage, in the copilot's words on every CRM)."""
+    return plain(deal.get("stage")) in CLOSED_STAGES
+
+
+def _closed_in(value: Any, since: datetime, until: datetime) -> datetime | None:
+    """A deal's ``closed_at`` if it falls in the window (a bare date: if its day does), else None."""
+    moment = _instant(value)
+    if moment is None:
+        return None
+    if len(str(value)) == 10:  # the CRM keeps the day only
+        return moment if since.date() <= moment.date() <= until.date() else None
+    return moment if since <= moment <= until else None
+
+
+def closed_items(
+    deal: Mapping[str, Any], history: Sequence[Mapping[str, Any]] | None, since: datetime, until: datetime
+) -> list[CatchUpItem]:
+    """A deal won or lost between ``since`` and ``until``: its changes since (the close among them,
+    a stage movement with who and when), or, without a close in its history, the close from its
+    ``closed_at``; nothing when it closed outside the window."""
+    stage = plain(deal.get("stage"))
+    closes = [
+        at
+        for version in history or []
+        for change in version.get("changes") or []
+        if isinstance(change, Mapping)
+        and change.get("field") == "stage"
+        and change.get("new") == stage
+        and (at := _instant(version.get("at"))) is not None
+    ]
+    if closes:
+        return history_items(deal, history or [], since) if since <= closes[-1] <= until else []
+    at = _closed_in(deal.get("closed_at"), since, until)
+    if at is None:
+        return []
+    when = f"{at:%Y-%m-%d}" if len(str(deal.get("closed_at"))) == 10 else f"{at:%Y-%m-%d %H:%M} UTC"
+    text, cites = with_citations(f"{plain(deal.get('name'))}: closed as {stage}, {when}", str(deal["id"]))
+    items = [i for i in history_items(deal, history or [], since) if i.kind != "new_deal"]
+    return [*items, CatchUpItem(kind="stage", text=text, cited=cites, at=at, field="stage")]
 
 
 def activity_item(activity: Mapping[str, Any], names: Mapping[str, str]) -> CatchUpItem | None:
@@ -244,18 +293,23 @@ async def catch_up_reads(
 ) -> tuple[str, int, list[CatchUpItem], list[str]]:
     """(scope, deals looked at, items, skipped notes) of one catch-up, read as the rep."""
     account_names: dict[str, str] = {}
+    closed: list[Record] = []
     if opportunity_id is not None:
         deal = await evidence.record_of("opportunity", opportunity_id)
         deals, scope = [deal], plain(deal.get("name"))
         activities = await evidence.activities(opportunity_id=opportunity_id, since=since, limit=MAX_ITEMS)
         account_names = _accounts_of(deals)
+        if is_closed(deal):
+            deals, closed = [], [deal]
     elif account_id is not None:
         account = await evidence.account(account_id)
         deals, scope = await evidence.open_opportunities(account_id=account_id), plain(account.get("name"))
+        closed = await evidence.closed_opportunities(since=since, account_id=account_id)
         activities = await evidence.activities(account_id=account_id, since=since, limit=MAX_ITEMS)
         account_names = {account_id: plain(account.get("name"))}
     else:
         deals, scope = await evidence.open_opportunities(mine=True), "your book"
+        closed = await evidence.closed_opportunities(since=since, mine=True)
         activities = []
         account_names = _accounts_of(deals)
         for one in account_names:
@@ -273,6 +327,14 @@ async def catch_up_reads(
             without += 1
             continue
         items += history_items(deal, history, since)
+    # Deals won or lost in the window (a CRM may return some closed before it: left out here).
+    looked = len(deals)
+    for won_or_lost in [d for d in closed if str(d.get("id") or "") not in names][:MAX_DEALS]:
+        history = await history_of(evidence, str(won_or_lost["id"]))
+        found = closed_items(won_or_lost, history, since, until)
+        looked += bool(found)
+        without += bool(found) and history is None
+        items += found
     seen: set[str] = set()
     for activity in activities:
         item = activity_item(activity, names)
@@ -290,7 +352,7 @@ async def catch_up_reads(
     if without:
         skipped.insert(
             0,
-            f"The CRM gave no change history for {without} of {len(deals)} deals: their field changes are not listed.",
+            f"The CRM gave no change history for {without} of {looked} deals: their field changes are not listed.",
         )
     return scope, len(deals), items[:MAX_ITEMS], skipped
 

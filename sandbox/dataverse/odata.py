@@ -127,13 +127,18 @@ def parse_query(params: Mapping[str, str], entity: Entity) -> QueryOptions:
 def _parse_expand(item: str, entity: Entity) -> Expand:
     name, paren, rest = item.partition("(")
     nav = entity.nav(name.strip())
-    if nav is None and entity.party_masks and name.strip() == entity.parties_property:
-        return Expand(entity.parties_property)
+    if nav is None and entity.activity and name.strip() == entity.parties_property:
+        return Expand(entity.parties_property, _expand_select(item, rest, paren))
     if nav is None:
         raise bad_request(
             f"Could not find a property named '{name.strip()}' on type"
             f" 'Microsoft.Dynamics.CRM.{entity.logical_name}'."
         )
+    return Expand(nav.name, _expand_select(item, rest, paren))
+
+
+def _expand_select(item: str, rest: str, paren: str) -> tuple[str, ...]:
+    """The columns an ``$expand`` item's nested ``$select`` names (none: all)."""
     select: tuple[str, ...] = ()
     if paren:
         inner = rest.rstrip()
@@ -144,7 +149,7 @@ def _parse_expand(item: str, entity: Entity) -> Expand:
             if key.strip() != "$select":
                 raise bad_request(f"Only $select is supported inside $expand, not {key.strip()}.")
             select = tuple(s.strip() for s in value.split(",") if s.strip())
-    return Expand(nav.name, select)
+    return select
 
 
 # --- $filter ---------------------------------------------------------------------------

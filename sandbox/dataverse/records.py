@@ -22,7 +22,7 @@ from typing import Any
 
 from sandbox import db
 from sandbox import permissions as perms
-from sandbox.crm import OPEN_STAGES, PARTY_REGARDING, _load_scope, _Scope
+from sandbox.crm import OPEN_STAGES, PARTY_REGARDING, _load_scope, _Scope, closed_moments
 from sandbox.dataverse import errors
 from sandbox.dataverse.ids import guid_for, parse_guid
 from sandbox.dataverse.schema import (
@@ -151,6 +151,8 @@ class Snapshot:
     key_column: str
     opportunity_keys: dict[str, str] = field(default_factory=dict)
     """Opportunity id → the write key its last keyed update stamped (``record_keys``)."""
+    closed_at: dict[str, str] = field(default_factory=dict)
+    """Closed opportunity id → when it closed (:func:`sandbox.crm.closed_moments`)."""
     _guids: dict[str, dict[str, str]] = field(default_factory=dict)
 
     # --- GUID lookups ------------------------------------------------------------------
@@ -254,7 +256,13 @@ class Snapshot:
         if kind == "contact":
             return _contact(row)
         if kind == "opportunity":
-            return _opportunity(self.caller, row, self.key_column, self.opportunity_keys.get(row["id"]))
+            return _opportunity(
+                self.caller,
+                row,
+                self.key_column,
+                self.opportunity_keys.get(row["id"]),
+                self.closed_at.get(row["id"]),
+            )
         if kind == "systemuser":
             return _systemuser(row["id"])
         return _activity(row, self.states.get(row["id"]), self.key_column, self.parties.get(row["id"], []))
@@ -342,7 +350,10 @@ CURRENCY_CODES = ("USD", "EUR", "GBP", "AED", "JPY", "CAD", "AUD", "CHF", "INR",
 """The ISO codes the sandbox CRM's deals may carry (its transactioncurrency rows)."""
 
 
-def _opportunity(caller: User, row: Raw, key_column: str, key_value: str | None) -> Row:
+def _opportunity(
+    caller: User, row: Raw, key_column: str, key_value: str | None, closed_at: str | None = None
+) -> Row:
+    """An opportunity row; ``closed_at`` (a closed deal's close moment) is its ``actualclosedate``."""
     stage = row["stage"]
     index = OPEN_STAGES.index(stage) if stage in OPEN_STAGES else len(OPEN_STAGES) - 1
     statecode, statuscode = opportunity_state(stage)
@@ -357,6 +368,7 @@ def _opportunity(caller: User, row: Raw, key_column: str, key_value: str | None)
         "stepname": f"{index + 1}-{stage}" if stage in OPEN_STAGES else stage,
         "estimatedvalue": row["amount"],
         "estimatedclosedate": row["close_date"],
+        "actualclosedate": closed_at[:10] if closed_at and statecode != 0 else None,
         "closeprobability": row["probability"],
         "new_commission": commission,
         key_column: key_value,
@@ -437,9 +449,15 @@ def _activity(row: Raw, state: Raw | None, key_column: str, parties: Sequence[Ra
 
 
 def activity_parties(parties: Sequence[Raw]) -> list[Row]:
-    """An activity's parties as ``$expand=<activity>_activity_parties`` returns them."""
+    """An activity's ``activityparty`` rows, as ``$expand=<activity>_activity_parties`` (or
+    ``activity_pointer_activity_parties``) returns them."""
     return [
         {
+            "activitypartyid": guid_for(
+                "activityparty",
+                f"{p['activity_id']}:{p['participation_type']}:{p['party_type']}:{p['party_id']}",
+            ),
+            "_activityid_value": guid_for("activity", p["activity_id"]),
             "participationtypemask": p["participation_type"],
             "_partyid_value": guid_for(p["party_type"], p["party_id"]),
             "_partyid_value@Microsoft.Dynamics.CRM.lookuplogicalname": p["party_type"],
@@ -482,6 +500,7 @@ def load_snapshot(conn: sqlite3.Connection, caller: User, key_column: str) -> Sn
                 tenant,
             )
         },
+        closed_at=closed_moments(conn, caller.tenant_id),
     )
 
 

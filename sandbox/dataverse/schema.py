@@ -89,7 +89,10 @@ class Entity:
 
     @property
     def parties_property(self) -> str:
-        """The activity-party collection an activity is written with."""
+        """The activity-party collection of an activity: written with it (``phonecall_activity_parties``),
+        and expanded on reads, also across activity types (``activity_pointer_activity_parties``)."""
+        if self.logical_name == "activitypointer":
+            return "activity_pointer_activity_parties"
         return f"{self.logical_name}_activity_parties"
 
 
@@ -258,6 +261,7 @@ def entities(key_column: str) -> dict[str, Entity]:
             Column("stepname", "string", "Pipeline phase", max_length=200),
             Column("estimatedvalue", "money", "Est. revenue"),
             Column("estimatedclosedate", "dateonly", "Est. close date"),
+            Column("actualclosedate", "dateonly", "Actual close date (a won or lost deal's)"),
             Column("closeprobability", "integer", "Probability (0-100)"),
             Column("new_commission", "money", "Commission (secured column)", secured=True),
             Column(key_column, "string", "Copilot write key (the last update's)", max_length=100),

@@ -309,7 +309,10 @@ class WebApi:
         shaped = odata.project(row, options.select, entity.primary_id)
         for item in options.expand:
             if item.navigation == entity.parties_property:
-                shaped[item.navigation] = snap.parties_of(entity.logical_name, row[entity.primary_id])
+                shaped[item.navigation] = [
+                    odata.project(party, item.select, "activitypartyid")
+                    for party in snap.parties_of(entity.logical_name, row[entity.primary_id])
+                ]
                 continue
             nav = entity.nav(item.navigation)
             assert nav is not None

@@ -190,3 +190,49 @@ async def test_a_contact_added_since_the_moment_is_listed_cited_and_one_added_be
         assert f"Olga Oldfield {profile}" not in result.text
         assert "New contacts:" in result.text
         assert CONTACTS_SKIPPED not in result.skipped
+
+
+WON_BY_NESTOR = {"reference": "opp-0010", "dataverse": "opp-0012"}
+"""An open deal of alex's per profile (Negotiation, each on an account of its own), for his manager
+to win."""
+
+
+@pytest.mark.parametrize("profile", ["reference", "dataverse"])
+async def test_a_deal_won_by_another_user_in_the_window_appears_with_who_and_when_cited_and_not_in_a_window_after_it(
+    sandbox: SandboxProcess, copilot_settings: Settings, database_url: str, profile: str
+):
+    deal = WON_BY_NESTOR[profile]
+    state = sandbox.admin("GET", "/admin/export")
+    account = next(o["account_id"] for o in state["opportunities"] if o["id"] == deal)
+    won_at = _update(sandbox, "nestor", deal, stage="Closed Won")
+    settings, deal_id, account_id = copilot_settings, deal, account
+    if profile == "dataverse":
+        settings = dataverse_settings(database_url, sandbox)
+        await prepare_database(settings)
+        deal_id, account_id = guid_for("opportunity", deal), guid_for("account", account)
+
+    # The whole book (the rep's own deals won or lost), the deal's account, and the deal itself.
+    for scope in ({}, {"account_id": account_id}, {"opportunity_id": deal_id}):
+        result = await _catch_up(
+            settings, "alex", won_at + timedelta(hours=1), since=won_at - timedelta(hours=1), **scope
+        )
+        mine = [i for i in result.items if deal_id in i.cited]
+        assert mine, result.text
+        assert {i.by for i in mine} == {"Nestor Wilke"}, result.text
+        stage = [i for i in mine if i.kind == "stage"]
+        assert len(stage) == 1, result.text
+        assert stage[0].field == "stage"
+        assert stage[0].at == won_at
+        assert stage[0].cited == (deal_id,)
+        assert "Negotiation → Closed Won by Nestor Wilke" in stage[0].text
+        assert f"{won_at:%Y-%m-%d %H:%M} UTC [{deal_id}]" in stage[0].text
+        assert "Stage movements:" in result.text
+        assert not result.skipped, result.skipped
+
+    # A window that starts after the close leaves the deal out, though it was the last change to
+    # it (and Dataverse, keeping only the day it closed, still returns it among the closed deals).
+    for scope in ({}, {"account_id": account_id}, {"opportunity_id": deal_id}):
+        later = await _catch_up(
+            settings, "alex", won_at + timedelta(hours=2), since=won_at + timedelta(minutes=1), **scope
+        )
+        assert not [i for i in later.items if deal_id in i.cited], later.text

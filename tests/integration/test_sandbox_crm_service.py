@@ -486,6 +486,32 @@ def test_closing_an_opportunity_sets_probability(crm: CrmService):
     assert lost["opportunity"]["probability"] == 0
 
 
+def test_closed_since_lists_the_deals_closed_from_that_moment_with_when_their_history_closed_them(
+    crm: CrmService,
+):
+    alex = user("alex")
+    won = crm.update_opportunity(alex, "opp-acme-renewal", 1, {"stage": "Closed Won"})
+    closed_at = won["opportunity"]["modified_at"]
+    after = (datetime.fromisoformat(closed_at.replace("Z", "+00:00")) + timedelta(seconds=1)).isoformat()
+
+    found = all_items(crm.list_opportunities, alex, owner="me", closed_since=closed_at)
+    assert [(o["id"], o["stage"], o["closed_at"]) for o in found] == [
+        ("opp-acme-renewal", "Closed Won", closed_at)
+    ]
+    assert all_items(crm.list_opportunities, alex, owner="me", closed_since=after) == []
+    # A deal the seed closed long ago carries the moment its history closed it, in any listing.
+    seeded = next(
+        o
+        for o in all_items(crm.list_opportunities, alex, owner="me", open_only=False)
+        if o["id"] == "opp-acme-renewal-2026"
+    )
+    history = crm.get_record_history(alex, "opportunity", "opp-acme-renewal-2026")["items"]
+    closing = [h["changed_at"] for h in history if any(c["field"] == "stage" for c in h["changes"])]
+    assert seeded["closed_at"] == closing[-1] < closed_at
+    assert crm.get_opportunity(alex, "opp-acme-renewal")["closed_at"] == closed_at
+    assert "closed_at" not in crm.get_opportunity(alex, "opp-acme-expansion")
+
+
 def test_concurrent_updates_with_the_same_version_let_exactly_one_win(crm: CrmService):
     alex = user("alex")
     barrier = threading.Barrier(20)

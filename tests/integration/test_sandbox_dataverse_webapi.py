@@ -336,6 +336,53 @@ def test_activity_parties_bind_contacts_with_their_participation_type(sandbox: S
     }
 
 
+def test_activitypointers_expand_their_parties_as_activityparty_rows_with_the_partys_table(
+    sandbox: SandboxProcess,
+):
+    contact = next(
+        c for c in sandbox.admin("GET", "/admin/export")["contacts"] if c["account_id"] == "acc-acme"
+    )
+    body = {
+        **_phonecall_body("Call with a party", _acme_renewal(sandbox)),
+        "phonecall_activity_parties": [
+            {
+                "partyid_contact@odata.bind": f"/contacts({guid_for('contact', contact['id'])})",
+                "participationtypemask": 2,
+            }
+        ],
+    }
+    created = webapi(sandbox, "POST", "phonecalls", headers={"Prefer": "return=representation"}, json=body)
+    assert created.status_code == 201, created.text
+    activity = created.json()["activityid"]
+
+    expand = "activity_pointer_activity_parties($select=_partyid_value,participationtypemask)"
+    rows = webapi(
+        sandbox,
+        "GET",
+        f"activitypointers?$select=activityid&$filter=activityid eq {activity}&$expand={expand}",
+    ).json()["value"]
+    assert rows == [
+        {
+            "@odata.etag": rows[0]["@odata.etag"],
+            "activityid": activity,
+            "activity_pointer_activity_parties": [
+                {
+                    "activitypartyid": rows[0]["activity_pointer_activity_parties"][0]["activitypartyid"],
+                    "participationtypemask": 2,
+                    "_partyid_value": guid_for("contact", contact["id"]),
+                    "_partyid_value@Microsoft.Dynamics.CRM.lookuplogicalname": "contact",
+                }
+            ],
+        }
+    ]
+    full = webapi(
+        sandbox, "GET", f"activitypointers({activity})?$expand=activity_pointer_activity_parties"
+    ).json()["activity_pointer_activity_parties"]
+    assert [p["_activityid_value"] for p in full] == [activity]
+    # Only the activity pointer's collection has that name: a phone call's is its own.
+    assert webapi(sandbox, "GET", "phonecalls?$expand=activity_pointer_activity_parties").status_code == 400
+
+
 def test_a_canceled_task_is_read_only_until_reopened(sandbox: SandboxProcess):
     created = webapi(
         sandbox,

@@ -78,3 +78,80 @@ async def test_paging_follows_next_links_back_to_the_environment_only() -> None:
     queries = [r for r in sent if "EntityDefinitions" not in r.url.path]
     assert [r.url.host for r in queries] == ["org.crm.dynamics.com", "org.crm.dynamics.com"]
     assert all(r.headers["Authorization"] == "Bearer rep-obo-token" for r in queries)
+
+
+async def test_a_won_deal_in_the_audit_history_moves_from_the_stage_it_had_to_won_though_only_its_state_changed() -> (
+    None
+):
+    """Dynamics 365 audits a close as a ``statecode`` change: the sales stage appears only where it
+    changed, so the stage it was won from is the one the history gave it last."""
+    deal = "0b3c6a52-0000-4000-8000-0000000000b1"
+    user = "0b3c6a52-0000-4000-8000-0000000000c1"
+
+    def detail(at: str, operation: int, old: dict[str, object], new: dict[str, object]) -> dict[str, object]:
+        record = {"createdon": at, "operation": operation, "_userid_value": user}
+        return {"AuditRecord": record, "OldValue": old, "NewValue": new}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if "EntityDefinitions" in request.url.path:
+            return httpx.Response(404, json={"error": {"code": "0x80040217", "message": "none"}})
+        if request.url.path.endswith(f"systemusers({user})"):
+            return httpx.Response(200, json={"systemuserid": user, "fullname": "Nestor Wilke"})
+        assert "RetrieveRecordChangeHistory" in request.url.path
+        details = [
+            detail(
+                "2026-12-08T10:00:00Z", 2, {"statecode": 0}, {"statecode": 1, "actualclosedate": "2026-12-08"}
+            ),
+            detail("2026-11-01T10:00:00Z", 1, {}, {"name": "Fleet", "salesstage": 2, "statecode": 0}),
+        ]
+        return httpx.Response(200, json={"AuditDetailCollection": {"AuditDetails": details}})
+
+    history = await _reads(httpx.MockTransport(handle)).history("opportunity", deal)
+
+    assert [v["operation"] for v in history] == ["create", "update"]
+    assert history[1]["by"] == {"id": user, "name": "Nestor Wilke"}
+    assert history[1]["changes"] == [{"field": "stage", "old": "Propose", "new": "Closed Won"}]
+
+
+async def test_an_activitys_contacts_are_its_contact_parties_the_rep_can_read_named_from_their_contacts() -> (
+    None
+):
+    """The parties come expanded with the activities (their table annotated on request); a user
+    party (the call's From) is not a contact, and a contact the CRM does not return to the rep
+    is left out, as the reference CRM leaves it out."""
+    deal = "0b3c6a52-0000-4000-8000-0000000000b1"
+    call = "0b3c6a52-0000-4000-8000-0000000000d1"
+    sarah, hidden = "0b3c6a52-0000-4000-8000-0000000000e1", "0b3c6a52-0000-4000-8000-0000000000e2"
+    user = "0b3c6a52-0000-4000-8000-0000000000c1"
+    table = "_partyid_value@Microsoft.Dynamics.CRM.lookuplogicalname"
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if "EntityDefinitions" in request.url.path:
+            return httpx.Response(404, json={"error": {"code": "0x80040217", "message": "none"}})
+        if request.url.path.endswith("/contacts"):
+            assert request.url.params["$filter"] == f"contactid eq {sarah} or contactid eq {hidden}"
+            return httpx.Response(200, json={"value": [{"contactid": sarah, "fullname": "Sarah Chen"}]})
+        parties = [
+            {"participationtypemask": 1, "_partyid_value": user, table: "systemuser"},
+            {"participationtypemask": 2, "_partyid_value": sarah, table: "contact"},
+            {"participationtypemask": 2, "_partyid_value": hidden, table: "contact"},
+        ]
+        row = {
+            "activityid": call,
+            "activitytypecode": "phonecall",
+            "subject": "Budget call",
+            "actualend": "2026-12-08T10:00:00Z",
+            "_regardingobjectid_value": deal,
+            "statecode": 1,
+            "activity_pointer_activity_parties": parties,
+        }
+        return httpx.Response(200, json={"value": [row]})
+
+    activities = await _reads(httpx.MockTransport(handle)).activities(opportunity_id=deal)
+
+    assert activities[0]["contacts"] == [{"id": sarah, "name": "Sarah Chen"}]
+    query = next(r for r in sent if r.url.path.endswith("/activitypointers"))
+    assert query.url.params["$expand"].startswith("activity_pointer_activity_parties(")
+    assert 'odata.include-annotations="Microsoft.Dynamics.CRM.lookuplogicalname"' in query.headers["Prefer"]

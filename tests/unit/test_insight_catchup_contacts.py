@@ -26,6 +26,9 @@ class _Crm:
     async def open_opportunities(self, **_: Any) -> list[dict[str, Any]]:
         return []
 
+    async def closed_opportunities(self, **_: Any) -> list[dict[str, Any]]:
+        return []
+
     async def activities(self, **_: Any) -> list[dict[str, Any]]:
         return []
 
