@@ -14,10 +14,8 @@ from typing import Any
 from bot import cards
 from bot.conversations import Pool
 from bot.rep_tokens import SignedInRep
+from bot.replies import Reply
 from copilot import delegation
-
-Reply = dict[str, Any] | str
-"""An Adaptive Card to post, or a line of text."""
 
 
 async def show(pool: Pool, rep: SignedInRep, *, locale: str | None, now: dt.datetime) -> Reply:

@@ -31,6 +31,11 @@ MAX_DELEGATION_DAYS = 90
 _LIVE = "revoked_at IS NULL AND starts_at <= %(now)s AND ends_at > %(now)s"
 """A grant live at the moment ``%(now)s`` (the service's clock, never the database's)."""
 
+_ONE_GRANT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 20261204))"
+"""Serialises the grants of one owner to one delegate until the transaction ends: two grants
+approved at the same moment (two conversations, two instances) would otherwise each find no
+live grant to replace, and both stay live."""
+
 
 @dataclass(frozen=True)
 class Delegation:
@@ -72,7 +77,8 @@ async def grant(
 
     Refused (:class:`InvalidInput`, nothing stored) for a delegate in another tenant, the
     owner themself, a window already over, or one longer than ``MAX_DELEGATION_DAYS``. A
-    new grant to the same delegate replaces the live one (the newest window counts).
+    new grant to the same delegate replaces the live one (the newest window counts), also
+    when two are granted at once: exactly one stays live.
     """
     if delegate.tenant_id != owner.tenant_id:
         raise InvalidInput("approvals can be delegated only to a colleague in your own organisation")
@@ -85,6 +91,9 @@ async def grant(
     if until - now > dt.timedelta(days=MAX_DELEGATION_DAYS + 1):
         raise InvalidInput(f"a delegation can last at most {MAX_DELEGATION_DAYS} days")
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            _ONE_GRANT_LOCK_SQL, (f"{owner.tenant_id}:{owner.aad_object_id}:{delegate.aad_object_id}",)
+        )
         await cur.execute(
             f"UPDATE approval_delegations SET revoked_at = %(now)s"
             f" WHERE tenant_id = %(tenant)s AND owner_aad_id = %(owner)s AND delegate_aad_id = %(delegate)s"

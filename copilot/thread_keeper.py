@@ -102,13 +102,7 @@ class ThreadKeeper:
             if thread_id is None:
                 return await self._new_thread(conn, identity, self.now())
             # Invariant 7: ownership is checked before the checkpointer restores anything.
-            await threads.authorize(
-                conn,
-                thread_id=thread_id,
-                tenant_id=identity.tenant_id,
-                aad_id=identity.aad_object_id,
-                now=self.now(),
-            )
+            await self._authorize(conn, identity, thread_id)
             await threads.touch(conn, thread_id, self.now())
             return thread_id
 
@@ -231,6 +225,15 @@ class ThreadKeeper:
         self, conn: AsyncConnection[Any], identity: RepIdentity, thread_id: str
     ) -> str:
         """The newest thread of ``thread_id``'s chain, each checked (invariant 7) before use."""
+        await self._authorize(conn, identity, thread_id)
+        current = await threads.current_of(conn, thread_id)
+        if current != thread_id:
+            await self._authorize(conn, identity, current)
+        return current
+
+    async def _authorize(self, conn: AsyncConnection[Any], identity: RepIdentity, thread_id: str) -> None:
+        """Let ``identity`` converse in ``thread_id`` (its owner or a delegate of the thread,
+        invariant 7) at the service's clock; :func:`threads.authorize` raises otherwise."""
         await threads.authorize(
             conn,
             thread_id=thread_id,
@@ -238,16 +241,6 @@ class ThreadKeeper:
             aad_id=identity.aad_object_id,
             now=self.now(),
         )
-        current = await threads.current_of(conn, thread_id)
-        if current != thread_id:
-            await threads.authorize(
-                conn,
-                thread_id=current,
-                tenant_id=identity.tenant_id,
-                aad_id=identity.aad_object_id,
-                now=self.now(),
-            )
-        return current
 
     @staticmethod
     async def _new_thread(conn: AsyncConnection[Any], identity: RepIdentity, now: datetime) -> str:

@@ -764,8 +764,10 @@ def parse_request(
         wants_contacts = wants_contacts or bool(titles)
     masked += candidates(text, masked)
     req.account_queries = names(text, masked)
-    # Words the parse's own cues read ("rundown", "advice", "stakeholders") are placed too.
-    req.rest = mask(text, masked + cue_spans(text))
+    # Words the parse's own cues read ("rundown", "advice", "stakeholders") are placed too. The
+    # word a value is asked by ("the weather in Denver") is no name, but not placed either: only
+    # an answer about that field of the records places it (limits.honest), else it is not understood.
+    req.rest = mask(text, [s for s in masked if s is not asked] + cue_spans(text))
     req.open_runs = name_runs(req.rest)
     if req.about_documents and not req.records and not req.unverified and not _firm(req.open_runs):
         # "what does our playbook say about negotiation?": the documents answer it, even when

@@ -8,6 +8,10 @@ these changes the meaning in a way the model does not understand ("capital", "ri
 "weather"): answering the rest would answer a neighbouring question with confidence. Instead
 the rep gets a plain "I can't … yet", the words it could not place, and what it can do.
 
+The word a value is asked by ("what's the weather in Denver?") is left unplaced by the parse:
+only an answer about that field of the records read places it (its value, or that the rep
+cannot see one); any other answer ("which Denver account?") has not understood it.
+
 One run of such words in the place of a name is the name asked about: the plan's own answer
 (which account, no account matching it, the unread floor) already says so, as long as it
 shows no records. Words still to be searched as names are searched first (a word is only
@@ -209,13 +213,17 @@ def honest(ctx: PlanContext, step: Step, messages: Sequence[BaseMessage], not_na
         # The documents a search of the rep's own words found answer it, in their words.
         return step
     titles = [tool.title for tool in ctx.tools.tools.values() if tool.title]
-    unplaced = unplaced_runs(req.open_runs, record_words(messages, titles))
+    known = record_words(messages, titles)
+    if req.asked_field and not step.calls and req.asked_field in _words(step.answer):
+        # A value asked by a word (the parse leaves it unplaced) is placed by an answer about
+        # that field of the records read: its value, or that the rep cannot see one. Asked of
+        # nothing found ("the capital of France") or answered with something else ("which
+        # Denver account?" for "the weather in Denver"), it was not understood.
+        known.add(req.asked_field)
+    unplaced = unplaced_runs(req.open_runs, known)
     # A change verb in a question ("what changed", "which deals did I move") asks about
-    # changes, which no read the parse planned answers; a field is a field of a record, so
-    # one asked of nothing found ("the capital of France") was not understood either.
+    # changes, which no read the parse planned answers.
     other = list(dict.fromkeys(change_words(req.rest)))
-    if req.asked_field and not step.calls and not cited(step.answer):
-        other.insert(0, req.asked_field)
     if not unplaced and not other:
         return step
     search = ctx.tools.name("account_search")
@@ -229,9 +237,11 @@ def honest(ctx: PlanContext, step: Step, messages: Sequence[BaseMessage], not_na
     asks_back = step.answer.rstrip().endswith("?")
     shows_records = bool(step.calls) or (bool(cited(step.answer)) and not asks_back)
     about_another = asks_back and unplaced[0].lower() not in step.answer.lower() if unplaced else False
-    if len(unplaced) == 1 and not other and not shows_records and not about_another:
+    # The word a value was asked by is never the name asked about (the parse searched no name by it).
+    a_name = len(unplaced) == 1 and unplaced[0].lower() != req.asked_field
+    if a_name and not other and not shows_records and not about_another:
         # The name asked about: "which account?", "no account matching …". An ask-back about
-        # another word ("which Denver account?" for "the weather in Denver") answers nothing.
+        # another word ("which Denver account?" for "who won the world cup in Denver") answers nothing.
         return step
     unplaced = other + unplaced
     return answer(limit_text(ctx, unplaced, _named_record(ctx)))

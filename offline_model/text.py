@@ -685,6 +685,10 @@ def name_runs(text: str) -> list[NameRun]:
             first_word_seen = True
             if not is_vocab:
                 current.append((raw, offset + m.start(), sentence_start))
+                if bare != lower:
+                    # A possessive ends a name: "Denver's weather" is Denver's, not its name.
+                    runs.append(_run_of(current, previous_vocab, text))
+                    current = []
                 continue
             if current:
                 runs.append(_run_of(current, previous_vocab, text))

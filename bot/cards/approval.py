@@ -23,9 +23,9 @@ from bot.cards.blocks import (
     SUBMIT_VERSION,
     Card,
     adaptive_card,
-    card_element_id,
-    card_header,
     fact_set,
+    field_facts,
+    proposal_header,
     text_block,
     text_lines,
 )
@@ -36,7 +36,6 @@ from bot.cards.fields import (
     field_label,
     format_value,
     multiline_fields,
-    record_name,
     shown_fields,
     shows_draft,
     target_line,
@@ -150,20 +149,9 @@ def _field_blocks(proposal: Proposal, locale: str | None, zone: dt.tzinfo | None
         return blocks
     short = [n for n in names if n not in multiline_fields(proposal.tool)]
     if short:
-        pairs = [
-            (
-                field_label(n),
-                format_value(
-                    record_name(proposal, proposal.args[n]),
-                    field=n,
-                    currency=currency,
-                    locale=locale,
-                    zone=zone,
-                ),
-            )
-            for n in short
-        ]
-        blocks.append({"type": "Container", "separator": True, "items": [fact_set(pairs)]})
+        blocks.append(
+            field_facts(proposal, proposal.args, short, currency=currency, locale=locale, zone=zone)
+        )
     for name in names:
         if name in multiline_fields(proposal.tool):
             items = [
@@ -306,14 +294,7 @@ def approval_card(
     """
     record = proposal.record
     title = write_title(proposal.tool)
-    body: list[Card] = [
-        card_header(
-            "Your approval is needed",
-            title,
-            target_line(proposal),
-            element_id=card_element_id(proposal.tool_call_id),
-        )
-    ]
+    body: list[Card] = [proposal_header(proposal, "Your approval is needed")]
     if record is None:
         body.append(_warning("The record this change is about could not be read."))
     elif record.get("error"):

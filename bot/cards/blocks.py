@@ -3,7 +3,15 @@ actions that render on Teams mobile, text, facts, headers, and the data every bu
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from bot.cards.fields import field_label, format_value, record_name, target_line
+from copilot.writes import title as write_title
+
+if TYPE_CHECKING:
+    from copilot.turns import Proposal
 
 __all__ = [
     "ALLOWED_ACTIONS",
@@ -20,7 +28,9 @@ __all__ = [
     "card_header",
     "command_data",
     "fact_set",
+    "field_facts",
     "one_line",
+    "proposal_header",
     "text_block",
     "text_lines",
 ]
@@ -128,6 +138,42 @@ def card_header(
     if element_id:
         header["id"] = element_id
     return header
+
+
+def proposal_header(proposal: Proposal, kicker: str, *, style: str = "emphasis") -> Card:
+    """The header of every card about one proposal (approval, outcome, moved): ``kicker``, the
+    tool in plain words and the target record, with the proposal's :func:`card_element_id`."""
+    return card_header(
+        kicker,
+        write_title(proposal.tool),
+        target_line(proposal),
+        style=style,
+        element_id=card_element_id(proposal.tool_call_id),
+    )
+
+
+def field_facts(
+    proposal: Proposal,
+    values: Mapping[str, Any],
+    names: Iterable[str],
+    *,
+    currency: Any,
+    locale: str | None,
+    zone: dt.tzinfo | None,
+) -> Card:
+    """One fact row per field in ``names``: its label and its value in ``values`` as the rep
+    reads it (a record id by the record's name; amounts, dates and times in the rep's
+    ``locale`` and ``zone``), set apart from the block above."""
+    pairs = [
+        (
+            field_label(name),
+            format_value(
+                record_name(proposal, values[name]), field=name, currency=currency, locale=locale, zone=zone
+            ),
+        )
+        for name in names
+    ]
+    return {"type": "Container", "separator": True, "items": [fact_set(pairs)]}
 
 
 def one_line(text: str, limit: int = 120) -> str:

@@ -10,19 +10,17 @@ from bot.cards.blocks import (
     AUDIT_ELEMENT_PREFIX,
     Card,
     adaptive_card,
-    card_element_id,
-    card_header,
     fact_set,
+    field_facts,
+    proposal_header,
     text_block,
 )
 from bot.cards.fields import (
     field_label,
     format_value,
     multiline_fields,
-    record_name,
     shown_fields,
     shows_draft,
-    target_line,
 )
 from bot.dates import DEFAULT_LOCALE
 from copilot.writes import title as write_title
@@ -104,15 +102,7 @@ def outcome_card(
     """
     kicker, style = _OUTCOME_HEADERS[outcome]
     title = write_title(proposal.tool)
-    body: list[Card] = [
-        card_header(
-            kicker,
-            title,
-            target_line(proposal),
-            style=style,
-            element_id=card_element_id(proposal.tool_call_id),
-        )
-    ]
+    body: list[Card] = [proposal_header(proposal, kicker, style=style)]
     currency = ((proposal.record or {}).get("current") or {}).get("currency")
     if outcome == "approved":
         final = _final_values(proposal, detail)
@@ -126,18 +116,13 @@ def outcome_card(
         if said := str(detail.get("message") or "").strip():
             # What the change now means, in words ("Meeting prep briefs are on, …").
             body.append(text_block(said, spacing="Small"))
-        pairs = [
-            (
-                field_label(n),
-                format_value(
-                    record_name(proposal, final[n]), field=n, currency=currency, locale=locale, zone=zone
-                ),
-            )
+        names = [
+            n
             for n in shown_fields(proposal.tool, final)
             if n not in multiline_fields(proposal.tool) or not shows_draft(proposal.tool)
         ]
-        if pairs:
-            body.append({"type": "Container", "separator": True, "items": [fact_set(pairs)]})
+        if names:
+            body.append(field_facts(proposal, final, names, currency=currency, locale=locale, zone=zone))
     elif outcome == "rejected":
         body.append(text_block("Nothing was written."))
         reason = str(detail.get("reason") or "").strip()
@@ -182,12 +167,7 @@ def moved_card(proposal: Proposal) -> Card:
     again (from "my approvals"): no buttons, so only the newest copy decides it (pure)."""
     title = write_title(proposal.tool)
     body: list[Card] = [
-        card_header(
-            "Moved further down",
-            title,
-            target_line(proposal),
-            element_id=card_element_id(proposal.tool_call_id),
-        ),
+        proposal_header(proposal, "Moved further down"),
         text_block("This proposal's card was shown again below: approve, edit or reject it there."),
     ]
     return adaptive_card(body, fallback=f"{title}: shown again below")

@@ -202,6 +202,14 @@ async def _check_revoke(
     assert isinstance(args, RevokeDelegationArgs)
     which = _which(await _live(ctx), args.colleague)
     if isinstance(which, str):
+        target: dict[str, Any] = dict((snapshot or {}).get("target") or {})
+        proposed: dict[str, Any] = dict((snapshot or {}).get("proposed") or {})
+        if target.get("id") and proposed.get("colleague") == args.colleague:
+            # The delegation this card named has ended since (another revoke approved at the
+            # same moment, or its window closed): what the rep approved holds, so it is done.
+            return WritePlan(
+                tool=plan.tool, key=plan.key, args=args, target={"ids": [], "names": [str(target["name"])]}
+            )
         return WriteOutcome.refused("invalid", f"nothing was changed: {which}")
     return WritePlan(
         tool=plan.tool,
@@ -217,7 +225,10 @@ async def _revoke(ctx: AgentContext, store: BaseStore | None, plan: WritePlan) -
         for grant_id in plan.target["ids"]:
             ended += await delegation.revoke(conn, ctx.identity, int(grant_id), now=ctx.clock())
     names = ", ".join(plan.target["names"])
-    return WriteOutcome.done({"ended": ended}, message=f"{names} may no longer approve your proposals")
+    already = "" if ended else " (the delegation had already ended)"
+    return WriteOutcome.done(
+        {"ended": ended}, message=f"{names} may no longer approve your proposals{already}"
+    )
 
 
 REVOKE_DELEGATION = register(

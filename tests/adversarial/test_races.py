@@ -17,6 +17,19 @@ Two kinds of run alternate, with a seeded RNG choosing the details:
   version the rep reviewed (else it is a conflict); replaying the successful writes in
   version order over the reviewed record gives exactly the final record, so nobody's
   change is ever silently overwritten.
+
+A third test races the approval delegation writes (``delegate_approvals``,
+``revoke_delegation``), whose backend is the copilot's own store, under a pinned clock:
+
+* **One grant decided at once** by 2-4 resumes (two clicks, two instances): all approve, or
+  some approve while others reject. At most one grant is stored, with one audit row, and it
+  is the delegation's one live grant; every resume gets the one write or a clear
+  :class:`InvalidDecision`, never an error outcome.
+* **Two grants to the same colleague at once** (two conversations): each is stored once and
+  exactly one is live afterwards (a new grant replaces the live one).
+* **One revoke decided at once** (approve, or approve and reject): the live grant ends once.
+* **Two revokes at once** (two conversations): the grant ends exactly once; each rep's
+  approval ends ``done`` (one ended it, the other finds it already ended), never an error.
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -38,12 +52,14 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from copilot.clock import Clock
 from copilot.errors import InvalidDecision
+from copilot.identity import RepIdentity
 from copilot.persistence.database import connect
 from copilot.runner import CopilotService
 from copilot.tools.preferences import Preferences, apply_update, load_preferences
 from copilot.tools.schemas import UpdatePreferencesArgs
-from copilot.turns import TurnResult
+from copilot.turns import Proposal, TurnResult
 from tests.adversarial.counts import Tally, count, soak
 from tests.adversarial.harness import (
     WRITE_TOOLS,
@@ -56,12 +72,14 @@ from tests.adversarial.harness import (
 )
 from tests.adversarial.profiles import Profile, crm_id, suite_name
 from tests.support.copilot_env import Rep, service, sign_in
+from tests.support.moments import WEDNESDAY_AFTERNOON, SteppingClock
 from tests.support.sandbox_process import SandboxProcess
 
 pytestmark = pytest.mark.integration
 
 SUITE = "races"
 RUNS: dict[Profile, int] = {"reference": count(20, 500), "dataverse": count(10, 500)}
+DELEGATION_RUNS = count(12, 300)
 SEED = int(os.environ.get("COPILOT_ADVERSARIAL_SEED", "20261201"))
 RESUMERS = 4
 PLAN_MARK = "<<propose "
@@ -142,7 +160,7 @@ class Env:
 
 @asynccontextmanager
 async def environment(
-    settings: Any, sandbox: SandboxProcess, profile: Profile = "reference"
+    settings: Any, sandbox: SandboxProcess, profile: Profile = "reference", clock: Clock | None = None
 ) -> AsyncIterator[Env]:
     state = export(sandbox)
     opportunities = [
@@ -155,7 +173,8 @@ async def environment(
     reps = {handle: await sign_in(settings, handle) for handle in ("alex", "nestor")}
     async with AsyncExitStack() as stack:
         services = [
-            await stack.enter_async_context(service(settings, ProposingModel())) for _ in range(RESUMERS + 1)
+            await stack.enter_async_context(service(settings, ProposingModel(), clock=clock))
+            for _ in range(RESUMERS + 1)
         ]
         yield Env(settings, sandbox, services, reps, opportunities, contacts, accounts, profile)
 
@@ -169,14 +188,13 @@ async def _rejections(settings: Any, thread_id: str) -> list[str]:
 # --- (a) concurrent resumes of one approval ----------------------------------------------------
 
 
-RACED_TOOLS = tuple(
-    t for t in WRITE_TOOLS if t not in ("undo_write", "delegate_approvals", "revoke_delegation")
-)
-"""The writes raced here. ``undo_write`` needs an executed write to reverse and has nothing to
-edit; that it runs once is proven in ``tests/integration/test_undo.py`` (undo twice refused,
-its audit link unique). The delegation writes land in the copilot's own table, not the CRM this
-suite compares before and after; they are not raced here yet (their write goes through the same
-write guard and idempotency claim as every other tool)."""
+DELEGATION_TOOLS = ("delegate_approvals", "revoke_delegation")
+"""The writes whose backend is the approval delegation table: raced in (c) below."""
+
+RACED_TOOLS = tuple(t for t in WRITE_TOOLS if t != "undo_write" and t not in DELEGATION_TOOLS)
+"""The writes raced here against the CRM. ``undo_write`` needs an executed write to reverse and
+has nothing to edit; that it runs once is proven in ``tests/integration/test_undo.py`` (undo
+twice refused, its audit link unique). The delegation writes are raced in (c)."""
 
 
 def _proposal_args(tool: str, rng: random.Random, env: Env, nonce: str) -> dict[str, Any]:
@@ -540,6 +558,236 @@ async def concurrent_edits(env: Env, rng: random.Random, run: int) -> tuple[str,
     return name, problems
 
 
+# --- (c) approval delegations granted and ended at once ----------------------------------------
+
+
+DELEGATE = "Megan Bowen"
+DELEGATION_NOW = WEDNESDAY_AFTERNOON
+"""The services' pinned clock for (c): a grant's window and liveness are read at this moment."""
+DELEGATION_UNTIL = (DELEGATION_NOW + timedelta(days=9)).date().isoformat()
+DELEGATION_MODES = (
+    "grant: approve at once",
+    "grant: approve or reject at once",
+    "two grants at once",
+    "revoke: approve at once",
+    "revoke: approve or reject at once",
+    "two revokes at once",
+)
+
+
+@dataclass(frozen=True)
+class Grant:
+    id: int
+    delegate_aad_id: str
+    live: bool
+
+
+async def _grants(settings: Any, owner: RepIdentity) -> dict[int, Grant]:
+    """Every grant the owner ever made, by id, live or not at :data:`DELEGATION_NOW`."""
+    async with connect(settings) as conn:
+        cur = await conn.execute(
+            "SELECT id, delegate_aad_id, revoked_at, starts_at, ends_at FROM approval_delegations"
+            " WHERE tenant_id = %s AND owner_aad_id = %s",
+            (owner.tenant_id, owner.aad_object_id),
+        )
+        return {
+            int(r["id"]): Grant(
+                int(r["id"]),
+                str(r["delegate_aad_id"]),
+                r["revoked_at"] is None and r["starts_at"] <= DELEGATION_NOW < r["ends_at"],
+            )
+            for r in await cur.fetchall()
+        }
+
+
+def _live_to(grants: dict[int, Grant], delegate: str | None) -> list[int]:
+    return sorted(
+        g.id for g in grants.values() if g.live and (delegate is None or g.delegate_aad_id == delegate)
+    )
+
+
+async def _proposed(env: Env, rep: Rep, tool: str, **args: Any) -> tuple[str, Proposal] | str:
+    """One proposal of ``tool`` in a new thread, or what went wrong."""
+    asked = await env.services[0].run_turn(rep.identity, rep.broker, None, propose(tool, **args))
+    if len(asked.proposals) != 1:
+        return f"expected one {tool} proposal, got {asked.proposals} ({asked.answer})"
+    return asked.thread_id, asked.proposals[0]
+
+
+async def _ensure_live_grant(env: Env, rep: Rep) -> str | None:
+    """Make sure the rep's delegation to :data:`DELEGATE` is live (granting it through a proposal
+    approved once when it is not); returns what went wrong, if anything."""
+    if _live_to(await _grants(env.settings, rep.identity), None):
+        return None
+    made = await _proposed(env, rep, "delegate_approvals", colleague=DELEGATE, until=DELEGATION_UNTIL)
+    if isinstance(made, str):
+        return made
+    thread, proposal = made
+    await env.services[0].decide(
+        rep.identity, rep.broker, thread, [{"tool_call_id": proposal.tool_call_id, "type": "approve"}]
+    )
+    return (
+        None if _live_to(await _grants(env.settings, rep.identity), None) else "setting up: no grant is live"
+    )
+
+
+def _outcome(result: TurnResult | BaseException, call_id: str) -> list[dict[str, Any]]:
+    if isinstance(result, BaseException):
+        return []
+    return [o["result"] for o in result.outcomes if o["tool_call_id"] == call_id]
+
+
+def _judge_outcomes(
+    decisions: Sequence[dict[str, Any]], results: Sequence[TurnResult | BaseException]
+) -> list[str]:
+    """Every resume ends with one outcome of its proposal (or a clear refusal), never an error."""
+    problems: list[str] = []
+    for d, r in zip(decisions, results, strict=True):
+        if isinstance(r, BaseException):
+            if not isinstance(r, InvalidDecision):
+                problems.append(f"a concurrent {d['type']} raised {type(r).__name__}: {r}")
+            continue
+        seen = _outcome(r, d["tool_call_id"])
+        if d["type"] == "reject":
+            continue  # a rejection has no write outcome (or the stored one, if a write won)
+        if len(seen) != 1:
+            problems.append(f"a concurrent approve got {len(seen)} outcomes of its proposal: {seen}")
+        for outcome in seen:
+            if outcome.get("status") != "done":
+                problems.append(f"a concurrent approve was shown {outcome.get('status')!r}: {outcome}")
+    if not any(isinstance(r, TurnResult) for r in results):
+        problems.append(f"no resume succeeded: {[type(r).__name__ for r in results]}")
+    audit_ids = {o.get("audit_id") for r in results for o in _outcome(r, decisions[0]["tool_call_id"])}
+    if len({a for a in audit_ids if a is not None}) > 1:
+        problems.append(f"resumes report different writes for one approval: audit ids {audit_ids}")
+    return problems
+
+
+async def _decide_at_once(
+    env: Env, rep: Rep, rng: random.Random, rounds: Sequence[tuple[str, dict[str, Any]]]
+) -> list[TurnResult | BaseException]:
+    """Each (thread, decision) on its own service, at (nearly) the same moment."""
+    delays = [rng.uniform(0, 0.03) for _ in rounds]
+
+    async def decide(i: int) -> TurnResult | BaseException:
+        await asyncio.sleep(delays[i])
+        thread, decision = rounds[i]
+        try:
+            return await env.services[1 + i].decide(rep.identity, rep.broker, thread, [decision])
+        except Exception as exc:  # judged by the caller: only InvalidDecision is a clear refusal
+            return exc
+
+    return list(await asyncio.gather(*(decide(i) for i in range(len(rounds)))))
+
+
+def _one_proposal_decisions(call_id: str, mode: str, n: int, rng: random.Random) -> list[dict[str, Any]]:
+    approve = {"tool_call_id": call_id, "type": "approve"}
+    reject = {"tool_call_id": call_id, "type": "reject", "reason": "changed my mind"}
+    if mode.endswith("approve at once"):
+        return [approve] * n
+    decisions = [approve, reject] + [rng.choice([approve, reject]) for _ in range(n - 2)]
+    rng.shuffle(decisions)
+    return decisions
+
+
+async def delegation_races(env: Env, rng: random.Random, run: int) -> tuple[str, list[str]]:
+    mode = DELEGATION_MODES[run % len(DELEGATION_MODES)]
+    rep = env.reps["alex"]
+    revoking = "revoke" in mode
+    n = 2 if mode.startswith("two") else rng.randint(2, RESUMERS)
+    name = f"{mode} ({n} resumes)"
+    if revoking and (trouble := await _ensure_live_grant(env, rep)):
+        return name, [trouble]
+    tool, args = (
+        ("revoke_delegation", {"colleague": rng.choice(["Megan", DELEGATE, "megan b"])})
+        if revoking
+        else ("delegate_approvals", {"colleague": DELEGATE, "until": DELEGATION_UNTIL})
+    )
+    proposals: list[tuple[str, Proposal]] = []
+    for _ in range(2 if mode.startswith("two") else 1):
+        made = await _proposed(env, rep, tool, **args)
+        if isinstance(made, str):
+            return name, [made]
+        proposals.append(made)
+    if mode.startswith("two"):
+        rounds = [(thread, {"tool_call_id": p.tool_call_id, "type": "approve"}) for thread, p in proposals]
+    else:
+        [(thread, proposal)] = proposals
+        rounds = [(thread, d) for d in _one_proposal_decisions(proposal.tool_call_id, mode, n, rng)]
+
+    before = await _grants(env.settings, rep.identity)
+    results = await _decide_at_once(env, rep, rng, rounds)
+    after = await _grants(env.settings, rep.identity)
+
+    problems: list[str] = []
+    for thread, _ in proposals:
+        decisions = [d for t, d in rounds if t == thread]
+        problems += _judge_outcomes(
+            decisions, [r for (t, _), r in zip(rounds, results, strict=True) if t == thread]
+        )
+    written = [len(await audit_rows(env.settings, thread)) for thread, _ in proposals]
+    rejected = [len(await _rejections(env.settings, thread)) for thread, _ in proposals]
+    for (thread, _), rows, rejections in zip(proposals, written, rejected, strict=True):
+        if rows > 1:
+            problems.append(f"{rows} audit rows for one approval")
+        if rows and rejections:
+            problems.append("the proposal was both written and recorded as rejected")
+        if not rows and not rejections:
+            problems.append("the decisions left neither a write nor a rejection")
+        if all(d["type"] == "approve" for t, d in rounds if t == thread) and rows != 1:
+            problems.append(f"every decision approved but {rows} audit rows")
+
+    new = [g for g in after.values() if g.id not in before]
+    ended = [g for g in after.values() if g.id in before and before[g.id].live and not g.live]
+    live = _live_to(after, None)
+    if revoking:
+        if new:
+            problems.append(f"a revoke stored {len(new)} grant(s)")
+        if sum(written):
+            if live:
+                problems.append(f"the delegation was revoked, yet grants {live} are still live")
+            if len(ended) != len(_live_to(before, None)):
+                problems.append(f"{len(ended)} grant(s) ended of {_live_to(before, None)} live")
+            # What each proposal's write reports it ended (its resumes all show the one write).
+            reported = [
+                sum(
+                    {
+                        o.get("audit_id"): int(o.get("ended", 0))
+                        for (t, _), r in zip(rounds, results, strict=True)
+                        if t == thread
+                        for o in _outcome(r, p.tool_call_id)
+                        if o.get("status") == "done"
+                    }.values()
+                )
+                for thread, p in proposals
+            ]
+            if sum(reported) != len(ended):
+                problems.append(f"the revokes report {reported} grant(s) ended, {len(ended)} did")
+        elif ended:
+            problems.append(f"every revoke was rejected, yet grants {[g.id for g in ended]} ended")
+    else:
+        if len(new) != sum(written):
+            problems.append(f"{len(new)} grant(s) stored for {sum(written)} approved proposal(s)")
+        if sum(written) and len(live) != 1:
+            problems.append(f"{len(live)} live grants to {DELEGATE} after granting it: {live}")
+        if sum(written) and live and max(g.id for g in new) != live[0]:
+            problems.append(f"the live grant {live} is not the newest {[g.id for g in new]}")
+        if not sum(written) and live != _live_to(before, None):
+            problems.append(f"a rejected grant changed the live grants: {_live_to(before, None)} -> {live}")
+
+    # Approving once more (a late double click) never writes again.
+    for thread, p in proposals:
+        with suppress(InvalidDecision):
+            await env.services[0].decide(
+                rep.identity, rep.broker, thread, [{"tool_call_id": p.tool_call_id, "type": "approve"}]
+            )
+    if [len(await audit_rows(env.settings, thread)) for thread, _ in proposals] != written:
+        problems.append("approving again after the race wrote again")
+    if await _grants(env.settings, rep.identity) != after:
+        problems.append("approving again after the race changed the grants")
+    return name, problems
+
+
 async def test_concurrent_decisions_and_edits_never_write_twice_or_overwrite_anyone(
     profile_settings, crm_profile: Profile, sandbox
 ):
@@ -560,4 +808,21 @@ async def test_concurrent_decisions_and_edits_never_write_twice_or_overwrite_any
             tally.record(not problems, f"run {run} ({name}): {'; '.join(dict.fromkeys(problems))}")
             if soak() and (run + 1) % 25 == 0:
                 print(f"{tally.line()} after {time.monotonic() - started:.0f} s", flush=True)
+    tally.assert_clean()
+
+
+async def test_concurrent_delegation_decisions_grant_and_end_exactly_once(copilot_settings, sandbox):
+    # The delegation table is the copilot's own, the same on either CRM profile: the reference one.
+    assert set(WRITE_TOOLS) == {*RACED_TOOLS, *DELEGATION_TOOLS, "undo_write"}, "a write tool is not raced"
+    rng = random.Random(SEED)
+    tally = Tally(suite_name(f"{SUITE}-delegation", "reference"))
+    async with environment(copilot_settings, sandbox, clock=SteppingClock(DELEGATION_NOW)) as env:
+        for run in range(DELEGATION_RUNS):
+            try:
+                name, problems = await delegation_races(env, rng, run)
+            except Exception as exc:  # a crash is a failure of the run, not of the suite
+                name, problems = f"run {run}", [f"raised {type(exc).__name__}: {exc}"]
+            if problems:
+                print(f"{SUITE}-delegation run {run} ({name}) failed: {'; '.join(dict.fromkeys(problems))}")
+            tally.record(not problems, f"run {run} ({name}): {'; '.join(dict.fromkeys(problems))}")
     tally.assert_clean()

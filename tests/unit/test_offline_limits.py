@@ -8,12 +8,16 @@ words a record's name holds are told from the words no record holds by the recor
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from langchain_core.messages import HumanMessage
 
 from offline_model.intents import parse_request
 from offline_model.limits import unplaced_runs
+from offline_model.text import name_runs
 from tests.unit.test_offline_model import EXPANSION, RENEWAL, FakeCrm, _ask
-from tests.unit.test_offline_phrasing import TODAY, ask, cited
+from tests.unit.test_offline_phrasing import ACCOUNTS, TODAY, Crm, _run, ask, cited
 
 
 def _unplaced(question: str) -> list[str]:
@@ -78,6 +82,77 @@ def test_framing_words_and_their_typos_are_read_and_the_question_answered(questi
 def test_a_word_no_record_holds_is_left_unplaced_by_the_parse_and_a_stage_is_placed() -> None:
     assert _unplaced("which of my deals are at risk?") == ["risk"]
     assert _unplaced("which of my deals are in negotiation closing this quarter?") == []
+
+
+CITY_ACCOUNTS = [
+    *ACCOUNTS,
+    {"id": "acc-pin", "name": "Pinecrest Outfitters", "industry": "Retail", "city": "Denver", "version": 1},
+]
+
+
+class CityCrm(Crm):
+    """The small CRM with a second account in Denver, searched as the sandbox CRM searches:
+    inside an account's name, industry or city (``sandbox/crm.py`` ``search_accounts``)."""
+
+    def search_accounts(self, query: str = "", limit: int = 20) -> dict[str, Any]:
+        needle = query.lower()
+        return self._list(
+            [
+                a
+                for a in CITY_ACCOUNTS
+                if any(needle in str(a[k]).lower() for k in ("name", "industry", "city"))
+            ]
+        )
+
+    def get_account(self, account_id: str) -> dict[str, Any]:
+        found = next((a for a in CITY_ACCOUNTS if a["id"] == account_id), None)
+        return found or {"error": {"code": "not_found", "message": "no such account"}}
+
+
+def ask_city(question: str) -> str:
+    produced, _ = _run([HumanMessage(question)], CityCrm())
+    return produced[-1].text
+
+
+@pytest.mark.parametrize(
+    ("question", "word"),
+    [
+        ("what's the weather in Denver?", "weather"),
+        ("what's the population of Denver?", "population"),
+        ("what's Denver's weather like?", "weather"),
+    ],
+)
+def test_a_word_it_cannot_place_beside_a_city_of_several_accounts_is_a_limit_not_which_account(
+    question: str, word: str
+) -> None:
+    # "Denver" is a word of the records (two accounts' city): the word beside it is what the
+    # model cannot place, and it is honoured, not dropped for "which Denver account?".
+    text = ask_city(question)
+    assert text.startswith("I can't answer that yet"), text
+    assert f'"{word}"' in text
+    assert "Which one" not in text
+    assert not cited(text), text
+
+
+def test_a_city_of_several_accounts_asked_about_alone_still_gets_which_one() -> None:
+    text = ask_city("summarise Denver")
+    assert text.startswith("Several accounts match 'Denver'"), text
+    assert cited(text) == {"acc-kes", "acc-pin"}
+
+
+def test_a_field_the_records_hold_is_answered_and_one_they_do_not_is_refused_by_name() -> None:
+    assert (
+        ask_city("what's the industry of Kestrel?")
+        == "The industry of Kestrel Aviation [acc-kes] is Aerospace."
+    )
+    text = ask_city("what's the weather in Kestrel?")
+    assert text.startswith("I can't see a weather field on"), text
+
+
+def test_the_parse_leaves_an_asked_word_unplaced_and_a_possessive_ends_a_name() -> None:
+    assert _unplaced("what's the weather in Denver?") == ["weather", "Denver"]
+    assert parse_request("what's the weather in Denver?", TODAY).account_queries == ["Denver"]
+    assert [r.text for r in name_runs("what's Denver's weather like")] == ["Denver", "weather"]
 
 
 def test_a_name_the_crm_does_not_have_still_gets_no_account_matching_it() -> None:
