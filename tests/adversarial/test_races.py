@@ -52,6 +52,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from bot import brief_store
+from bot.posting_settings import BotPostingSettings
 from copilot.clock import Clock
 from copilot.errors import InvalidDecision
 from copilot.identity import RepIdentity
@@ -176,6 +178,11 @@ async def environment(
             await stack.enter_async_context(service(settings, ProposingModel(), clock=clock))
             for _ in range(RESUMERS + 1)
         ]
+        for svc in services:
+            # As the Teams bot wires it: the brief and digest settings, kept with alex's 1:1 chat.
+            svc.posting = BotPostingSettings(svc.pool, 60)
+        alex = reps["alex"].identity
+        await brief_store.record_chat(services[0].pool, alex, {"conversation": {"id": "conv-alex"}}, None)
         yield Env(settings, sandbox, services, reps, opportunities, contacts, accounts, profile)
 
 
@@ -216,10 +223,27 @@ def _proposal_args(tool: str, rng: random.Random, env: Env, nonce: str) -> dict[
             "subject": f"Race {nonce}",
             "body": "Concurrent",
         }
+    if tool == "change_briefs_and_digest":
+        return {"digest_time": f"{rng.randint(5, 11):02d}:{rng.choice(['00', '15', '30', '45'])}"}
     return {"followup_cadence_days": rng.randint(2, 40)}
 
 
+STORE_TOOLS = ("update_preferences", "change_briefs_and_digest")
+"""Writes to a setting (the same row rewritten), not records: a second execution could not be
+seen in what is stored, so their exactly-once is read from the audit log alone."""
+
+
+async def _stored(env: Env, rep: Rep, tool: str) -> dict[str, Any]:
+    """What a store write changes, as it stands: the drafting preferences or the digest settings."""
+    if tool == "change_briefs_and_digest":
+        now = await brief_store.preferences(env.services[0].pool, rep.identity)
+        return {"digest": now.digest_enabled, "digest_time": f"{now.digest_time:%H:%M}"}
+    return (await load_preferences(env.services[0].store, rep.identity)).model_dump()
+
+
 def _edit(tool: str, i: int, nonce: str) -> dict[str, Any]:
+    if tool == "change_briefs_and_digest":
+        return {"digest_time": f"{13 + i:02d}:05"}
     if tool == "update_preferences":
         return {"followup_cadence_days": 50 + i}
     if tool == "update_opportunity":
@@ -275,6 +299,8 @@ def _expected(tool: str, args: dict[str, Any], prefs_before: dict[str, Any]) -> 
         return {"subject": norm["subject"]}
     if tool == "update_opportunity":
         return {"opportunity_id": norm["opportunity_id"], "next_step": norm["next_step"]}
+    if tool == "change_briefs_and_digest":
+        return {"digest": True, "digest_time": norm["digest_time"]}
     start = Preferences.model_validate(prefs_before)
     return apply_update(start, UpdatePreferencesArgs.model_validate(norm)).model_dump()
 
@@ -307,7 +333,7 @@ async def concurrent_resumes(env: Env, rng: random.Random, run: int) -> tuple[st
             decisions.append(approve if i == 0 else reject if i == 1 else rng.choice([approve, reject]))
     rng.shuffle(decisions)
     before = export(env.sandbox)
-    prefs_before = (await load_preferences(env.services[0].store, rep.identity)).model_dump()
+    prefs_before = await _stored(env, rep, tool)
     # What a write may be: the proposal as shown (approve) or an edit of it that was sent.
     allowed = [
         canon(_expected(tool, {**proposal.args, **d.get("args", {})}, prefs_before))
@@ -332,16 +358,16 @@ async def concurrent_resumes(env: Env, rng: random.Random, run: int) -> tuple[st
         problems.append(f"no resume succeeded: {[type(r).__name__ for r in results]}")
 
     after = export(env.sandbox)
-    prefs_after = (await load_preferences(env.services[0].store, rep.identity)).model_dump()
+    prefs_after = await _stored(env, rep, tool)
     written = _written(tool, asked.thread_id, before, after, (prefs_before, prefs_after), env.profile)
     rows = await audit_rows(env.settings, asked.thread_id)
     rejected = await _rejections(env.settings, asked.thread_id)
     writers = [d for d in decisions if d["type"] != "reject"]
-    if tool != "update_preferences" and len(written) > 1:
+    if tool not in STORE_TOOLS and len(written) > 1:
         problems.append(f"{len(written)} writes for one approval: {written}")
     if len(rows) > 1:
         problems.append(f"{len(rows)} audit rows for one approval")
-    if tool != "update_preferences" and len(rows) != len(written):
+    if tool not in STORE_TOOLS and len(rows) != len(written):
         problems.append(f"{len(written)} write(s) but {len(rows)} audit row(s)")
     for w in written:
         if canon(w) not in allowed:

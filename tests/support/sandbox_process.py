@@ -76,9 +76,27 @@ class SandboxProcess:
         )
 
 
+class PortTaken(RuntimeError):
+    """A port found free was taken by another process before the sandbox bound it."""
+
+
 def start_sandbox(data_dir: Path, seed_date: date | None = None) -> SandboxProcess:
     """The sandbox as a subprocess on free ports; ``seed_date`` pins the day its records and
-    meetings follow (``tests/support/moments.py``), else they follow today."""
+    meetings follow (``tests/support/moments.py``), else they follow today.
+
+    A free port is free only until someone binds it: with parallel workers another process may
+    take it between :func:`free_port` and the sandbox's bind, so that start is tried again on
+    new ports (a few times)."""
+    for attempt in range(3):
+        try:
+            return _start_sandbox(data_dir, seed_date)
+        except PortTaken:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_sandbox(data_dir: Path, seed_date: date | None) -> SandboxProcess:
     http_port, https_port = free_port(), free_port()
     env = {
         **{k: v for k, v in os.environ.items() if k != "SANDBOX_SEED_DATE"},
@@ -108,6 +126,8 @@ def start_sandbox(data_dir: Path, seed_date: date | None = None) -> SandboxProce
     while time.monotonic() < deadline:
         if process.poll() is not None:
             output = log_path.read_text(encoding="utf-8", errors="replace")
+            if "address already in use" in output:
+                raise PortTaken(f"sandbox could not bind its ports:\n{output}")
             raise RuntimeError(f"sandbox exited early:\n{output}")
         try:
             if httpx.get(f"{settings.http_base_url}/healthz", timeout=1).status_code == 200:

@@ -36,7 +36,7 @@ def undispatched(kinds: Mapping[str, str], submits: Mapping[str, Any]) -> dict[s
 @pytest.fixture(scope="module")
 def submits() -> dict[str, Any]:
     # The table only names each feature's handler: nothing is called, so no service is needed.
-    bot = CopilotBot(SimpleNamespace(), SimpleNamespace(), BotSettings(MicrosoftAppId=""))  # type: ignore[arg-type]
+    bot = CopilotBot(SimpleNamespace(pool=None), SimpleNamespace(), BotSettings(MicrosoftAppId=""))  # type: ignore[arg-type]
     return dict(bot.submits)
 
 
