@@ -4,7 +4,9 @@ cards of its new proposals, and the 👍 / 👎 that come back on an answer."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
+from typing import assert_never
 
 from botbuilder.core import InvokeResponse, MessageFactory, TurnContext
 
@@ -16,17 +18,22 @@ from bot.ai_entities import (
     message_entity,
     number_citations,
 )
-from bot.audience import rep_zone, sender_aad_id, tenant_id
+from bot.audience import BRIEFS_PRIVATE_ONLY, in_group, rep_zone, sender_aad_id, tenant_id
 from bot.json_entity import JsonEntity
 from bot.progress import TurnProgress
+from bot.rep_tokens import SignedInRep
 from bot.replies import card_message, send_card
 from bot.settings import BotSettings
 from bot.sign_in_flow import SignInFlow
-from copilot.insight.views import view_ids
+from bot.stats_card import stats_card
 from copilot.runner import CopilotService
 from copilot.turns import Proposal, TurnResult
+from copilot.views import BriefView, CatchUpView, DeskCard, DeskView, RiskView, StatsView, view_ids
 
 logger = logging.getLogger(__name__)
+
+Shows = Callable[[TurnContext, SignedInRep], Awaitable[None]]
+"""Posts one of the rep's desk cards, for the signed-in rep."""
 
 TURN_DONE = "Done."
 """Closes a progress stream that nothing else closed (a path that posted no answer)."""
@@ -48,9 +55,16 @@ class AnswerFlow:
         self.service = service
         self.settings = settings
         self.sign_in = sign_in
+        self.desk_cards: dict[DeskCard, Shows] = {}
+        """The rep's desk cards the bot composes from its own records (``bot.desk_flow``,
+        ``bot.brief_flow``), by the view a turn's read left; set by ``CopilotBot``."""
 
     async def send_result(
-        self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None
+        self,
+        turn_context: TurnContext,
+        result: TurnResult,
+        progress: TurnProgress | None,
+        rep: SignedInRep | None = None,
     ) -> None:
         """The turn's answer, if any, then one approval card for each proposal not yet shown."""
         if progress is not None:
@@ -65,8 +79,8 @@ class AnswerFlow:
             )
             is None
         ]
-        if result.views:
-            await self.send_views(turn_context, result, progress)
+        if result.views and rep is not None:
+            await self.send_views(turn_context, result, progress, rep)
         elif result.answer:
             await self.send_answer(turn_context, result, progress)
         elif progress is not None and progress.open:
@@ -78,21 +92,46 @@ class AnswerFlow:
             await self.send_card(turn_context, proposal.thread_id or result.thread_id, proposal)
 
     async def send_views(
-        self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None
+        self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None, rep: SignedInRep
     ) -> None:
-        """A risk report's or a catch-up's compact card, whichever words asked for it.
+        """The card of each view the turn's reads left (:mod:`copilot.views`), whichever words
+        asked for it: a risk report, a catch-up, a brief, or one of the rep's desk cards.
 
-        The card says what the answer's text would (each line cited), so the text is posted
-        too only when it cites a record no card shows (a model that also read something else).
+        A card says what the answer's text would, so the text is posted too only when it cites
+        a record no card shows (a model that also read something else); a desk card is the
+        answer. A brief or the digest is the rep's own day: in a group chat it is not shown.
         """
-        shown = {i for view in result.views for i in view_ids(view)}
-        if result.answer and set(result.citations) - shown:
+        covered: set[str] = set()
+        for view in result.views:
+            covered |= view_ids(view) or set()
+        desk = any(isinstance(view, DeskView) for view in result.views)
+        if result.answer and not desk and set(result.citations) - covered:
             await self.send_answer(turn_context, result, progress)
         elif progress is not None and progress.open:
             await progress.end(insight_cards.VIEW_LEAD)  # no stream left open above the cards
         template = self.settings.record_url_template
         for view in result.views:
-            await send_card(turn_context, insight_cards.view_card(view, record_url_template=template))
+            match view:
+                case RiskView() | CatchUpView():
+                    await send_card(turn_context, insight_cards.view_card(view, record_url_template=template))
+                case BriefView(brief=brief):
+                    if in_group(turn_context.activity):
+                        await turn_context.send_activity(BRIEFS_PRIVATE_ONLY)
+                        continue
+                    card = cards.brief_card(
+                        brief,
+                        now=self.service.clock(),
+                        locale=turn_context.activity.locale,
+                        record_url_template=template,
+                    )
+                    await send_card(turn_context, card)
+                case StatsView(stats=stats):
+                    await send_card(turn_context, stats_card(stats))
+                case DeskView(card=which):
+                    if (show := self.desk_cards.get(which)) is not None:
+                        await show(turn_context, rep)
+                case _:
+                    assert_never(view)
 
     async def send_answer(
         self, turn_context: TurnContext, result: TurnResult, progress: TurnProgress | None

@@ -18,6 +18,8 @@ PRIVATE_ONLY = (
     "I answer CRM questions only in a 1:1 chat with you: I read the CRM with the permissions "
     "of whoever asks, and everyone here would see the answer. Message me privately and ask there."
 )
+BRIEFS_PRIVATE_ONLY = 'Briefs come only to your 1:1 chat with me: say "brief me" there.'
+"""A brief or the digest (the rep's own day) asked for in a group chat."""
 GROUP_CONVERSATION_TYPES = frozenset({"groupChat", "channel"})
 """Teams ``conversationType``s with more people than the rep (1:1 chats are ``personal``)."""
 

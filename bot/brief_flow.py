@@ -10,7 +10,7 @@ from botbuilder.core import TurnContext
 
 from bot import brief_store, cards, digest_store
 from bot.ai_entities import client_time_zone
-from bot.audience import in_group
+from bot.audience import BRIEFS_PRIVATE_ONLY, in_group
 from bot.card_submit import InvalidSubmission, declined_suggestion, parse_digest_feedback
 from bot.digests import rep_digest
 from bot.rep_tokens import SignedInRep
@@ -19,16 +19,11 @@ from bot.settings import BotSettings
 from bot.sign_in_flow import SignInFlow
 from copilot.briefs import ledger
 from copilot.briefs.mailbox_settings import rep_schedule
-from copilot.briefs.service import briefs_at
 from copilot.errors import AuthError, CalendarUnavailable, CrmUnavailable
 from copilot.runner import CopilotService
 
-BRIEFS_PRIVATE_ONLY = 'Briefs come only to your 1:1 chat with me: say "brief me" there.'
 SUGGESTION_DECLINED = "Noted: I won't suggest that again until the record changes."
 SUGGESTION_UNREADABLE = "That suggestion's button could not be read, so nothing was recorded."
-NO_UPCOMING_MEETING = "You have no upcoming customer meeting in the next 7 days."
-BRIEF_ME_DAYS = 7
-"""How far ahead ``brief me`` looks for the rep's next customer meeting."""
 
 
 class BriefFlow:
@@ -39,40 +34,9 @@ class BriefFlow:
         self.settings = settings
         self.sign_in = sign_in
 
-    async def brief_me(self, turn_context: TurnContext, rep: SignedInRep) -> None:
-        """``brief me``: the brief card of the rep's next customer meeting (within
-        :data:`BRIEF_ME_DAYS`), now, its times in the rep's zone (mailbox settings, else
-        Teams'). Refused in a group chat."""
-        if in_group(turn_context.activity):
-            await turn_context.send_activity(BRIEFS_PRIVATE_ONLY)
-            return
-        zone = client_time_zone(turn_context.activity.entities, turn_context.activity.local_timezone)
-        now = self.service.clock()
-        prefs = await brief_store.preferences(self.service.pool, rep.identity)
-        schedule = await rep_schedule(self.service.settings, rep.broker, zone or prefs.time_zone)
-        try:
-            async with self.service.pool.connection() as conn:
-                run = await briefs_at(
-                    self.service.settings,
-                    rep.identity,
-                    rep.broker,
-                    conn,
-                    at=now,
-                    lead_minutes=BRIEF_ME_DAYS * 24 * 60,
-                    zone=schedule.tz,
-                )
-        except (AuthError, CalendarUnavailable, CrmUnavailable) as exc:
-            await turn_context.send_activity(f"I couldn't prepare a brief: {exc.message}")
-            return
-        if not run.briefs:
-            await turn_context.send_activity(NO_UPCOMING_MEETING)
-            return
-        card = cards.brief_card(run.briefs[0], now=now, record_url_template=self.settings.record_url_template)
-        await send_card(turn_context, card)
-
     async def digest_me(self, turn_context: TurnContext, rep: SignedInRep) -> None:
-        """``digest me``: today's digest card (the rep's day, in their zone), now. Refused in a
-        group chat."""
+        """Today's digest card (the rep's day, in their zone), now: the answer to a turn whose
+        read was the digest (``todays_digest``). Refused in a group chat."""
         if in_group(turn_context.activity):
             await turn_context.send_activity(BRIEFS_PRIVATE_ONLY)
             return

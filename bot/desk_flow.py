@@ -1,6 +1,7 @@
-"""The rep's desk as cards, read as the rep with no model: "my approvals" (theirs and the
-colleagues' they may decide), approval stats and delegations. (Deals at risk and what changed
-are asked of the agent in any words; their cards are the answer's views, ``bot.answer_flow``.)"""
+"""The rep's desk cards the bot composes from its own records, read as the rep with no model:
+the waiting approvals (theirs and the colleagues' they may decide) and the delegations, each
+the answer to a turn whose read was that desk (``bot.answer_flow``, ``copilot.views``); and a
+delegation card's Revoke."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from bot.rep_tokens import SignedInRep
 from bot.replies import send_card, send_reply
 from bot.settings import BotSettings
 from bot.sign_in_flow import SignInFlow
-from bot.stats_card import stats_card
-from copilot.analytics.team import StatsUnavailable, approval_stats
 from copilot.errors import ThreadAccessDenied, ThreadNotFound
 from copilot.runner import CopilotService
 
@@ -63,15 +62,6 @@ class DeskFlow:
             zone=rep_zone(turn_context.activity),
         )
         await send_card(turn_context, card)
-
-    async def show_stats(self, turn_context: TurnContext, rep: SignedInRep) -> None:
-        """The approval stats card: the rep's direct reports' figures (as the CRM's manager
-        hierarchy, read as the rep, names them), or the rep's own."""
-        stats = await approval_stats(self.service.settings, self.service.pool, rep.identity, rep.broker)
-        if isinstance(stats, StatsUnavailable):
-            await turn_context.send_activity(stats.message)
-            return
-        await send_card(turn_context, stats_card(stats))
 
     async def show_delegations(self, turn_context: TurnContext, rep: SignedInRep) -> None:
         """The delegations card: who may decide the rep's proposals, and whose the rep may decide."""

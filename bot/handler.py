@@ -8,11 +8,12 @@ module of its own, with the shared service, rep tokens and settings passed in:
   ``bot.card_panels`` (Edit… / Reject… / Back, Open), ``bot.brief_flow`` (digest feedback,
   "Not now"), ``bot.desk_flow`` (a delegation's Revoke); Undo and command buttons become
   typed questions;
-* a typed question: help, reset, the exact commands that show a card (``bot.desk_flow``,
-  ``brief me`` / ``digest me`` in ``bot.brief_flow``), else an agent turn whose result
-  ``bot.answer_flow`` posts (turning briefs or the digest on or off, or moving them, is said in
-  the rep's own words and proposed on an approval card like every change: the bot keeps each
-  rep's 1:1 chat as where they go, ``bot.posting_settings``);
+* a typed question: help and reset, else an agent turn whose result ``bot.answer_flow`` posts.
+  Everything else a rep does is said to the agent in their own words: a read of their desk
+  (waiting approvals, stats, delegations, a brief, the digest, deals at risk, what changed) is
+  answered with its card (the view the tool left, ``copilot.views``), and a change (briefs or
+  the digest turned on or moved, a delegation) is proposed on an approval card like every
+  change (the bot keeps each rep's 1:1 chat as where posts go, ``bot.posting_settings``);
 * invokes: Teams SSO's token exchange (``bot.sign_in_flow``) and feedback on an answer
   (``bot.answer_flow``).
 
@@ -37,8 +38,8 @@ from botbuilder.schema import ActivityTypes, ChannelAccount, SignInConstants
 from bot import brief_store, cards, conversations, feedback
 from bot.ai_entities import client_time_zone
 from bot.answer_flow import TURN_DONE, AnswerFlow
-from bot.audience import PRIVATE_ONLY, answers_here, in_group
-from bot.brief_flow import BRIEFS_PRIVATE_ONLY, NO_UPCOMING_MEETING, SUGGESTION_DECLINED, BriefFlow
+from bot.audience import BRIEFS_PRIVATE_ONLY, PRIVATE_ONLY, answers_here, in_group
+from bot.brief_flow import SUGGESTION_DECLINED, BriefFlow
 from bot.card_panels import CardPanels
 from bot.card_submit import undo_audit_id
 from bot.decision_flow import DecisionFlow
@@ -53,7 +54,6 @@ from copilot.runner import CopilotService
 
 __all__ = [
     "BRIEFS_PRIVATE_ONLY",
-    "NO_UPCOMING_MEETING",
     "PRIVATE_ONLY",
     "SUGGESTION_DECLINED",
     "CopilotBot",
@@ -65,8 +65,6 @@ logger = logging.getLogger(__name__)
 
 Submit = Callable[[TurnContext, dict[str, Any]], Awaitable[None]]
 """Answers one kind of card submit (its ``value``)."""
-Shows = Callable[[TurnContext, SignedInRep], Awaitable[None]]
-"""Answers an exact typed command with a card, for the signed-in rep."""
 
 
 class CopilotBot(TeamsActivityHandler):
@@ -89,7 +87,12 @@ class CopilotBot(TeamsActivityHandler):
         self.briefs = BriefFlow(service, settings, self.sign_in)
         self.desk = DeskFlow(service, settings, self.sign_in)
         self.submits = self._submits()
-        self.exact_commands = self._exact_commands()
+        # A turn whose read was the rep's desk is answered with the desk's card.
+        self.answers.desk_cards = {
+            "approvals": self.desk.show_approvals,
+            "delegations": self.desk.show_delegations,
+            "digest": self.briefs.digest_me,
+        }
 
     @property
     def reps(self) -> RepTokens:
@@ -120,19 +123,6 @@ class CopilotBot(TeamsActivityHandler):
             cards.UNDO_KIND: self._on_undo,
             cards.COMMAND_KIND: self._on_command,
         }
-
-    def _exact_commands(self) -> dict[str, Shows]:
-        """Typed commands, lowercased, that show a card of the rep's desk (no model, no thread)."""
-        shows: dict[str, Shows] = {}
-        for words, show in (
-            (cards.APPROVALS_COMMANDS, self.desk.show_approvals),
-            (cards.STATS_COMMANDS, self.desk.show_stats),
-            (cards.DELEGATIONS_COMMANDS, self.desk.show_delegations),
-            (cards.BRIEF_ME_COMMANDS, self.briefs.brief_me),
-            (cards.DIGEST_ME_COMMANDS, self.briefs.digest_me),
-        ):
-            shows.update(dict.fromkeys(words, show))
-        return shows
 
     # --- Teams events -------------------------------------------------------------------------
 
@@ -226,9 +216,6 @@ class CopilotBot(TeamsActivityHandler):
             await conversations.forget(self.service.pool, conversation_id, rep.identity)
             await turn_context.send_activity("Starting a new conversation.")
             return
-        if show := self.exact_commands.get(text.lower()):
-            await show(turn_context, rep)
-            return
         await self._run_turn(turn_context, rep, text, activity_id)
 
     async def _run_turn(
@@ -257,7 +244,7 @@ class CopilotBot(TeamsActivityHandler):
         await conversations.remember(
             self.service.pool, conversation_id, rep.identity, result.thread_id, reference
         )
-        await self.answers.send_result(turn_context, result, progress)
+        await self.answers.send_result(turn_context, result, progress, rep)
 
 
 async def on_turn_error(turn_context: TurnContext, error: Exception) -> None:

@@ -18,7 +18,7 @@ from bot.cards.suggestions import suggestion_block
 from copilot.followthrough import FollowThrough
 from copilot.insight.catchup import ITEM_TITLES, CatchUp
 from copilot.insight.risk import RiskReport, report_text
-from copilot.insight.views import CatchUpView, RiskView
+from copilot.views import CatchUpView, RiskView
 
 Card = dict[str, Any]
 MAX_DEALS = 10
@@ -126,7 +126,7 @@ def catch_up_card(catch_up: CatchUp, *, record_url_template: str | None = None) 
 
 
 def view_card(view: RiskView | CatchUpView, *, record_url_template: str | None = None) -> Card:
-    """The card of what an insight read computed (:mod:`copilot.insight.views`)."""
+    """The card of what an insight read computed (:mod:`copilot.views`)."""
     match view:
         case RiskView(report=report):
             return risk_card(report, record_url_template=record_url_template)

@@ -269,6 +269,8 @@ class CopilotService:
             answer=answer,
             citations=answered.citations,
             unverified_citations=answered.unverified_citations,
+            sources=answered.sources,
+            views=answered.views,
             proposals=pending,
             notice="proposals_pending",
         )

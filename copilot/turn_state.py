@@ -30,10 +30,10 @@ from copilot.errors import (
     MailboxUnavailable,
     ProposalNotPending,
 )
-from copilot.insight.views import views_in
 from copilot.proposals import ProposalRecord
 from copilot.tracing import current_trace
 from copilot.turns import Notice, Proposal, TurnResult, args_digest
+from copilot.views import views_in
 from copilot.writes import WriteOutcome, backends
 
 HitlDecision = ApproveDecision | EditDecision | RejectDecision

@@ -16,7 +16,7 @@ from copilot.citations import CitedRecord
 from copilot.writes.types import ProposalRecord, WriteOutcome
 
 if TYPE_CHECKING:
-    from copilot.insight.views import CatchUpView, RiskView
+    from copilot.views import View
 
 
 def args_digest(args: dict[str, Any]) -> str:
@@ -90,9 +90,10 @@ class TurnResult:
     sources: dict[str, CitedRecord] = field(default_factory=dict)
     """The cited records as this run's tool results describe them (name, kind, facts), by id:
     what Teams shows when a rep hovers over a citation."""
-    views: list[RiskView | CatchUpView] = field(default_factory=list)
-    """What this turn's insight reads computed, whole (a risk report, a catch-up), for a
-    client that shows them as cards; the answer's text says the same for one that does not."""
+    views: list[View] = field(default_factory=list)
+    """What this turn's reads computed, for a client that shows them as cards (a risk report,
+    a catch-up, a brief, or which desk card); the answer's text says the same for one that
+    does not (:mod:`copilot.views`)."""
     run_id: str | None = None
     """The LangSmith root run of this turn or decision (``Tracing.record_feedback`` takes it);
     ``None`` when tracing is off."""

@@ -27,6 +27,7 @@ _FUNCTION_WORDS = frozenset(
     {"a", "an", "the", "to", "for", "of", "on", "in", "into", "at", "by", "with", "and", "or", "your", "my"}
 )
 _STEM = 4
+_LONG_STEM = 6
 _TEXT_KEYS = ("what", "reason", "text", "summary", "name", "title", "subject")
 _DETAIL_KEYS = ("stage", "amount", "close_date")
 _ID_KEYS = ("id", "record_ids")
@@ -38,20 +39,36 @@ def _stems(text: str) -> set[str]:
     return {w[:_STEM] for w in words(text) if w not in _FUNCTION_WORDS and len(w) > 1}
 
 
+def _word_stems(text: str, length: int) -> set[str]:
+    return {w[:length] for w in words(text) if w not in _FUNCTION_WORDS and len(w) > 1}
+
+
 def requested_read(ctx: PlanContext) -> BoundTool | None:
-    """The bound read-only tool with no role and a title, whose title (or name) the rep's
-    message uses word for word; the most specific one when several do."""
+    """The bound read-only tool with no role and a title that the rep's message asks for: it
+    uses every content word of the tool's title, or of its name (two words or more: a name's
+    single word says too little). A one-word title is matched by the word's longer stem, so
+    "my stats" is not "status". The best is the one whose title and name cover most of the
+    message's words, then the one with the longer title."""
     said = _stems(ctx.turn.question)
-    matches: list[tuple[int, BoundTool]] = []
+    names_a_record = has_account_reference(ctx)
+    matches: list[tuple[int, int, BoundTool]] = []
     for name in ctx.tools.without_role():
         tool = ctx.tools.tools[name]
         if not tool.read_only or not tool.title:
             continue
-        for needed in (_stems(tool.title), _stems(tool.name.replace("_", " "))):
-            if len(needed) >= 2 and needed <= said:
-                matches.append((len(needed), tool))
-                break
-    return max(matches, key=lambda m: m[0])[1] if matches else None
+        titled, named = _stems(tool.title), _stems(tool.name.replace("_", " "))
+        if len(titled) == 1:
+            asked = titled <= said and _word_stems(tool.title, _LONG_STEM) <= _word_stems(
+                ctx.turn.question, _LONG_STEM
+            )
+        else:
+            asked = bool(titled) and titled <= said
+        # Its name alone ("brief me") does not ask for a tool that takes no record when the
+        # message names one ("brief me on <an account>" is about that account).
+        by_name = len(named) >= 2 and named <= said and not (names_a_record and not tool.properties)
+        if asked or by_name:
+            matches.append((len(said & (titled | named)), len(titled), tool))
+    return max(matches, key=lambda m: (m[0], m[1]))[2] if matches else None
 
 
 def _since(ctx: PlanContext) -> str | None:

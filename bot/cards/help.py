@@ -18,9 +18,7 @@ from copilot.writes import write_tools
 
 __all__ = [
     "APPROVALS_COMMANDS",
-    "BRIEF_ME_COMMANDS",
     "DELEGATIONS_COMMANDS",
-    "DIGEST_ME_COMMANDS",
     "EMPTY_MESSAGE_REPLY",
     "HELP_COMMANDS",
     "OAUTH_CARD_CONTENT_TYPE",
@@ -35,7 +33,8 @@ __all__ = [
 ]
 
 APPROVALS_COMMANDS: tuple[str, ...] = ("my approvals", "my pending approvals", "approvals")
-"""Messages (lower-cased) answered with the "my approvals" card; the first is the one shown."""
+"""Ways to ask for the waiting approvals (the agent's ``pending_approvals`` answers with its
+card); the first is the one the cards suggest."""
 WELCOME_COMMANDS: tuple[str, ...] = (
     "my pipeline",
     "my deals closing this quarter",
@@ -44,14 +43,11 @@ WELCOME_COMMANDS: tuple[str, ...] = (
     "my preferences",
 )
 STATS_COMMANDS: tuple[str, ...] = ("copilot stats", "my stats", "approval stats", "team stats", "stats")
-"""Messages (lower-cased) answered with the approval stats card; the first is the one shown."""
-BRIEF_ME_COMMANDS: tuple[str, ...] = ("brief me",)
-"""Messages (lower-cased) answered with the brief card of the rep's next customer meeting."""
-DIGEST_ME_COMMANDS: tuple[str, ...] = ("digest me",)
-"""Messages (lower-cased) answered with today's digest card."""
+"""Ways to ask for the approval stats (the agent's ``approval_stats`` answers with its card);
+the first is the one the cards suggest."""
 DELEGATIONS_COMMANDS: tuple[str, ...] = ("my delegations", "delegations")
-"""Messages (lower-cased) answered with the delegations card (granting and ending one are said
-in the rep's own words, to the agent)."""
+"""Ways to ask who may approve for the rep (the agent's ``who_can_approve`` answers with the
+delegations card; granting and ending one are write tools)."""
 HELP_COMMANDS: frozenset[str] = frozenset({"help", "what can you do", "?"})
 """Messages (lower-cased) answered with the help card."""
 RESET_COMMANDS: tuple[str, ...] = ("new conversation", "start over", "reset")

@@ -3,7 +3,7 @@ model can answer "which of my deals are at risk?" and "what changed since Friday
 
 Both read the CRM as the run's rep (:func:`copilot.crm.connector.run_reads`), compute with no
 model call (:mod:`copilot.insight`), and return the records' ids with every fact, to be cited,
-and keep the typed result as the tool message's artifact (:mod:`copilot.insight.views`) for a
+and keep the typed result as the tool message's artifact (:mod:`copilot.views`) for a
 client that shows it as a card.
 The rep comes from the run's context, never from the arguments. ``catch_up`` over the whole book
 also stores the moment as the rep's last catch-up (the copilot's own bookkeeping, not a CRM
@@ -26,9 +26,9 @@ from copilot.evidence import Evidence
 from copilot.insight import catchup
 from copilot.insight.risk import RiskSettings, deal_risks
 from copilot.insight.since import UnreadableSince, read_since
-from copilot.insight.views import CatchUpView, RiskView, view_artifact
 from copilot.models.factory import build_model
 from copilot.settings import is_offline_model
+from copilot.views import CatchUpView, RiskView, view_artifact
 
 RISK_TOOL = "deals_at_risk"
 CATCH_UP_TOOL = "catch_up"
@@ -65,7 +65,7 @@ class CatchUpArgs(BaseModel):
 
 
 ToolAnswer = tuple[str, dict[str, Any] | None]
-"""The JSON text the model reads, and the typed result kept beside it (:mod:`copilot.insight.views`)."""
+"""The JSON text the model reads, and the typed result kept beside it (:mod:`copilot.views`)."""
 
 
 def _error(exc: CrmCallError) -> ToolAnswer:

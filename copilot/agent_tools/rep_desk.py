@@ -4,7 +4,10 @@ the brief of their next meeting, today's digest and their approval stats.
 These were the bot's typed commands ("my approvals", "brief me", "digest me", …), parsed word
 for word, so "anything waiting on my approval?" got "I couldn't read that question". As tools,
 any model understands them in the rep's own words, in Teams and in the terminal alike; the
-offline model binds them by their titles and names, as it does every tool it has no role for.
+offline model binds them by their titles and names, as it does every tool it has no role for
+(so the titles and names are the rep's own short words for them: "My approvals", "brief me").
+Each keeps a view beside its JSON (:mod:`copilot.views`), so the Teams bot answers with the
+desk's card whatever the words.
 
 Each reads as the run's rep (the rep comes from the run's context, never from the arguments),
 with no model call, and returns the records' ids with every fact, to be cited. None changes
@@ -32,11 +35,12 @@ from copilot.crm import connector
 from copilot.errors import AuthError, CalendarUnavailable, CrmCallError, CrmUnavailable
 from copilot.evidence import Evidence
 from copilot.tools.schemas import NoArgs
+from copilot.views import BriefView, DeskCard, DeskView, StatsView, view_artifact
 from copilot.writes import title
 
 WAITING_TOOL = "pending_approvals"
 DELEGATIONS_TOOL = "who_can_approve"
-BRIEF_TOOL = "brief_next_meeting"
+BRIEF_TOOL = "brief_me"
 DIGEST_TOOL = "todays_digest"
 STATS_TOOL = "approval_stats"
 
@@ -52,14 +56,24 @@ def _context() -> AgentContext:
     return runtime.context
 
 
-def _unavailable(what: str, exc: AuthError | CrmUnavailable | CrmCallError | CalendarUnavailable) -> str:
-    return json.dumps({"error": "unavailable", "message": f"I couldn't read {what}: {exc.message}"})
+ToolAnswer = tuple[str, dict[str, Any] | None]
+"""The JSON text the model reads, and the view kept beside it for a client's card (:mod:`copilot.views`)."""
 
 
-async def _pending_approvals(**_: Any) -> str:
+def _unavailable(
+    what: str, exc: AuthError | CrmUnavailable | CrmCallError | CalendarUnavailable
+) -> ToolAnswer:
+    return json.dumps({"error": "unavailable", "message": f"I couldn't read {what}: {exc.message}"}), None
+
+
+def _desk(text: str, card: DeskCard) -> ToolAnswer:
+    return text, view_artifact(DeskView(card=card))
+
+
+async def _pending_approvals(**_: Any) -> ToolAnswer:
     ctx = _context()
     if ctx.proposals is None:
-        return json.dumps({"items": [], "count": 0})
+        return json.dumps({"items": [], "count": 0}), None
     try:
         async with AsyncExitStack() as stack, ctx.pool.connection() as conn:
             evidence = Evidence(connector.reads(stack, ctx.settings, ctx.tokens))
@@ -77,22 +91,23 @@ async def _pending_approvals(**_: Any) -> str:
                 "proposed_at": w.proposed_at,
             }
         )
-    return json.dumps(
+    text = json.dumps(
         {
             "items": items,
             "count": len(items),
             "how_to_decide": "each is decided on its own approval card (approve, edit or reject)",
         }
     )
+    return _desk(text, "approvals")
 
 
-async def _who_can_approve(**_: Any) -> str:
+async def _who_can_approve(**_: Any) -> ToolAnswer:
     ctx = _context()
     now = ctx.clock()
     async with ctx.pool.connection() as conn:
         granted = await delegation.granted_by(conn, ctx.identity, now=now)
         held = await delegation.held_by(conn, ctx.identity, now=now)
-    return json.dumps(
+    text = json.dumps(
         {
             "items": [
                 {"what": f"{d.delegate_name} may approve your proposals until {_until(d.ends_at)}"}
@@ -105,6 +120,7 @@ async def _who_can_approve(**_: Any) -> str:
             "count": len(granted) + len(held),
         }
     )
+    return _desk(text, "delegations")
 
 
 def _until(ends_at: datetime) -> str:
@@ -112,7 +128,7 @@ def _until(ends_at: datetime) -> str:
     return (ends_at - timedelta(days=1)).date().isoformat()
 
 
-async def _brief_next_meeting(**_: Any) -> str:
+async def _brief_next_meeting(**_: Any) -> ToolAnswer:
     ctx = _context()
     now = ctx.clock()
     schedule = await rep_schedule(ctx.settings, ctx.tokens, None)
@@ -130,10 +146,10 @@ async def _brief_next_meeting(**_: Any) -> str:
     except (AuthError, CalendarUnavailable, CrmUnavailable, CrmCallError) as exc:
         return _unavailable("your calendar", exc)
     if not run.briefs:
-        return json.dumps({"items": [], "count": 0, "looked_ahead_days": BRIEF_AHEAD_DAYS})
+        return json.dumps({"items": [], "count": 0, "looked_ahead_days": BRIEF_AHEAD_DAYS}), None
     brief = run.briefs[0]
     start = brief.start.astimezone(schedule.tz)
-    return json.dumps(
+    text = json.dumps(
         {
             "meeting": brief.subject,
             "starts": f"{start:%a %Y-%m-%d %H:%M} {brief.time_zone}",
@@ -145,12 +161,13 @@ async def _brief_next_meeting(**_: Any) -> str:
             "count": sum(len(s.items) for s in brief.accounts),
         }
     )
+    return text, view_artifact(BriefView(brief=brief))
 
 
-async def _todays_digest(**_: Any) -> str:
+async def _todays_digest(**_: Any) -> ToolAnswer:
     ctx = _context()
     if ctx.proposals is None:
-        return json.dumps({"error": "unavailable", "message": "the digest needs the copilot's service"})
+        return json.dumps({"error": "unavailable", "message": "the digest needs the copilot's service"}), None
     schedule = await rep_schedule(ctx.settings, ctx.tokens, None)
     try:
         async with ctx.pool.connection() as conn:
@@ -159,7 +176,7 @@ async def _todays_digest(**_: Any) -> str:
             )
     except (AuthError, CalendarUnavailable, CrmUnavailable, CrmCallError) as exc:
         return _unavailable("your day", exc)
-    return json.dumps(
+    text = json.dumps(
         {
             "day": digest.day.isoformat(),
             "time_zone": digest.time_zone,
@@ -170,15 +187,16 @@ async def _todays_digest(**_: Any) -> str:
             "meetings_today": digest.meetings_today,
         }
     )
+    return _desk(text, "digest")
 
 
-async def _approval_stats(**_: Any) -> str:
+async def _approval_stats(**_: Any) -> ToolAnswer:
     ctx = _context()
     stats = await approval_stats(ctx.settings, ctx.pool, ctx.identity, ctx.tokens)
     if isinstance(stats, StatsUnavailable):
-        return json.dumps({"error": "unavailable", "message": stats.message})
+        return json.dumps({"error": "unavailable", "message": stats.message}), None
     report = stats.report
-    return json.dumps(
+    text = json.dumps(
         {
             "scope": stats.scope,
             "covers": stats.covers,
@@ -191,6 +209,7 @@ async def _approval_stats(**_: Any) -> str:
         },
         default=str,
     )
+    return text, view_artifact(StatsView(stats=stats))
 
 
 def _tool(coroutine: Any, name: str, title_: str, description: str, cues: tuple[str, ...]) -> BaseTool:
@@ -201,6 +220,7 @@ def _tool(coroutine: Any, name: str, title_: str, description: str, cues: tuple[
         args_schema=NoArgs,
         # Selection cues (word stems): offered when the conversation speaks of it.
         metadata={"readOnlyHint": True, "title": title_, "cues": cues},
+        response_format="content_and_artifact",
     )
 
 
@@ -210,7 +230,7 @@ def rep_desk_tools() -> list[BaseTool]:
         _tool(
             _pending_approvals,
             WAITING_TOOL,
-            "Waiting for my approval",
+            "My approvals",
             "List the proposed changes waiting for the rep's approval across their conversations, "
             "each with the record it changes. Each is decided on its own card.",
             ("approv", "pending", "waiting", "decide", "proposal"),
@@ -218,7 +238,7 @@ def rep_desk_tools() -> list[BaseTool]:
         _tool(
             _who_can_approve,
             DELEGATIONS_TOOL,
-            "Approval delegations",
+            "My delegations",
             "List who may approve the rep's proposals for them (and until when), and whose the rep may approve.",
             DELEGATION_CUES,
         ),
@@ -241,7 +261,7 @@ def rep_desk_tools() -> list[BaseTool]:
         _tool(
             _approval_stats,
             STATS_TOOL,
-            "My approval stats",
+            "My stats",
             "How the rep's (or their direct reports') proposals were decided: approved, edited and "
             "rejected per kind of change, and feedback given.",
             ("stat", "how often", "approval rate", "feedback"),

@@ -17,7 +17,6 @@ import psycopg
 import pytest
 
 from bot.handler import PRIVATE_ONLY
-from copilot.errors import UNAVAILABLE_MESSAGE
 from copilot.persistence import audit, rejections
 from copilot.persistence.audit import AuditEntry
 from copilot.settings import Settings
@@ -262,6 +261,7 @@ async def test_a_crm_outage_gets_a_clear_message_and_no_figures(teams: Teams, sa
     finally:
         sandbox.admin("PUT", "/admin/knobs", {})
 
-    [reply] = teams.connector.messages()
-    assert reply.body.get("text") == UNAVAILABLE_MESSAGE
-    assert not reply.body.get("attachments")
+    # Asked of the agent, the stats tool's read fails: the rep is told, and no card or figure.
+    replies = teams.connector.messages()
+    assert any("unavailable right now" in str(r.body.get("text")) for r in replies), replies
+    assert not any(r.body.get("attachments") for r in replies)

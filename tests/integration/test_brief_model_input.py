@@ -65,6 +65,9 @@ def sandbox(pinned_sandbox: SandboxProcess) -> SandboxProcess:
 MODEL = "openai:gpt-test"
 BUTTONS = ("Log this meeting", "Draft follow-up")
 IDS = re.compile(r'"id"\s*:\s*"([A-Za-z0-9][A-Za-z0-9_.:\-]+)"')
+RECORD_IDS = re.compile(r'"record_ids"\s*:\s*\["([A-Za-z0-9][A-Za-z0-9_.:\-]+)"')
+DESK_TOOLS = {"brief me": "brief_me", "digest me": "todays_digest"}
+"""What the rep says for their desk, and the tool a competent model calls for it."""
 
 
 # --- a competent model for the brief's buttons, over the wire --------------------------------
@@ -106,6 +109,13 @@ def brief_button_model(request: ChatRequest) -> Reply:
     if check is not None:
         return check
     text = request.latest_user_text()
+    desk = DESK_TOOLS.get(text.strip().lower())
+    if desk is not None:
+        # "brief me" / "digest me": the rep's desk tool, then the answer citing what it read.
+        if not _turn_calls(request):
+            return tool_calls(call(desk))
+        cited = RECORD_IDS.findall(str(request.turn_tool_results()[0].get("content")))
+        return answer(f"Here it is {' '.join(f'[{i}]' for i in cited[:3])}.")
     asked = LOG_REQUEST.match(text) or FOLLOW_UP_REQUEST.match(text)
     if asked is None:
         return answer("I can only help with the meeting on the brief.")
@@ -305,22 +315,26 @@ async def test_the_hidden_account_meeting_gets_no_brief_and_nothing_of_that_acco
         assert _pii_in(request, state["contacts"]) == [], request.messages
 
 
-async def test_brief_me_and_digest_me_make_no_model_call_and_show_no_email_or_phone(
+async def test_brief_me_and_digest_me_are_answered_with_their_card_and_give_the_model_no_email_or_phone(
     teams: Teams, fake: FakeOpenAI, sandbox: SandboxProcess
 ) -> None:
-    # Briefs and digests are composed from the rep's reads without a model (copilot/briefs/
-    # compose.py): a model call on these turns would be new, and is refused here until it is
-    # shown to get no email or phone either.
+    # Said to the agent, as everything a rep does: the model chooses the desk tool, and the
+    # tool's view is the card. Briefs and digests are still composed without a model
+    # (copilot/briefs/compose.py); what the model reads of them holds no email or phone.
     state = _export(sandbox)
     before = len(teams.connector.messages())
 
     for command, prefix in (("brief me", BRIEF_ELEMENT_PREFIX), ("digest me", DIGEST_ELEMENT_PREFIX)):
         start = len(teams.connector.messages())
         await _as(teams, "alex", command)
-        [reply] = teams.connector.messages()[start:]
-        assert str(card_of(reply)["body"][0].get("id", "")).startswith(prefix), _shown(reply)
+        shown = [m for m in teams.connector.messages()[start:] if m.body.get("attachments")]
+        assert [str(card_of(m)["body"][0].get("id", "")).startswith(prefix) for m in shown] == [True], [
+            _shown(m) for m in teams.connector.messages()[start:]
+        ]
 
-    assert fake.requests == []
+    assert fake.requests, "the model chose the desk's tools"
+    for request in fake.requests:
+        assert _pii_in(request, state["contacts"]) == [], request.messages
     # What the cards show holds no contact's email or phone; the one address is the rep's own
     # (the digest's text names whose it is), which they see and no model is given.
     alex = find_user("alex")

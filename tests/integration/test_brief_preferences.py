@@ -15,7 +15,7 @@ import pytest
 
 from bot import brief_store
 from bot.brief_delivery import deliver_briefs
-from bot.handler import BRIEFS_PRIVATE_ONLY, NO_UPCOMING_MEETING, PRIVATE_ONLY
+from bot.handler import BRIEFS_PRIVATE_ONLY, PRIVATE_ONLY
 from bot.settings import BotSettings
 from copilot.briefs.mailbox_settings import MAILBOX_SETTINGS_SCOPE, rep_schedule
 from copilot.briefs.posting import NO_CHAT
@@ -301,7 +301,11 @@ async def test_brief_me_answers_with_the_next_customer_meeting_or_says_there_is_
     assert "UTC" not in header
     assert "Log this meeting" not in repr(card), "the meeting has not started"
     # adele's calendar holds no meeting at all.
-    assert NO_UPCOMING_MEETING in await _as(teams, "adele", "brief me")
+    # adele may not use the CRM: she is told so plainly, and gets no card.
+    start = len(teams.connector.messages())
+    reply = await _as(teams, "adele", "brief me")
+    assert "access to the CRM" in reply, reply
+    assert not any(m.body.get("attachments") for m in teams.connector.messages()[start:])
 
 
 async def test_brief_me_and_the_preferences_are_refused_in_a_group_chat(

@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from copilot.settings import Settings
+from copilot.views import DeskView
 from tests.support.copilot_env import service, sign_in
 from tests.support.moments import SEED_MIDNIGHT, SEED_MORNING, SteppingClock
 from tests.support.sandbox_process import SandboxProcess
@@ -96,3 +97,56 @@ async def test_who_can_approve_for_me_lists_the_live_delegation_after_it_is_appr
     assert after.answer is not None
     assert "Megan Bowen may approve your proposals" in after.answer
     assert "2026-12-11" in after.answer
+
+
+@pytest.mark.parametrize(
+    ("said", "view"),
+    [
+        ("my approvals", "approvals"),
+        ("approvals", "approvals"),
+        ("my pending approvals", "approvals"),
+        ("anything waiting on my approval?", "approvals"),
+        ("copilot stats", "stats"),
+        ("my stats", "stats"),
+        ("approval stats", "stats"),
+        ("my delegations", "delegations"),
+        ("show my approval delegations", "delegations"),
+        ("digest me", "digest"),
+        ("brief me", "brief"),
+        ("brief me for my next meeting please", "brief"),
+        ("deals at risk", "risk"),
+        ("catch me up", "catch_up"),
+    ],
+)
+async def test_the_desk_asked_in_its_short_words_or_free_ones_leaves_its_view_for_the_card(
+    copilot_settings: Settings, said: str, view: str
+) -> None:
+    """What were the bot's card commands are the agent's tools: whatever the words, the turn
+    carries the view the Teams bot shows as the card (and the text says the same elsewhere)."""
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, clock=SteppingClock(SEED_MORNING)) as svc:
+        result = await svc.run_turn(rep.identity, rep.broker, None, said)
+    assert result.answer is not None
+    shown = [v.card if isinstance(v, DeskView) else v.view for v in result.views]
+    assert shown == [view], (said, result.answer[:300])
+
+
+@pytest.mark.parametrize(
+    "said", ["what's the status of the Acme renewal?", "brief me on Acme before my call"]
+)
+async def test_a_question_about_a_record_is_not_taken_for_the_desk(
+    copilot_settings: Settings, said: str
+) -> None:
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, clock=SteppingClock(SEED_MORNING)) as svc:
+        result = await svc.run_turn(rep.identity, rep.broker, None, said)
+    assert result.views == []
+    assert result.answer is not None
+    assert "acc-acme" in result.citations, result.answer[:300]
+
+
+async def test_the_digest_asked_with_a_possessive_is_the_digest(copilot_settings: Settings) -> None:
+    rep = await sign_in(copilot_settings, "alex")
+    async with service(copilot_settings, clock=SteppingClock(SEED_MORNING)) as svc:
+        result = await svc.run_turn(rep.identity, rep.broker, None, "give me today's digest")
+    assert [v.card for v in result.views if isinstance(v, DeskView)] == ["digest"], result.answer

@@ -126,7 +126,7 @@ def test_the_copilots_own_tools_are_its_writes_and_its_known_local_reads():
         "catch_up",
         "pending_approvals",
         "who_can_approve",
-        "brief_next_meeting",
+        "brief_me",
         "todays_digest",
         "approval_stats",
     }

@@ -1,4 +1,4 @@
-"""The typed results insight reads keep beside their JSON (``copilot/insight/views.py``): read
+"""The typed results insight reads keep beside their JSON (``copilot/views.py``): read
 back from one run's tool messages for the bot's cards, round-tripped through JSON as a
 checkpointer keeps them, and never confused with a write's outcome."""
 
@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from copilot.insight.catchup import CatchUp, CatchUpItem
 from copilot.insight.risk import DealRisk, RiskReport, Signal
-from copilot.insight.views import CatchUpView, RiskView, view_artifact, view_ids, views_in
+from copilot.views import CatchUpView, RiskView, view_artifact, view_ids, views_in
 from copilot.writes.types import WriteOutcome
 
 REPORT = RiskReport(
