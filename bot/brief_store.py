@@ -22,8 +22,8 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from copilot.briefs.posting import PostingChange, Preferences
 from copilot.identity import RepIdentity
+from copilot.posting import PostingChange, Preferences
 
 Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
 

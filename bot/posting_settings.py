@@ -1,4 +1,4 @@
-"""The copilot's port to the reps' brief and digest settings (:class:`copilot.briefs.posting.PostingSettings`),
+"""The copilot's port to the reps' brief and digest settings (:class:`copilot.posting.PostingSettings`),
 kept by the bot in ``brief_settings`` with the 1:1 chat the posts go to (``bot/brief_store.py``).
 
 The bot keeps a rep's 1:1 chat there on every turn in it (``brief_store.record_chat``), so a
@@ -11,8 +11,8 @@ from dataclasses import replace
 
 from bot import brief_store
 from bot.brief_store import Pool
-from copilot.briefs.posting import NO_CHAT, PostingChange, PostingUnreachable, Preferences
 from copilot.identity import RepIdentity
+from copilot.posting import NO_CHAT, PostingChange, PostingUnreachable, Preferences
 
 
 class BotPostingSettings:

@@ -19,9 +19,9 @@ from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
 from copilot.auth.tokens import TokenBroker
-from copilot.briefs.posting import PostingSettings
 from copilot.clock import Clock, system_clock
 from copilot.identity import RepIdentity
+from copilot.posting import PostingSettings
 from copilot.settings import Settings
 from copilot.tools.crm_client import CrmGateway, open_crm_session, read_tool_definitions
 from copilot.tools.session_host import SessionHost, SessionOpener

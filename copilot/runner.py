@@ -27,7 +27,6 @@ from psycopg_pool import AsyncConnectionPool
 from copilot.agent import build_agent
 from copilot.agent_stream import ProgressCallback, stream_agent
 from copilot.auth.tokens import TokenBroker
-from copilot.briefs.posting import PostingSettings
 from copilot.clock import Clock, system_clock
 from copilot.context import AgentContext, run_context
 from copilot.crm.connector import load_vocabulary
@@ -50,6 +49,7 @@ from copilot.persistence.checkpoint import make_saver_and_store
 from copilot.persistence.embedded import resolve_database_url
 from copilot.persistence.migrations import assert_schema_current
 from copilot.persistence.pool import open_pool
+from copilot.posting import PostingSettings
 from copilot.settings import Settings
 from copilot.thread_keeper import ThreadKeeper, thread_config
 from copilot.tools.crm_client import read_tool_definitions, read_tools
@@ -133,9 +133,7 @@ class CopilotService:
         self.clock: Clock = system_clock
         """What time it is for the service: thread activity, rotation, the date the model is
         told, undo windows, delegations (a test sets a simulated clock)."""
-        self.posting: PostingSettings | None = None
-        """Where reps' brief and digest settings are kept: the Teams bot sets its own; none in
-        the terminal chat."""
+        self.posting: PostingSettings | None = None  # the bot's brief/digest settings (none: CLI)
         self.keeper = ThreadKeeper(settings, pool, self.lock_pool, saver, lambda: self.clock, self._state_of)
         """Thread authorisation, run locks and rotation."""
 

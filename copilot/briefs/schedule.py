@@ -37,7 +37,6 @@ ScheduleSource = Literal["mailbox", "fallback"]
 FALLBACK_DAYS: tuple[Weekday, ...] = WEEKDAYS[:5]
 FALLBACK_START = time(8, 0)
 FALLBACK_END = time(18, 0)
-DEFAULT_DIGEST_TIME = time(7, 30)
 DIGEST_GRACE = timedelta(hours=3)
 """How late a digest is still posted when the timer missed its moment (a host down, a deploy)."""
 

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema, JsonSchemaMode
 
-from copilot.briefs.posting import MAX_LEAD_MINUTES, MIN_LEAD_MINUTES, parse_clock
+from copilot.posting import MAX_LEAD_MINUTES, MIN_LEAD_MINUTES, parse_clock
 from copilot.vocabulary import (
     REFERENCE_STAGES,
     REFERENCE_VOCABULARY,

@@ -2,7 +2,7 @@
 digest turned on or off, or moved ("brief on", "send my digest at 8am", "stop the briefs").
 
 Like every change it is proposed on an approval card and made only once the rep approves. The
-settings are kept by the Teams bot with the chat the posts go to (:mod:`copilot.briefs.posting`):
+settings are kept by the Teams bot with the chat the posts go to (:mod:`copilot.posting`):
 where no chat is known for the rep (no bot behind the service, or never seen in a 1:1 chat),
 the call is answered with where to say it (:data:`~copilot.writes.types.UNRESOLVED`), so
 nothing is proposed that could not be done.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from copilot.briefs.posting import NO_CHAT, PostingChange, PostingUnreachable, describe, parse_clock
+from copilot.posting import NO_CHAT, PostingChange, PostingUnreachable, describe, parse_clock
 from copilot.tools.schemas import ChangeBriefsAndDigestArgs
 from copilot.writes.crm import now_iso
 from copilot.writes.registry import WriteTool, register

@@ -18,9 +18,9 @@ from bot.brief_delivery import deliver_briefs
 from bot.handler import BRIEFS_PRIVATE_ONLY, PRIVATE_ONLY
 from bot.settings import BotSettings
 from copilot.briefs.mailbox_settings import MAILBOX_SETTINGS_SCOPE, rep_schedule
-from copilot.briefs.posting import NO_CHAT
 from copilot.identity import RepIdentity
 from copilot.persistence.database import connect
+from copilot.posting import NO_CHAT
 from copilot.settings import Settings
 from tests.integration.test_brief_timer import BRIEFS_ON, _aad, _as, _briefs_posted, _seeded_day, _set
 from tests.support.fake_connector import card_of

@@ -17,9 +17,9 @@ from bot.brief_delivery import deliver_briefs
 from bot.cards import brief_card
 from bot.handler import PRIVATE_ONLY
 from bot.settings import BotSettings
-from copilot.briefs.posting import NO_CHAT
 from copilot.briefs.service import briefs_at
 from copilot.persistence.database import connect
+from copilot.posting import NO_CHAT
 from copilot.settings import Settings
 from copilot.writes import title
 from sandbox.directory import find_user

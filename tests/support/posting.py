@@ -9,8 +9,8 @@ from typing import Any
 
 from bot import brief_store
 from bot.brief_store import Pool
-from copilot.briefs.posting import PostingChange, Preferences
 from copilot.identity import RepIdentity
+from copilot.posting import PostingChange, Preferences
 
 
 async def keep_settings(

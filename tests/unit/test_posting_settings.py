@@ -2,7 +2,7 @@
 by its title in the settings tool's schema and a value of its type (``offline_model/
 settings_write.py``); the tool's arguments accept what is a setting and refuse, saying why,
 what is not (``copilot/tools/schemas.py`` ``ChangeBriefsAndDigestArgs``,
-``copilot/briefs/posting.py``)."""
+``copilot/posting.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from copilot.briefs.posting import MAX_LEAD_MINUTES, MIN_LEAD_MINUTES, Preferences, describe, parse_clock
+from copilot.posting import MAX_LEAD_MINUTES, MIN_LEAD_MINUTES, Preferences, describe, parse_clock
 from copilot.tools.schemas import ChangeBriefsAndDigestArgs
 from copilot.writes import write_tool
 from offline_model.catalog import describe_tool

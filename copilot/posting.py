@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from datetime import time
 from typing import Protocol
 
-from copilot.briefs.schedule import DEFAULT_DIGEST_TIME
 from copilot.errors import CopilotError
 from copilot.identity import RepIdentity
 
 MIN_LEAD_MINUTES = 5
 """The brief timer runs every 5 minutes: a shorter lead time would miss meetings."""
 MAX_LEAD_MINUTES = 24 * 60
+DEFAULT_DIGEST_TIME = time(7, 30)
+"""The rep's local digest time until they set one."""
 _CLOCK = re.compile(r"^(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?$")
 
 
