@@ -316,6 +316,8 @@ async def test_brief_me_and_the_preferences_are_refused_in_a_group_chat(
     async with running_bot(
         copilot_settings, BotSettings(MicrosoftAppId="", COPILOT_GROUP_ANSWERS=True)
     ) as teams:
+        # A moment of the seeded days, so there is a next meeting to brief on (whatever today is).
+        teams.set_clock(SteppingClock(SEED_MORNING))
         for command in ("brief me", "digest me"):
             assert BRIEFS_PRIVATE_ONLY in await _as(teams, "alex", command, conversation_type="groupChat")
         # A setting said in the group is not set up from there: no 1:1 chat of his is known.
