@@ -13,7 +13,7 @@ write).
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.runtime import Runtime, get_runtime
@@ -125,37 +125,26 @@ async def _catch_up(
         moment = read_since(since, now)
     except UnreadableSince as exc:
         return json.dumps({"error": "validation", "message": str(exc)}), None
-    source: Literal["asked", "last_catch_up", "default"] = "asked" if moment is not None else "default"
     async with ctx.pool.connection() as conn:
-        if moment is None:
-            stored = await catchup.last_catch_up(conn, ctx.identity)
-            moment, source = (stored, "last_catch_up") if stored is not None else (None, "default")
-        start = moment or now - catchup.default_window()
-        evidence = Evidence(run_reads(ctx))
         try:
-            scope, deals, items, skipped = await catchup.catch_up_reads(
-                evidence, start, now, account_id=account_id, opportunity_id=opportunity_id
+            catch_up = await catchup.catch_up_from(
+                Evidence(run_reads(ctx)),
+                conn,
+                ctx.identity,
+                now=now,
+                since=moment,
+                account_id=account_id,
+                opportunity_id=opportunity_id,
             )
         except CrmCallError as exc:
             return _error(exc)
-        if account_id is None and opportunity_id is None:
-            await catchup.mark_caught_up(conn, ctx.identity, now)
-    catch_up = catchup.CatchUp(
-        scope=scope,
-        since=start,
-        until=now,
-        since_source=source,
-        deals=deals,
-        items=tuple(items),
-        skipped=tuple(skipped),
-    )
-    catch_up = catch_up.model_copy(update={"text": catchup.render(catch_up)})
+    items = catch_up.items
     text = json.dumps(
         {
-            "scope": scope,
-            "since": start.isoformat(timespec="minutes"),
-            "since_from": source,
-            "open_deals": deals,
+            "scope": catch_up.scope,
+            "since": catch_up.since.isoformat(timespec="minutes"),
+            "since_from": catch_up.since_source,
+            "open_deals": catch_up.deals,
             "items": [
                 {
                     "kind": i.kind,
@@ -167,7 +156,7 @@ async def _catch_up(
                 for i in items[:limit]
             ],
             "count": len(items),
-            "not_listed": skipped,
+            "not_listed": list(catch_up.skipped),
         }
     )
     return text, view_artifact(CatchUpView(catch_up=catch_up))

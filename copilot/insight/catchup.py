@@ -357,28 +357,27 @@ async def catch_up_reads(
     return scope, len(deals), items[:MAX_ITEMS], skipped
 
 
-async def catch_up_at(
-    settings: Settings,
-    identity: RepIdentity,
-    tokens: TokenBroker,
+async def catch_up_from(
+    evidence: Evidence,
     conn: AsyncConnection[Any],
+    identity: RepIdentity,
     *,
     now: datetime,
     since: datetime | None = None,
     account_id: str | None = None,
     opportunity_id: str | None = None,
 ) -> CatchUp:
-    """The rep's catch-up as of ``now``; a whole-book one stores ``now`` as their last catch-up."""
+    """The rep's catch-up as of ``now``, read through ``evidence`` (the rep's own reads):
+    ``since`` else their last catch-up else :func:`default_window` ago; a whole-book one stores
+    ``now`` as their last catch-up once it is read."""
     source: Literal["asked", "last_catch_up", "default"] = "asked"
     if since is None:
         stored = await last_catch_up(conn, identity)
         since, source = (stored, "last_catch_up") if stored is not None else (None, "default")
-        since = since or now - timedelta(days=DEFAULT_DAYS)
-    async with AsyncExitStack() as stack:
-        evidence = Evidence(connector.reads(stack, settings, tokens))
-        scope, deals, items, skipped = await catch_up_reads(
-            evidence, since, now, account_id=account_id, opportunity_id=opportunity_id
-        )
+        since = since or now - default_window()
+    scope, deals, items, skipped = await catch_up_reads(
+        evidence, since, now, account_id=account_id, opportunity_id=opportunity_id
+    )
     result = CatchUp(
         scope=scope,
         since=since,
@@ -394,3 +393,29 @@ async def catch_up_at(
     return result.model_copy(
         update={"text": text, "citation_check": check_citations(text, evidence.messages)}
     )
+
+
+async def catch_up_at(
+    settings: Settings,
+    identity: RepIdentity,
+    tokens: TokenBroker,
+    conn: AsyncConnection[Any],
+    *,
+    now: datetime,
+    since: datetime | None = None,
+    account_id: str | None = None,
+    opportunity_id: str | None = None,
+) -> CatchUp:
+    """The rep's catch-up as of ``now``, read with ``tokens`` in a session of its own
+    (:func:`catch_up_from`)."""
+    async with AsyncExitStack() as stack:
+        evidence = Evidence(connector.reads(stack, settings, tokens))
+        return await catch_up_from(
+            evidence,
+            conn,
+            identity,
+            now=now,
+            since=since,
+            account_id=account_id,
+            opportunity_id=opportunity_id,
+        )
