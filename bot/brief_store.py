@@ -58,6 +58,11 @@ def _preferences(row: dict[str, Any]) -> Preferences:
 
 async def preferences(pool: Pool, identity: RepIdentity) -> Preferences:
     """The rep's settings (none stored: the defaults, everything off)."""
+    return await kept_preferences(pool, identity) or Preferences()
+
+
+async def kept_preferences(pool: Pool, identity: RepIdentity) -> Preferences | None:
+    """The rep's settings as kept with their 1:1 chat; None when no chat is kept for them."""
     async with pool.connection() as conn:
         cur = await conn.execute(
             """
@@ -67,7 +72,7 @@ async def preferences(pool: Pool, identity: RepIdentity) -> Preferences:
             (identity.tenant_id, identity.aad_object_id),
         )
         row = await cur.fetchone()
-    return _preferences(row) if row else Preferences()
+    return _preferences(row) if row else None
 
 
 async def briefs_enabled(pool: Pool, identity: RepIdentity) -> bool:
@@ -139,16 +144,6 @@ async def change_settings(pool: Pool, identity: RepIdentity, change: PostingChan
         )
         row = await cur.fetchone()
     return _preferences(row) if row else None
-
-
-async def has_chat(pool: Pool, identity: RepIdentity) -> bool:
-    """Whether a chat is kept for the rep to post to."""
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT 1 FROM brief_settings WHERE tenant_id = %s AND aad_object_id = %s",
-            (identity.tenant_id, identity.aad_object_id),
-        )
-        return await cur.fetchone() is not None
 
 
 async def subscribers(pool: Pool, *, digest: bool = False) -> list[BriefSubscriber]:

@@ -27,9 +27,10 @@ class BotPostingSettings:
 
     async def current(self, identity: RepIdentity) -> Preferences:
         """The rep's settings; :class:`PostingUnreachable` when no 1:1 chat is kept for them."""
-        if not await brief_store.has_chat(self.pool, identity):
+        prefs = await brief_store.kept_preferences(self.pool, identity)
+        if prefs is None:
             raise PostingUnreachable(NO_CHAT)
-        return self._shown(await brief_store.preferences(self.pool, identity))
+        return self._shown(prefs)
 
     async def change(self, identity: RepIdentity, change: PostingChange) -> Preferences:
         """Apply ``change``; :class:`PostingUnreachable` when no 1:1 chat is kept for the rep."""

@@ -142,6 +142,12 @@ def _with_field_titles(tool: BaseTool, params: dict[str, Any]) -> dict[str, Any]
     return {**params, "properties": titled}
 
 
+FUNCTION_WORDS = frozenset(
+    {"a", "an", "the", "to", "for", "of", "on", "in", "into", "at", "by", "with", "and", "or", "your", "my"}
+)
+"""Words that carry no meaning of their own in a tool's title ("Log an activity")."""
+
+
 def words(text: str) -> set[str]:
     """Lower-case words of a tool name or description (``crmLogActivity`` → crm, log, activity)."""
     return {w.lower() for w in _WORD_RE.findall(text)}

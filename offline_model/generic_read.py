@@ -17,15 +17,12 @@ import re
 from typing import Any
 
 from offline_model import compose as c
-from offline_model.catalog import BoundTool, words
+from offline_model.catalog import FUNCTION_WORDS, BoundTool, words
 from offline_model.context import PlanContext
 from offline_model.lookup import has_account_reference, resolve_account
 from offline_model.steps import PlannedCall, Step, answer
 from offline_model.text import find_date, find_period
 
-_FUNCTION_WORDS = frozenset(
-    {"a", "an", "the", "to", "for", "of", "on", "in", "into", "at", "by", "with", "and", "or", "your", "my"}
-)
 _STEM = 4
 _LONG_STEM = 6
 _TEXT_KEYS = ("what", "reason", "text", "summary", "name", "title", "subject")
@@ -35,12 +32,8 @@ _CITATION = re.compile(r"\s*\[[^\[\]\s]{1,80}\]")
 MAX_ITEMS = 25
 
 
-def _stems(text: str) -> set[str]:
-    return {w[:_STEM] for w in words(text) if w not in _FUNCTION_WORDS and len(w) > 1}
-
-
-def _word_stems(text: str, length: int) -> set[str]:
-    return {w[:length] for w in words(text) if w not in _FUNCTION_WORDS and len(w) > 1}
+def _stems(text: str, length: int = _STEM) -> set[str]:
+    return {w[:length] for w in words(text) if w not in FUNCTION_WORDS and len(w) > 1}
 
 
 def requested_read(ctx: PlanContext) -> BoundTool | None:
@@ -58,9 +51,7 @@ def requested_read(ctx: PlanContext) -> BoundTool | None:
             continue
         titled, named = _stems(tool.title), _stems(tool.name.replace("_", " "))
         if len(titled) == 1:
-            asked = titled <= said and _word_stems(tool.title, _LONG_STEM) <= _word_stems(
-                ctx.turn.question, _LONG_STEM
-            )
+            asked = titled <= said and _stems(tool.title, _LONG_STEM) <= _stems(ctx.turn.question, _LONG_STEM)
         else:
             asked = bool(titled) and titled <= said
         # Its name alone ("brief me") does not ask for a tool that takes no record when the

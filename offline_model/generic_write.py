@@ -17,16 +17,12 @@ import re
 from typing import Any
 
 from offline_model import compose as c
-from offline_model.catalog import BoundTool, words
+from offline_model.catalog import FUNCTION_WORDS, BoundTool, words
 from offline_model.context import PlanContext
 from offline_model.questions import is_question
 from offline_model.steps import PlannedCall, Step, answer
 from offline_model.structured import best_effort_args
 
-# Words that carry no meaning of their own in a tool's title ("Log an activity").
-_FUNCTION_WORDS = frozenset(
-    {"a", "an", "the", "to", "for", "of", "on", "in", "into", "at", "by", "with", "and", "or", "your", "my"}
-)
 _SHOW = re.compile(r"\s*(?:please\s+)?(?:show|list|see|view|display)\b")
 _STEM = 5  # "badges" and "badge", "pinned" and "pin": compare the first letters only
 
@@ -36,7 +32,7 @@ def _stem(word: str) -> str:
 
 
 def _title_words(tool: BoundTool) -> set[str]:
-    return {_stem(w) for w in words(tool.title) if w not in _FUNCTION_WORDS}
+    return {_stem(w) for w in words(tool.title) if w not in FUNCTION_WORDS}
 
 
 def requested_tool(ctx: PlanContext) -> BoundTool | None:

@@ -14,14 +14,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from offline_model.catalog import BoundTool, words
+from offline_model.catalog import FUNCTION_WORDS, BoundTool, words
 from offline_model.context import PlanContext
 from offline_model.questions import is_question
 from offline_model.structured import schema_type
 
-_FUNCTION_WORDS = frozenset(
-    {"a", "an", "the", "to", "for", "of", "on", "in", "into", "at", "by", "with", "and", "or", "your", "my"}
-)
 _STEM = 5
 _ON = frozenset({"on", "enable", "enabled", "start", "resume"})
 _OFF = frozenset({"off", "disable", "disabled", "stop", "pause"})
@@ -36,7 +33,7 @@ _NUMBER = re.compile(r"(?<![\d:.])\b(\d{1,5})\b(?![\d:.]|\s*[ap]\.?m\b)", re.IGN
 
 
 def _stems(text: str) -> set[str]:
-    return {w[:_STEM] for w in words(text) if w not in _FUNCTION_WORDS}
+    return {w[:_STEM] for w in words(text) if w not in FUNCTION_WORDS}
 
 
 def _switch(tokens: list[str], titled: set[str]) -> bool | None:

@@ -10,12 +10,11 @@ nothing is proposed that could not be done.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from copilot.posting import NO_CHAT, PostingChange, PostingUnreachable, describe, parse_clock
+from copilot.posting import NO_CHAT, PostingChange, PostingUnreachable, Preferences, describe, parse_clock
 from copilot.tools.schemas import ChangeBriefsAndDigestArgs
 from copilot.writes.crm import now_iso
 from copilot.writes.registry import WriteTool, register
@@ -31,14 +30,13 @@ POSTING_CUES: tuple[str, ...] = ("brief", "digest")
 TARGET: Target = {"type": "settings", "id": None, "name": "Your briefs and digest"}
 
 
-def _current(prefs: Any) -> dict[str, Any]:
-    current = asdict(prefs)
-    current["digest_time"] = f"{prefs.digest_time:%H:%M}"
+def _current(prefs: Preferences) -> dict[str, Any]:
+    """The settings under the tool's argument names (as the card shows current → proposed)."""
     return {
-        "briefs": current["enabled"],
-        "lead_minutes": current["lead_minutes"],
-        "digest": current["digest_enabled"],
-        "digest_time": current["digest_time"],
+        "briefs": prefs.enabled,
+        "lead_minutes": prefs.lead_minutes,
+        "digest": prefs.digest_enabled,
+        "digest_time": f"{prefs.digest_time:%H:%M}",
     }
 
 
